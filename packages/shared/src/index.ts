@@ -1,0 +1,4 @@
+export { AppError, ErrorCode, isAppError, toAppError, type AppErrorOptions } from './app-error.ts';
+export { createRootLogger, silentLogger, type Logger } from './logger.ts';
+export { startWorker, workerInput } from './ts-worker.ts';
+export { parseEnv, formatZodIssues } from './env.ts';
