@@ -1,1 +1,26 @@
-export {};
+export { ActionType, actionTypes, MAX_ARGUMENT_CHARS, SqlActionSchema, type SqlAction } from './sql-action.ts';
+export {
+  SqlObservationSchema,
+  StepResultSchema,
+  RewardBreakdownSchema,
+  StepInfoSchema,
+  StepOutcomeSchema,
+  type SqlObservation,
+  type StepResult,
+  type RewardBreakdown,
+  type StepInfo,
+  type StepOutcome,
+} from './sql-observation.ts';
+export {
+  AnswerType,
+  answerTypes,
+  Difficulty,
+  difficulties,
+  SplitName,
+  CellSchema,
+  QuestionRecordSchema,
+  type Cell,
+  type QuestionRecord,
+} from './question.ts';
+export { ResetOptionsSchema, EpisodeStateSchema, type ResetOptions, type EpisodeState } from './episode.ts';
+export { toJsonSchema, openEnvSchemas } from './json-schema.ts';
