@@ -1,1 +1,1 @@
-export {};
+export type { EpisodeContext, Policy, PolicyEpisode } from './policy.ts';
