@@ -1,0 +1,25 @@
+import type { CommandIo } from './io.ts';
+import { evalCommand, evalUsage } from './commands/eval.ts';
+import { playCommand, playUsage } from './commands/play.ts';
+import { datasetsCommand, datasetsUsage } from './commands/datasets.ts';
+
+export interface Command {
+  summary: string;
+  usage: string;
+  run(argv: string[], io: CommandIo): Promise<number>;
+}
+
+/** Every sub-command of `sqlenv`. Heavy modules are imported lazily so `sqlenv eval` never loads ONNX Runtime. */
+export const commands: Record<string, Command> = {
+  eval: { summary: 'evaluate a baseline policy on a dataset', usage: evalUsage, run: evalCommand },
+  play: { summary: 'play one episode in the terminal (or a scripted one)', usage: playUsage, run: playCommand },
+  datasets: { summary: 'validate a Spider-layout dataset directory', usage: datasetsUsage, run: datasetsCommand },
+};
+
+export function usage(): string {
+  const lines = ['sqlenv — SQL environment, evaluation and distributed RL training', '', 'Commands:'];
+  for (const [name, command] of Object.entries(commands)) lines.push(`  ${name.padEnd(12)} ${command.summary}`);
+  lines.push('', 'Usage:');
+  for (const command of Object.values(commands)) lines.push(`  ${command.usage}`);
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,127 @@
+import { z } from 'zod';
+import { evaluate, OraclePolicy, RandomPolicy, type EvaluationReport, type Policy } from '@sqlenv/agents';
+import { SplitName } from '@sqlenv/protocol';
+import { createSqlEnvRuntime, type Dataset } from '@sqlenv/sql-env';
+import { SQLEnvClient } from '@sqlenv/client';
+import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../args.ts';
+import { UsageError } from '../cli-error.ts';
+import { cacheDir } from '../paths.ts';
+import { ProgressBar } from '../progress-bar.ts';
+import type { CommandIo } from '../io.ts';
+import { selectQuestionIds } from '../select-questions.ts';
+
+const EvalFlags = z.object({
+  policy: z.enum(['oracle', 'random']).default('oracle'),
+  dataset: z.string().min(1).default('builtin'),
+  split: SplitName.optional(),
+  episodes: episodesFlag.default(50),
+  seed: intFlag.default(0),
+  concurrency: positiveIntFlag.default(8),
+  url: z.string().url().optional(),
+  json: z.boolean().default(false),
+  failures: z.coerce.number().int().nonnegative().default(10),
+});
+
+export const evalUsage = `sqlenv eval [--policy oracle|random] [--dataset builtin|<dir>] [--split train|dev]
+            [--episodes N|all] [--seed S] [--concurrency C] [--url ws://host:port] [--json]`;
+
+/** `sqlenv eval`: play episodes with a baseline policy and print the report. */
+export async function evalCommand(argv: string[], io: CommandIo): Promise<number> {
+  const { flags } = parseFlags(
+    'eval',
+    argv,
+    {
+      policy: { type: 'string' },
+      dataset: { type: 'string' },
+      split: { type: 'string' },
+      episodes: { type: 'string' },
+      seed: { type: 'string' },
+      concurrency: { type: 'string' },
+      url: { type: 'string' },
+      json: { type: 'boolean' },
+      failures: { type: 'string' },
+    },
+    EvalFlags,
+  );
+  const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), logger: io.logger });
+  try {
+    const dataset = runtime.dataset;
+    const questionIds = selectQuestionIds(dataset, { split: flags.split, episodes: flags.episodes, seed: flags.seed });
+    const policy = makePolicy(flags.policy, dataset, flags.seed);
+    const bar = new ProgressBar(`eval ${policy.name}`, io.stderr);
+    let successes = 0;
+    const createEnvironment = flags.url === undefined
+      ? () => runtime.createEnvironment()
+      : () => SQLEnvClient.connect(flags.url as string);
+    const report = await evaluate(createEnvironment, policy, {
+      questionIds,
+      seed: flags.seed,
+      concurrency: flags.concurrency,
+      onProgress: (done, total, record) => {
+        if (record.success) successes += 1;
+        bar.update(done, total, `success ${((100 * successes) / done).toFixed(1)}%`);
+      },
+    });
+    bar.finish();
+    if (flags.json) {
+      io.stdout.write(`${JSON.stringify(summaryJson(report, flags.dataset))}\n`);
+    } else {
+      io.stdout.write(renderReport(report, dataset, flags.failures));
+    }
+    return 0;
+  } finally {
+    await runtime.close();
+  }
+}
+
+export function makePolicy(name: string, dataset: Dataset, seed: number): Policy {
+  switch (name) {
+    case 'oracle':
+      return new OraclePolicy(dataset);
+    case 'random':
+      return new RandomPolicy({ seed });
+    default:
+      throw new UsageError(`unknown policy '${name}' (expected oracle or random)`);
+  }
+}
+
+function summaryJson(report: EvaluationReport, dataset: string): Record<string, unknown> {
+  return {
+    policy: report.policy,
+    dataset,
+    episodes: report.episodes,
+    success_rate: round(report.success_rate),
+    mean_reward: round(report.mean_reward),
+    mean_steps: round(report.mean_steps),
+    errors: report.errors,
+    failures: report.records
+      .filter((r) => !r.success)
+      .slice(0, 50)
+      .map((r) => ({ question_id: r.question_id, reason: r.error ?? r.done_reason, reward: round(r.reward) })),
+  };
+}
+
+function renderReport(report: EvaluationReport, dataset: Dataset, maxFailures: number): string {
+  const lines = [
+    '',
+    `Evaluation of the ${report.policy} policy on ${dataset.name} (${report.episodes} episodes)`,
+    `  success rate   ${(100 * report.success_rate).toFixed(1)} %`,
+    `  mean reward    ${report.mean_reward.toFixed(3)}`,
+    `  mean steps     ${report.mean_steps.toFixed(2)}`,
+    `  errors         ${report.errors}`,
+  ];
+  const failed = report.records.filter((r) => !r.success);
+  if (failed.length > 0 && maxFailures > 0) {
+    lines.push(`  failed episodes (first ${Math.min(maxFailures, failed.length)} of ${failed.length}):`);
+    for (const record of failed.slice(0, maxFailures)) {
+      const last = record.actions.at(-1);
+      const reason = record.error ?? (record.done_reason === 'answered' ? `wrong answer ${JSON.stringify(last?.argument ?? '').slice(0, 60)}` : record.done_reason ?? 'unknown');
+      lines.push(`    ${record.question_id ?? '?'}: ${reason}`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function round(value: number): number {
+  return Math.round(value * 10_000) / 10_000;
+}

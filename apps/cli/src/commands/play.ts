@@ -1,0 +1,136 @@
+import { createInterface } from 'node:readline/promises';
+import { readFile } from 'node:fs/promises';
+import { z } from 'zod';
+import { SplitName, SqlActionSchema, actionTypes, type SqlAction, type StepResult } from '@sqlenv/protocol';
+import { createSqlEnvRuntime } from '@sqlenv/sql-env';
+import { formatZodIssues } from '@sqlenv/shared';
+import { intFlag, parseFlags } from '../args.ts';
+import { UsageError } from '../cli-error.ts';
+import { cacheDir } from '../paths.ts';
+import type { CommandIo } from '../io.ts';
+
+const PlayFlags = z.object({
+  dataset: z.string().min(1).default('builtin'),
+  split: SplitName.optional(),
+  'question-id': z.string().min(1).optional(),
+  seed: intFlag.optional(),
+  actions: z.string().min(1).optional(),
+  json: z.boolean().default(false),
+});
+
+export const playUsage = `sqlenv play [--dataset builtin|<dir>] [--split train|dev] [--question-id Q] [--seed S]
+            [--actions FILE.jsonl --json]`;
+
+/**
+ * `sqlenv play`: one episode in the terminal. Interactively, each line is
+ * `<TOOL> <argument>` (e.g. `DESCRIBE singer`); with `--actions FILE.jsonl`
+ * each line of the file is one action object and, with `--json`, each step
+ * result is printed as one JSON line.
+ */
+export async function playCommand(argv: string[], io: CommandIo): Promise<number> {
+  const { flags } = parseFlags(
+    'play',
+    argv,
+    {
+      dataset: { type: 'string' },
+      split: { type: 'string' },
+      'question-id': { type: 'string' },
+      seed: { type: 'string' },
+      actions: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+    PlayFlags,
+  );
+  const scripted = flags.actions === undefined ? undefined : await readActionsFile(flags.actions);
+  const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), logger: io.logger });
+  const env = runtime.createEnvironment();
+  try {
+    const resetOptions = {
+      ...(flags['question-id'] === undefined ? {} : { question_id: flags['question-id'] }),
+      ...(flags.split === undefined ? {} : { split: flags.split }),
+      ...(flags.seed === undefined ? {} : { seed: flags.seed }),
+    };
+    let result: StepResult = await env.reset(resetOptions);
+    const show = (r: StepResult): void => {
+      if (flags.json) io.stdout.write(`${JSON.stringify({ observation: r.observation, reward: r.reward, done: r.done })}\n`);
+      else io.stdout.write(renderObservation(r));
+    };
+    show(result);
+    if (scripted !== undefined) {
+      for (const action of scripted) {
+        if (result.done) break;
+        result = await env.step(action);
+        show(result);
+      }
+      return 0;
+    }
+    const rl = createInterface({ input: io.stdin, output: io.stderr, terminal: io.stderr.isTTY === true });
+    try {
+      while (!result.done) {
+        const line = (await rl.question('action> ').catch(() => null))?.trim();
+        if (line === null || line === undefined) break;
+        if (line === '') continue;
+        const action = parseInteractiveAction(line);
+        if (typeof action === 'string') {
+          io.stderr.write(`${action}\n`);
+          continue;
+        }
+        result = await env.step(action);
+        show(result);
+      }
+    } finally {
+      rl.close();
+    }
+    return 0;
+  } finally {
+    env.close();
+    await runtime.close();
+  }
+}
+
+async function readActionsFile(file: string): Promise<SqlAction[]> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new UsageError(`play: cannot read actions file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  const actions: SqlAction[] = [];
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]?.trim() ?? '';
+    if (line === '') continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      throw new UsageError(`play: ${file}:${i + 1}: not valid JSON`);
+    }
+    const parsed = SqlActionSchema.safeParse(value);
+    if (!parsed.success) throw new UsageError(`play: ${file}:${i + 1}: invalid action: ${formatZodIssues(parsed.error)}`);
+    actions.push(parsed.data);
+  }
+  return actions;
+}
+
+/** `DESCRIBE singer` → action, or a message explaining the expected form. */
+export function parseInteractiveAction(line: string): SqlAction | string {
+  const match = /^(\w+)\s*([\s\S]*)$/.exec(line);
+  const tool = match?.[1]?.toUpperCase();
+  if (tool === undefined || !(actionTypes as string[]).includes(tool)) {
+    return `expected one of ${actionTypes.join(', ')} followed by its argument, e.g. "DESCRIBE singer"`;
+  }
+  return { action_type: tool as SqlAction['action_type'], argument: match?.[2]?.trim() ?? '' };
+}
+
+function renderObservation(result: StepResult): string {
+  const o = result.observation;
+  const parts = [
+    `\nQuestion: ${o.question}`,
+    `Schema:\n${o.schema_info}`,
+    o.result === '' ? '' : `Result:\n${o.result}`,
+    o.error === '' ? '' : `Error: ${o.error}`,
+    `Step ${o.step_count}, budget left ${o.budget_remaining}${result.reward === null ? '' : `, reward ${result.reward.toFixed(3)}`}${result.done ? ', DONE' : ''}`,
+  ];
+  return `${parts.filter((p) => p !== '').join('\n')}\n`;
+}

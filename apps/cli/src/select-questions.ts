@@ -1,0 +1,33 @@
+import type { SplitName } from '@sqlenv/protocol';
+import type { Dataset } from '@sqlenv/sql-env';
+import { createRng } from '@sqlenv/agents';
+import { UsageError } from './cli-error.ts';
+
+/**
+ * The question ids an evaluation plays: all of the split in dataset order, or
+ * N drawn with a seeded shuffle (drawn again when N exceeds the split).
+ * Where a dataset holds a single split, that split is the default.
+ */
+export function selectQuestionIds(
+  dataset: Dataset,
+  options: { split: SplitName | undefined; episodes: number | 'all'; seed: number },
+): string[] {
+  const split = options.split ?? (dataset.splits.includes('train') ? 'train' : dataset.splits[0]);
+  if (split === undefined || !dataset.splits.includes(split)) {
+    throw new UsageError(`dataset ${dataset.name} has no split '${options.split ?? ''}' (it has: ${dataset.splits.join(', ')})`);
+  }
+  const ids = dataset.questions.filter((q) => q.split === split).map((q) => q.question_id);
+  if (ids.length === 0) throw new UsageError(`dataset ${dataset.name} has no playable questions in split ${split}`);
+  if (options.episodes === 'all') return ids;
+  const rng = createRng(options.seed);
+  const out: string[] = [];
+  while (out.length < options.episodes) {
+    const round = [...ids];
+    for (let i = round.length - 1; i > 0; i--) {
+      const j = Math.floor(rng() * (i + 1));
+      [round[i], round[j]] = [round[j] as string, round[i] as string];
+    }
+    out.push(...round.slice(0, options.episodes - out.length));
+  }
+  return out;
+}

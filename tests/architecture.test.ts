@@ -1,0 +1,148 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The import graph between workspaces follows DESIGN.md: apps → packages,
+ * never the reverse; `shared` depends on nothing internal; the ML packages
+ * (onnx-graph, model, grpo) never reach queue, server or SQL code, so they run
+ * and test offline on their own.
+ */
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Internal dependencies each package may import. Apps may import any package. */
+const allowedPackageDeps: Record<string, readonly string[]> = {
+  shared: [],
+  protocol: ['shared'],
+  'sql-env': ['shared', 'protocol'],
+  agents: ['shared', 'protocol', 'model'],
+  'onnx-graph': ['shared'],
+  model: ['shared', 'onnx-graph'],
+  grpo: ['shared', 'onnx-graph', 'model'],
+  client: ['shared', 'protocol'],
+  rollout: ['shared', 'protocol', 'sql-env', 'agents', 'client', 'model', 'grpo', 'onnx-graph'],
+};
+/** Apps that other apps may import: the CLI is the umbrella over the thin mains. */
+const importableApps = new Set(['env-server', 'coordinator', 'worker', 'trainer']);
+/** External modules the ML packages must never import. */
+const forbiddenInMl = ['bullmq', 'ioredis', 'better-sqlite3', 'ws'];
+const mlPackages = ['onnx-graph', 'model', 'grpo'];
+
+interface Workspace {
+  kind: 'packages' | 'apps';
+  name: string;
+  dir: string;
+  declared: Set<string>;
+}
+
+function listWorkspaces(): Workspace[] {
+  const out: Workspace[] = [];
+  for (const kind of ['packages', 'apps'] as const) {
+    for (const name of readdirSync(path.join(root, kind))) {
+      const dir = path.join(root, kind, name);
+      const manifestPath = path.join(dir, 'package.json');
+      try {
+        statSync(manifestPath);
+      } catch {
+        continue;
+      }
+      const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { dependencies?: Record<string, string> };
+      out.push({ kind, name, dir, declared: new Set(Object.keys(manifest.dependencies ?? {})) });
+    }
+  }
+  return out;
+}
+
+function sourceFiles(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const entry of readdirSync(d, { withFileTypes: true })) {
+      if (entry.name === 'node_modules') continue;
+      const full = path.join(d, entry.name);
+      if (entry.isDirectory()) walk(full);
+      else if (/\.(ts|mts|js|mjs)$/.test(entry.name)) out.push(full);
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+/** Module specifiers of static and dynamic imports and re-exports. */
+export function importSpecifiers(source: string): string[] {
+  const specs: string[] = [];
+  const patterns = [/\bfrom\s+['"]([^'"]+)['"]/g, /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g, /^\s*import\s+['"]([^'"]+)['"]/gm];
+  for (const pattern of patterns) for (const match of source.matchAll(pattern)) if (match[1]) specs.push(match[1]);
+  return specs;
+}
+
+const workspaces = listWorkspaces();
+const workspaceDirs = workspaces.map((w) => ({ ...w, src: path.join(w.dir, 'src') }));
+
+describe('architecture: the import graph between workspaces', () => {
+  it('finds the workspaces DESIGN.md names', () => {
+    const names = workspaces.filter((w) => w.kind === 'packages').map((w) => w.name);
+    for (const expected of ['shared', 'protocol', 'sql-env', 'agents', 'onnx-graph', 'model', 'rollout', 'client']) expect(names).toContain(expected);
+  });
+
+  for (const ws of workspaceDirs) {
+    it(`${ws.kind}/${ws.name} imports only what it may, and declares it`, () => {
+      const problems: string[] = [];
+      for (const file of sourceFiles(ws.dir)) {
+        const rel = path.relative(root, file);
+        for (const spec of importSpecifiers(readFileSync(file, 'utf8'))) {
+          if (spec.startsWith('.')) {
+            const target = path.resolve(path.dirname(file), spec);
+            if (!target.startsWith(ws.dir + path.sep)) problems.push(`${rel}: relative import '${spec}' leaves its workspace`);
+            continue;
+          }
+          const internal = /^@sqlenv\/([^/]+)/.exec(spec)?.[1];
+          if (internal !== undefined) {
+            const target = workspaces.find((w) => w.name === internal);
+            if (target === undefined) {
+              problems.push(`${rel}: imports unknown workspace @sqlenv/${internal}`);
+              continue;
+            }
+            if (ws.kind === 'packages') {
+              if (target.kind === 'apps') problems.push(`${rel}: a package imports the app @sqlenv/${internal}`);
+              else if (!(allowedPackageDeps[ws.name] ?? []).includes(internal) && internal !== ws.name) {
+                problems.push(`${rel}: packages/${ws.name} may not import @sqlenv/${internal}`);
+              }
+            } else if (target.kind === 'apps' && !(ws.name === 'cli' && importableApps.has(internal)) && internal !== ws.name) {
+              problems.push(`${rel}: apps/${ws.name} may not import the app @sqlenv/${internal}`);
+            }
+            if (internal !== ws.name && !ws.declared.has(`@sqlenv/${internal}`)) problems.push(`${rel}: @sqlenv/${internal} is not in package.json dependencies`);
+            continue;
+          }
+          const external = spec.startsWith('node:') ? null : spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0];
+          if (external !== null && external !== undefined && mlPackages.includes(ws.name) && forbiddenInMl.includes(external)) {
+            problems.push(`${rel}: ML package imports ${external}`);
+          }
+        }
+      }
+      expect(problems).toEqual([]);
+    });
+  }
+
+  it('has no dependency cycle between packages', () => {
+    const graph = new Map(workspaces.filter((w) => w.kind === 'packages').map((w) => [w.name, [...w.declared].filter((d) => d.startsWith('@sqlenv/')).map((d) => d.slice(8))]));
+    const state = new Map<string, 'visiting' | 'done'>();
+    const cycles: string[] = [];
+    const visit = (node: string, trail: string[]): void => {
+      if (state.get(node) === 'done') return;
+      if (state.get(node) === 'visiting') {
+        cycles.push([...trail, node].join(' → '));
+        return;
+      }
+      state.set(node, 'visiting');
+      for (const next of graph.get(node) ?? []) visit(next, [...trail, node]);
+      state.set(node, 'done');
+    };
+    for (const node of graph.keys()) visit(node, []);
+    expect(cycles).toEqual([]);
+  });
+
+  it('detects a forbidden import (the checker itself can fail)', () => {
+    expect(importSpecifiers(`import { Queue } from 'bullmq';\nconst m = await import('@sqlenv/sql-env');\nexport * from './x.ts';`)).toEqual(['bullmq', './x.ts', '@sqlenv/sql-env']);
+  });
+});
