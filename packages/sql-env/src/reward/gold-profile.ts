@@ -1,0 +1,75 @@
+import type { Cell } from '@sqlenv/protocol';
+
+/**
+ * A cell reduced to what the progress reward compares: numbers (and numeric
+ * text) as numbers rounded to 10 significant digits, so that 2.5 equals "2.5"
+ * and two float computations of the same average agree; other text trimmed and
+ * case-folded; NULL as null. Map keys compare with SameValueZero, so -0 = 0.
+ */
+export type ValueKey = string | number | null;
+
+const NUMBER_RE = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/i;
+
+function roundNumber(value: number): number {
+  return Number.isInteger(value) || !Number.isFinite(value) ? value : Number(value.toPrecision(10));
+}
+
+function looksNumeric(text: string): boolean {
+  // Cheap first-character gate: most text cells never reach the regex.
+  const code = text.charCodeAt(0);
+  return (code >= 48 && code <= 57) || code === 43 || code === 45 || code === 46 || code === 32;
+}
+
+export function valueKey(cell: Cell | undefined): ValueKey {
+  if (cell === null || cell === undefined) return null;
+  if (typeof cell === 'number') return roundNumber(cell);
+  if (looksNumeric(cell)) {
+    const trimmed = cell.trim();
+    if (NUMBER_RE.test(trimmed)) return roundNumber(Number(trimmed));
+  }
+  return cell.trim().toLowerCase();
+}
+
+/** Numeric cells' [min, max]; undefined when there are none. */
+export interface NumericRange {
+  readonly min: number;
+  readonly max: number;
+}
+
+/**
+ * What the progress reward needs of a question's gold rows, computed once per
+ * question (datasets may cache it) instead of once per step.
+ */
+export interface GoldProfile {
+  readonly kind: 'gold-profile';
+  readonly rowCount: number;
+  readonly cellCount: number;
+  /** Multiset of the gold cells' value keys. */
+  readonly valueCounts: ReadonlyMap<ValueKey, number>;
+  readonly numericRange: NumericRange | undefined;
+}
+
+export function profileGold(rows: readonly (readonly Cell[])[]): GoldProfile {
+  const valueCounts = new Map<ValueKey, number>();
+  let cellCount = 0;
+  let min = Infinity;
+  let max = -Infinity;
+  for (const row of rows) {
+    for (const cell of row) {
+      const key = valueKey(cell);
+      valueCounts.set(key, (valueCounts.get(key) ?? 0) + 1);
+      cellCount += 1;
+      if (typeof key === 'number') {
+        if (key < min) min = key;
+        if (key > max) max = key;
+      }
+    }
+  }
+  return {
+    kind: 'gold-profile',
+    rowCount: rows.length,
+    cellCount,
+    valueCounts,
+    numericRange: min <= max ? { min, max } : undefined,
+  };
+}

@@ -1,0 +1,149 @@
+import type { Cell } from '@sqlenv/protocol';
+
+/** Float answers pass within this relative error (reference/sqlenv-behaviour.md: "1 % relative tolerance"). */
+export const FLOAT_RELATIVE_TOLERANCE = 0.01;
+/** Below this absolute error a float answer passes even when the gold value is 0 (where 1 % of 0 is 0). */
+export const FLOAT_ABSOLUTE_TOLERANCE = 1e-9;
+
+/**
+ * How two numbers are compared: `exact` for integer answers, `tolerant` for
+ * float answers, `auto` (list and table cells) picks exact for an
+ * integer-valued gold cell and tolerant otherwise.
+ */
+export type NumberMode = 'exact' | 'tolerant' | 'auto';
+
+/** Spellings of SQL NULL an agent may write (after case folding). */
+const NULL_TOKENS: ReadonlySet<string> = new Set(['null', 'none', 'nil', '']);
+
+// A plain decimal or scientific literal; hex, "1_000", "Infinity"-as-text etc. are not numbers here.
+const NUMBER_RE = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/i;
+// "1,234,567.5": thousands separators are accepted only in this strict shape.
+const THOUSANDS_RE = /^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?$/;
+const INFINITY_RE = /^([+-]?)inf(?:inity)?$/i;
+const WHITESPACE_RE = /\s+/g;
+const QUOTE_PAIRS: ReadonlyArray<readonly [string, string]> = [
+  ['"', '"'],
+  ["'", "'"],
+  ['`', '`'],
+  ['\u201c', '\u201d'],
+  ['\u2018', '\u2019'],
+];
+
+/** Removes one pair of matching surrounding quotes, if any. */
+export function stripQuotes(text: string): string {
+  if (text.length < 2) return text;
+  const first = text[0];
+  const last = text[text.length - 1];
+  for (const [open, close] of QUOTE_PAIRS) {
+    if (first === open && last === close) return text.slice(1, -1);
+  }
+  return text;
+}
+
+/**
+ * The comparable form of one answer value: trimmed, surrounding quotes and a
+ * trailing period removed, inner whitespace collapsed, case folded. Applied to
+ * BOTH the prediction and the gold value, so anything it drops cannot make a
+ * gold answer disagree with itself.
+ */
+export function normaliseCellText(text: string): string {
+  let current = text.trim();
+  // Two rounds cover `"abc".` and `"abc."`; more wrapping than that is not a cell.
+  for (let round = 0; round < 2; round += 1) {
+    const before = current;
+    current = stripQuotes(current).trim();
+    if (current.length > 1 && current.endsWith('.') && !current.endsWith('..')) current = current.slice(0, -1).trimEnd();
+    if (current === before) break;
+  }
+  return current.replace(WHITESPACE_RE, ' ').toLowerCase();
+}
+
+/** Parses an already normalised cell text as a number; undefined if it is not one. */
+export function parseNumber(text: string): number | undefined {
+  let literal = text;
+  if (THOUSANDS_RE.test(literal)) literal = literal.replaceAll(',', '');
+  if (NUMBER_RE.test(literal)) {
+    const value = Number(literal);
+    return Number.isNaN(value) ? undefined : value;
+  }
+  const inf = INFINITY_RE.exec(literal);
+  if (inf !== null) return inf[1] === '-' ? -Infinity : Infinity;
+  return undefined;
+}
+
+/**
+ * The number a gold TEXT cell stands for, only when the text is the number's
+ * canonical spelling ("25", "2.5"), so that "007" or "1e5" stay text: a
+ * zip code answered as "7" is wrong, an id stored as text answered "25.0" is not.
+ */
+export function canonicalNumber(text: string): number | undefined {
+  const trimmed = text.trim();
+  if (!NUMBER_RE.test(trimmed)) return undefined;
+  const value = Number(trimmed);
+  return String(value) === trimmed ? value : undefined;
+}
+
+/** Compares a predicted number with a gold number under a mode (see NumberMode). */
+export function numbersMatch(predicted: number, gold: number, mode: NumberMode): boolean {
+  if (predicted === gold) return true;
+  const exact = mode === 'exact' || (mode === 'auto' && Number.isInteger(gold));
+  if (exact) return false;
+  const error = Math.abs(predicted - gold);
+  // A hair of slack on the 1 % bound so that 101 vs 100 passes despite binary rounding.
+  return error <= Math.max(FLOAT_RELATIVE_TOLERANCE * Math.abs(gold) * (1 + 1e-12), FLOAT_ABSOLUTE_TOLERANCE);
+}
+
+/** A predicted cell, normalised and parsed once (lists and tables compare it many times). */
+export interface PreparedPrediction {
+  readonly text: string;
+  readonly value: number | undefined;
+  /** Equal keys imply a match (never the reverse: tolerance matches have different keys). */
+  readonly key: string;
+}
+
+/** A gold cell, normalised and parsed once. */
+export interface PreparedGold {
+  readonly cell: Cell;
+  readonly text: string;
+  /** The number to compare with: the cell itself, or the value of canonical numeric text. */
+  readonly value: number | undefined;
+  readonly key: string;
+}
+
+export function preparePrediction(predicted: string): PreparedPrediction {
+  const text = normaliseCellText(predicted);
+  const value = parseNumber(text);
+  const key = value !== undefined ? `n:${value}` : NULL_TOKENS.has(text) ? 'null' : `t:${text}`;
+  return { text, value, key };
+}
+
+export function prepareGold(cell: Cell): PreparedGold {
+  if (cell === null) return { cell, text: 'null', value: undefined, key: 'null' };
+  if (typeof cell === 'number') return { cell, text: String(cell), value: cell, key: `n:${cell}` };
+  const text = normaliseCellText(cell);
+  const value = canonicalNumber(cell);
+  // The key must equal the prediction-side key of exactly the texts that match:
+  // numeric-looking but non-canonical text ("007") and null-like text ("None")
+  // get keys no prediction produces, and fall back to pairwise matching.
+  let key: string;
+  if (value !== undefined) key = `n:${value}`;
+  else if (parseNumber(text) !== undefined) key = `t-num:${text}`;
+  else key = NULL_TOKENS.has(text) ? `t-null:${text}` : `t:${text}`;
+  return { cell, text, value, key };
+}
+
+/**
+ * Does a predicted cell match a gold cell? NULL accepts null/none/nil or an
+ * empty cell; numbers compare numerically under `mode`; text compares
+ * normalised, and numerically as well when the gold text is a canonical number.
+ */
+export function matchPrepared(predicted: PreparedPrediction, gold: PreparedGold, mode: NumberMode = 'auto'): boolean {
+  if (gold.cell === null) return NULL_TOKENS.has(predicted.text);
+  if (typeof gold.cell === 'string' && predicted.text === gold.text) return true;
+  return predicted.value !== undefined && gold.value !== undefined && numbersMatch(predicted.value, gold.value, mode);
+}
+
+/** matchPrepared() for one-off comparisons. */
+export function matchCell(predicted: string, gold: Cell, mode: NumberMode = 'auto'): boolean {
+  return matchPrepared(preparePrediction(predicted), prepareGold(gold), mode);
+}

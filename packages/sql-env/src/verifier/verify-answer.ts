@@ -1,0 +1,166 @@
+import type { AnswerType, Cell } from '@sqlenv/protocol';
+import {
+  FLOAT_RELATIVE_TOLERANCE,
+  matchPrepared,
+  normaliseCellText,
+  numbersMatch,
+  parseNumber,
+  prepareGold,
+  preparePrediction,
+  type PreparedGold,
+  type PreparedPrediction,
+} from './match-cell.ts';
+import { matchMultiset } from './match-multiset.ts';
+import { normaliseAnswerText } from './normalise-answer-text.ts';
+import { listReadings, tableReadings } from './split-answer.ts';
+
+/** What the verifier needs of a question (a QuestionRecord satisfies it). */
+export interface GoldAnswer {
+  answer_type: AnswerType;
+  gold_answer: string;
+  gold_rows: Cell[][];
+  gold_columns: string[];
+}
+
+export interface Verdict {
+  correct: boolean;
+  /** Short and human-readable: "integer mismatch: expected 25, got 24". */
+  reason: string;
+}
+
+const MAX_QUOTED_CHARS = 40;
+
+function show(text: string): string {
+  return JSON.stringify(text.length > MAX_QUOTED_CHARS ? `${text.slice(0, MAX_QUOTED_CHARS)}…` : text);
+}
+
+/** The gold scalar: the first cell of the gold rows, else the stored gold text. */
+function goldScalar(gold: GoldAnswer): Cell | undefined {
+  const row = gold.gold_rows[0];
+  if (row !== undefined && row.length > 0) return row[0];
+  return gold.gold_answer.trim() === '' ? undefined : gold.gold_answer;
+}
+
+function verifyNumber(text: string, gold: GoldAnswer, kind: 'integer' | 'float'): Verdict {
+  const cell = goldScalar(gold);
+  if (cell === undefined) return { correct: false, reason: 'no gold answer' };
+  const goldValue = typeof cell === 'number' ? cell : typeof cell === 'string' ? parseNumber(normaliseCellText(cell)) : undefined;
+  if (goldValue === undefined) {
+    // A non-numeric gold under a numeric type (a dataset quirk): compare as a plain cell.
+    const correct = matchPrepared(preparePrediction(text), prepareGold(cell));
+    return { correct, reason: correct ? `${kind} match` : `${kind} mismatch: expected ${show(String(cell))}, got ${show(text)}` };
+  }
+  const value = parseNumber(normaliseCellText(text));
+  if (value === undefined) return { correct: false, reason: `${kind} mismatch: expected ${goldValue}, got non-number ${show(text)}` };
+  const correct = numbersMatch(value, goldValue, kind === 'integer' ? 'exact' : 'tolerant');
+  if (correct) return { correct, reason: `${kind} match` };
+  const tolerance = kind === 'float' ? ` (±${FLOAT_RELATIVE_TOLERANCE * 100}%)` : '';
+  return { correct, reason: `${kind} mismatch: expected ${goldValue}${tolerance}, got ${value}` };
+}
+
+function verifyString(text: string, gold: GoldAnswer): Verdict {
+  const cell = goldScalar(gold);
+  if (cell === undefined) return { correct: false, reason: 'no gold answer' };
+  const correct = matchPrepared(preparePrediction(text), prepareGold(cell));
+  return { correct, reason: correct ? 'string match' : `string mismatch: expected ${show(cell === null ? 'NULL' : String(cell))}, got ${show(text)}` };
+}
+
+function goldItems(gold: GoldAnswer): Cell[] {
+  if (gold.gold_rows.length > 0) return gold.gold_rows.map((row) => row[0] ?? null);
+  return gold.gold_answer.trim() === '' ? [] : (listReadings(gold.gold_answer)[0] ?? []);
+}
+
+/** Picks the size closest to the expected one, for a helpful reason. */
+function closestSize(sizes: number[], expected: number): number {
+  return sizes.reduce((best, size) => (Math.abs(size - expected) < Math.abs(best - expected) ? size : best), sizes[0] ?? 0);
+}
+
+function verifyList(text: string, gold: GoldAnswer): Verdict {
+  const expected = goldItems(gold).map(prepareGold);
+  if (expected.length === 0) return { correct: false, reason: 'no gold items' };
+  const readings = listReadings(text);
+  let reason: string | undefined;
+  for (const reading of readings) {
+    if (reading.length !== expected.length) continue;
+    const predicted = reading.map(preparePrediction);
+    const outcome = matchMultiset(predicted, expected, (p, g) => matchPrepared(p, g));
+    if (outcome.equal) return { correct: true, reason: `list match (${expected.length} item${expected.length === 1 ? '' : 's'})` };
+    const miss = outcome.unmatchedIndex === undefined ? undefined : reading[outcome.unmatchedIndex];
+    reason ??= `list mismatch: ${show(miss ?? '')} is not an expected item`;
+  }
+  const got = closestSize(readings.map((r) => r.length), expected.length);
+  return { correct: false, reason: reason ?? `list mismatch: expected ${expected.length} items, got ${got}` };
+}
+
+interface PreparedRow<C> {
+  readonly key: string;
+  readonly cells: readonly C[];
+}
+
+function prepareRow<C extends { key: string }>(cells: readonly C[]): PreparedRow<C> {
+  return { key: cells.map((cell) => cell.key).join('\u0001'), cells };
+}
+
+function rowsMatch(p: PreparedRow<PreparedPrediction>, g: PreparedRow<PreparedGold>): boolean {
+  return p.cells.length === g.cells.length && p.cells.every((cell, index) => matchPrepared(cell, g.cells[index] as PreparedGold));
+}
+
+function verifyTable(text: string, gold: GoldAnswer): Verdict {
+  const goldRows: Cell[][] =
+    gold.gold_rows.length > 0 || gold.gold_answer.trim() === ''
+      ? gold.gold_rows
+      : (tableReadings(gold.gold_answer, gold.gold_columns.length, [])[0] ?? []);
+  if (goldRows.length === 0) return { correct: false, reason: 'no gold rows' };
+  const width = Math.max(gold.gold_columns.length, goldRows[0]?.length ?? 0);
+  const expected = goldRows.map((row) => prepareRow(row.map(prepareGold)));
+  const readings = tableReadings(text, width, gold.gold_columns);
+  let reason: string | undefined;
+  for (const reading of readings) {
+    if (reading.length !== expected.length) continue;
+    const badRow = reading.findIndex((row) => row.length !== width);
+    if (badRow >= 0) {
+      reason ??= `table mismatch: row ${badRow + 1} has ${reading[badRow]?.length ?? 0} cells, expected ${width}`;
+      continue;
+    }
+    const predicted = reading.map((row) => prepareRow(row.map(preparePrediction)));
+    const outcome = matchMultiset(predicted, expected, rowsMatch);
+    if (outcome.equal) return { correct: true, reason: `table match (${expected.length} row${expected.length === 1 ? '' : 's'})` };
+    const miss = outcome.unmatchedIndex === undefined ? undefined : reading[outcome.unmatchedIndex];
+    reason ??= `table mismatch: row ${show((miss ?? []).join(' | '))} is not an expected row`;
+  }
+  const got = closestSize(readings.map((r) => r.length), expected.length);
+  return { correct: false, reason: reason ?? `table mismatch: expected ${expected.length} rows, got ${got}` };
+}
+
+function verifyText(text: string, gold: GoldAnswer): Verdict {
+  switch (gold.answer_type) {
+    case 'integer':
+    case 'float':
+      return verifyNumber(text, gold, gold.answer_type);
+    case 'string':
+      return verifyString(text, gold);
+    case 'list':
+      return verifyList(text, gold);
+    case 'table':
+      return verifyTable(text, gold);
+  }
+}
+
+/**
+ * Type-aware answer check (reference/sqlenv-behaviour.md, "Answer verifier"):
+ * integer exact after numeric coercion ("25.0", "1,234"); float within 1 %
+ * relative (1e-9 absolute near 0); string trimmed and case-insensitive;
+ * list and table order-insensitive multisets whose cells follow the scalar
+ * rules. The answer is first stripped of an LLM's wrapping
+ * (normaliseAnswerText); the untouched text is tried too, so a gold value that
+ * itself looks like wrapping still matches. An empty answer is always wrong.
+ */
+export function verifyAnswer(predicted: string, gold: GoldAnswer): Verdict {
+  const unwrapped = normaliseAnswerText(predicted);
+  if (unwrapped === '') return { correct: false, reason: 'empty answer' };
+  const verdict = verifyText(unwrapped, gold);
+  if (verdict.correct) return verdict;
+  const raw = predicted.trim();
+  if (raw !== unwrapped && verifyText(raw, gold).correct) return { correct: true, reason: `${gold.answer_type} match` };
+  return verdict;
+}
