@@ -1,1 +1,17 @@
-export {};
+export {
+  RewardConfigSchema,
+  parseRewardConfig,
+  profileGold,
+  scorePotential,
+  createRewardTracker,
+  combineBreakdowns,
+  actionKey,
+  normaliseSql,
+  type RewardConfig,
+  type RewardConfigInput,
+  type GoldProfile,
+  type PotentialScore,
+  type RewardTracker,
+  type RewardStep,
+} from './reward/index.ts';
+export { verifyAnswer, formatGoldAnswer, deriveAnswerType, normaliseAnswerText, type GoldAnswer, type Verdict } from './verifier/index.ts';
