@@ -1,0 +1,93 @@
+/**
+ * Entry of one executor child process (see sql-executor.ts for the design).
+ *
+ * Wire format, both directions: newline-delimited JSON arrays (JSON.stringify
+ * never emits a raw newline, so '\n' is an unambiguous frame end).
+ *   parent → child  [id, dbPath, sql, maxRows]
+ *   child → parent  [id, 0, columns, rows, truncated, cellsTruncated, elapsedMs]   success
+ *                   [id, 1, code, message]                                          failure
+ *                   [0, 2, pid]                                                      ready (once)
+ * Requests run strictly one at a time, in arrival order. A response is handed
+ * to the kernel before the next request starts (we wait for 'drain' when the
+ * pipe is full): the parent infers "request i+1 started" from "response i
+ * arrived", and that inference must never make a query look older than it is.
+ */
+import { Worker } from 'node:worker_threads';
+import { ErrorCode, toAppError } from '@sqlenv/shared';
+import { QueryLimitsSchema } from './executor-config.ts';
+import { NdjsonLines } from './ndjson-lines.ts';
+import { QueryRunner } from './query-runner.ts';
+
+type Request = [id: number, dbPath: string, sql: string, maxRows: number];
+
+const limits = QueryLimitsSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
+const runner = new QueryRunner({ ...limits, applyHeapLimit: true });
+
+/**
+ * Orphan guard: if the parent dies (even by SIGKILL) while this process is
+ * stuck in a runaway query, the main thread never sees stdin close. A tiny
+ * watchdog thread notices the re-parenting and kills this process.
+ */
+const watchdog = new Worker(
+  `const p0 = process.ppid;
+   setInterval(() => { if (process.ppid !== p0) process.kill(process.pid, 'SIGKILL'); }, 250);`,
+  { eval: true },
+);
+watchdog.unref();
+
+const queue: Request[] = [];
+let waitingForDrain = false;
+
+function isRequest(value: unknown): value is Request {
+  return Array.isArray(value) && value.length === 4 && typeof value[0] === 'number' && typeof value[1] === 'string' && typeof value[2] === 'string' && typeof value[3] === 'number';
+}
+
+function respond(frame: unknown[]): void {
+  process.stdout.write(`${JSON.stringify(frame)}\n`);
+  // writableLength > 0: part of the frame is still in user space; do not start the next query.
+  if (process.stdout.writableLength > 0) waitingForDrain = true;
+}
+
+function execute([id, dbPath, sql, maxRows]: Request): void {
+  try {
+    const result = runner.run(dbPath, sql, maxRows);
+    respond([id, 0, result.columns, result.rows, result.truncated, result.cellsTruncated, result.elapsedMs]);
+  } catch (error) {
+    const appError = toAppError(error, ErrorCode.SQL_ERROR);
+    respond([id, 1, appError.code, appError.message]);
+  }
+}
+
+function pump(): void {
+  while (!waitingForDrain) {
+    const request = queue.shift();
+    if (request === undefined) return;
+    execute(request);
+  }
+}
+
+process.stdout.on('drain', () => {
+  waitingForDrain = false;
+  pump();
+});
+
+const lines = new NdjsonLines();
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (chunk: string) => {
+  lines.push(chunk, (line) => {
+    const parsed: unknown = JSON.parse(line);
+    // A malformed frame means the peer is not our parent: stop rather than guess.
+    if (!isRequest(parsed)) process.exit(2);
+    queue.push(parsed);
+  });
+  pump();
+});
+
+function shutdown(): void {
+  runner.close();
+  process.exit(0);
+}
+process.stdin.on('end', shutdown);
+process.on('disconnect', shutdown);
+
+respond([0, 2, process.pid]);
