@@ -1,0 +1,267 @@
+import { tensor, type Graph, type Tensor } from '@sqlenv/onnx-graph';
+import { AppError, ErrorCode } from '@sqlenv/shared';
+import type { ModelConfig } from './config.ts';
+import { loraTensorName, type LoraConfig } from './lora.ts';
+import { layerPrefix, type ModelWeights } from './weights.ts';
+
+/**
+ * The Qwen2 / Qwen3 / Llama decoder as ONNX graph pieces, read top to bottom
+ * like the papers (RMSNorm: Zhang & Sennrich 2019; RoPE: Su et al. 2021;
+ * SwiGLU: Shazeer 2020; GQA: Ainslie et al. 2023), following the Hugging Face
+ * modeling files (modeling_qwen2.py, modeling_qwen3.py, modeling_llama.py).
+ *
+ * Shapes: B batch, T query positions, S key positions (past + T), H hidden,
+ * Hq query heads, Hkv key/value heads, R = Hq / Hkv, D head dim, F SwiGLU
+ * width, V vocab. Activations are float32 throughout.
+ *
+ * Base weights are initializers; LoRA factors are graph inputs (lora.ts).
+ * The same functions build the teacher-forced forward (scoring / training),
+ * the prefill, and the one-token decode step inside the generation Loop.
+ */
+
+/** A frozen projection y = x·Wᵀ + b, plus an optional LoRA update (α/r)·x·Aᵀ·Bᵀ. */
+interface Linear {
+  weightT: Tensor; // (in, out): transposed once at build time so MatMul needs no Transpose
+  bias: Tensor | undefined; // (out)
+  lora: { a: Tensor; b: Tensor; scale: number } | undefined; // A (r, in), B (out, r): inputs
+}
+
+interface LayerParams {
+  inputNorm: Tensor; // (H)
+  q: Linear;
+  k: Linear;
+  v: Linear;
+  qNorm: Tensor | undefined; // (D), Qwen3
+  kNorm: Tensor | undefined; // (D), Qwen3
+  o: Linear;
+  postAttentionNorm: Tensor; // (H)
+  gate: Linear;
+  up: Linear;
+  down: Linear;
+}
+
+export interface DecoderParams {
+  config: ModelConfig;
+  embed: Tensor; // (V, H)
+  layers: LayerParams[];
+  finalNorm: Tensor; // (H)
+  lmHead: Tensor; // (V, H): the embedding itself when tied
+  invFreq: Tensor; // (D/2) RoPE inverse frequencies
+  /** The LoRA graph inputs in declaration order (name → tensor). */
+  loraInputs: Map<string, Tensor>;
+}
+
+/** Per-layer key/value cache. */
+export interface KvCache {
+  k: Tensor; // (B, Hkv, S, D)
+  v: Tensor; // (B, Hkv, S, D)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+
+/**
+ * Declare every weight of `config` in the root graph `g`: base weights as
+ * float32 initializers (linear weights stored transposed, (in, out)), LoRA
+ * A/B as inputs when `lora` is given.
+ */
+export function declareDecoderParams(g: Graph, config: ModelConfig, weights: ModelWeights, lora?: LoraConfig): DecoderParams {
+  const init = (name: string, transpose = false): Tensor => {
+    const w = weights.get(name);
+    if (w === undefined) throw new AppError(ErrorCode.MODEL, `missing tensor ${name}`);
+    if (!transpose) return g.initializer(name, tensor('float32', w.shape, w.data));
+    const [rows, cols] = w.shape as [number, number];
+    const t = new Float32Array(rows * cols);
+    for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) t[c * rows + r] = w.data[r * cols + c] as number;
+    return g.initializer(`${name}.T`, tensor('float32', [cols, rows], t));
+  };
+  const maybe = (name: string): Tensor | undefined => (weights.has(name) ? init(name) : undefined);
+  const loraInputs = new Map<string, Tensor>();
+
+  const linear = (layer: number, module: 'self_attn' | 'mlp', target: LoraConfig['targets'][number], outSize: number, inSize: number): Linear => {
+    const prefix = `${layerPrefix(layer)}.${module}.${target}`;
+    let adapter: Linear['lora'];
+    if (lora !== undefined && lora.targets.includes(target)) {
+      const aName = loraTensorName(layer, target, 'A');
+      const bName = loraTensorName(layer, target, 'B');
+      const a = g.input(aName, 'float32', [lora.rank, inSize]);
+      const b = g.input(bName, 'float32', [outSize, lora.rank]);
+      loraInputs.set(aName, a).set(bName, b);
+      adapter = { a, b, scale: lora.alpha / lora.rank };
+    }
+    return { weightT: init(`${prefix}.weight`, true), bias: maybe(`${prefix}.bias`), lora: adapter };
+  };
+
+  const { hiddenSize: H, headDim: D, numHeads: Hq, numKvHeads: Hkv, intermediateSize: F } = config;
+  const embed = init('model.embed_tokens.weight');
+  const layers: LayerParams[] = [];
+  for (let i = 0; i < config.numLayers; i++) {
+    const p = layerPrefix(i);
+    layers.push({
+      inputNorm: init(`${p}.input_layernorm.weight`),
+      q: linear(i, 'self_attn', 'q_proj', Hq * D, H),
+      k: linear(i, 'self_attn', 'k_proj', Hkv * D, H),
+      v: linear(i, 'self_attn', 'v_proj', Hkv * D, H),
+      qNorm: config.qkNorm ? init(`${p}.self_attn.q_norm.weight`) : undefined,
+      kNorm: config.qkNorm ? init(`${p}.self_attn.k_norm.weight`) : undefined,
+      o: linear(i, 'self_attn', 'o_proj', H, Hq * D),
+      postAttentionNorm: init(`${p}.post_attention_layernorm.weight`),
+      gate: linear(i, 'mlp', 'gate_proj', F, H),
+      up: linear(i, 'mlp', 'up_proj', F, H),
+      down: linear(i, 'mlp', 'down_proj', H, F),
+    });
+  }
+  const finalNorm = init('model.norm.weight');
+  const lmHead = config.tieWordEmbeddings ? embed : init('lm_head.weight');
+  // inv_freq_i = θ^(−2i/D), computed in float32 like transformers' default RoPE init.
+  const invFreq = Float32Array.from({ length: D / 2 }, (_, i) => 1 / config.ropeTheta ** ((2 * i) / D));
+  return { config, embed, layers, finalNorm, lmHead, invFreq: g.constant(tensor('float32', [D / 2], invFreq)), loraInputs };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building blocks
+
+/** RMSNorm over the last axis: x / sqrt(mean(x²) + ε) · w. */
+export function rmsNorm(g: Graph, x: Tensor, w: Tensor, eps: number): Tensor {
+  const meanSquare = g.reduceMean(g.mul(x, x), [-1], { keepDims: true }); // (..., 1)
+  const inv = g.reciprocal(g.sqrt(g.add(meanSquare, eps))); // (..., 1)
+  return g.mul(g.mul(x, inv), w); // (..., H)
+}
+
+function linear(g: Graph, x: Tensor, p: Linear): Tensor {
+  let y = g.matMul(x, p.weightT); // (..., out)
+  if (p.bias !== undefined) y = g.add(y, p.bias); // (..., out)
+  if (p.lora !== undefined) {
+    const down = g.matMul(x, g.transpose(p.lora.a)); // (..., r)
+    const upd = g.matMul(down, g.transpose(p.lora.b)); // (..., out)
+    y = g.add(y, g.mul(upd, p.lora.scale)); // (..., out)
+  }
+  return y;
+}
+
+/** cos/sin tables for positions: each (B, T, 1, D), broadcast over heads. */
+export function ropeTables(g: Graph, params: DecoderParams, positions: Tensor): { cos: Tensor; sin: Tensor } {
+  const pos = g.unsqueeze(g.cast(positions, 'float32'), [2]); // (B, T, 1)
+  const freqs = g.mul(pos, params.invFreq); // (B, T, D/2)
+  const emb = g.unsqueeze(g.concat([freqs, freqs], -1), [2]); // (B, T, 1, D)
+  return { cos: g.cos(emb), sin: g.sin(emb) };
+}
+
+/** Rotate-half RoPE: x·cos + rotate_half(x)·sin, rotate_half(x) = concat(−x[D/2:], x[:D/2]). */
+function applyRope(g: Graph, x: Tensor, rope: { cos: Tensor; sin: Tensor }, headDim: number): Tensor {
+  const half = headDim / 2;
+  const x1 = g.slice(x, { axis: -1, start: 0, end: half }); // (B, T, h, D/2)
+  const x2 = g.slice(x, { axis: -1, start: half, end: headDim }); // (B, T, h, D/2)
+  const rotated = g.concat([g.neg(x2), x1], -1); // (B, T, h, D)
+  return g.add(g.mul(x, rope.cos), g.mul(rotated, rope.sin)); // (B, T, h, D)
+}
+
+/**
+ * Grouped-query causal self-attention. `bias` is additive, (B, 1, 1, T, S):
+ * 0 where a query may attend to a key, a large negative number elsewhere
+ * (padding and the future). Returns the output and the updated cache.
+ */
+function attention(g: Graph, params: DecoderParams, layer: LayerParams, x: Tensor, rope: { cos: Tensor; sin: Tensor }, bias: Tensor, past: KvCache | undefined): { out: Tensor; present: KvCache } {
+  const { headDim: D, numHeads: Hq, numKvHeads: Hkv, rmsNormEps: eps } = params.config;
+  const R = Hq / Hkv;
+  let q = g.reshape(linear(g, x, layer.q), [0, 0, Hq, D]); // (B, T, Hq, D)
+  let k = g.reshape(linear(g, x, layer.k), [0, 0, Hkv, D]); // (B, T, Hkv, D)
+  const v = g.reshape(linear(g, x, layer.v), [0, 0, Hkv, D]); // (B, T, Hkv, D)
+  if (layer.qNorm !== undefined && layer.kNorm !== undefined) {
+    q = rmsNorm(g, q, layer.qNorm, eps); // (B, T, Hq, D)  Qwen3: per-head norm before RoPE
+    k = rmsNorm(g, k, layer.kNorm, eps); // (B, T, Hkv, D)
+  }
+  q = applyRope(g, q, rope, D); // (B, T, Hq, D)
+  k = applyRope(g, k, rope, D); // (B, T, Hkv, D)
+
+  let kHeads = g.transpose(k, [0, 2, 1, 3]); // (B, Hkv, T, D)
+  let vHeads = g.transpose(v, [0, 2, 1, 3]); // (B, Hkv, T, D)
+  if (past !== undefined) {
+    kHeads = g.concat([past.k, kHeads], 2); // (B, Hkv, S, D)
+    vHeads = g.concat([past.v, vHeads], 2); // (B, Hkv, S, D)
+  }
+  // GQA without materialising repeated kv heads: query head h = j·R + r uses kv head j
+  // (transformers' repeat_kv repeats each kv head R times contiguously), so split Hq into
+  // (Hkv, R) and let MatMul broadcast the kv tensors over R.
+  const qGroups = g.transpose(g.reshape(g.mul(q, 1 / Math.sqrt(D)), [0, 0, Hkv, R, D]), [0, 2, 3, 1, 4]); // (B, Hkv, R, T, D)
+  const kT = g.unsqueeze(g.transpose(kHeads, [0, 1, 3, 2]), [2]); // (B, Hkv, 1, D, S)
+  const scores = g.add(g.matMul(qGroups, kT), bias); // (B, Hkv, R, T, S)
+  const probs = g.softmax(scores, -1); // (B, Hkv, R, T, S)
+  const ctx = g.matMul(probs, g.unsqueeze(vHeads, [2])); // (B, Hkv, R, T, D)
+  const merged = g.reshape(g.transpose(ctx, [0, 3, 1, 2, 4]), [0, 0, Hq * D]); // (B, T, Hq·D)
+  return { out: linear(g, merged, layer.o), present: { k: kHeads, v: vHeads } }; // (B, T, H)
+}
+
+/** SwiGLU MLP: down(silu(gate(x)) · up(x)). */
+function mlp(g: Graph, layer: LayerParams, x: Tensor): Tensor {
+  const gate = linear(g, x, layer.gate); // (B, T, F)
+  const silu = g.mul(gate, g.sigmoid(gate)); // (B, T, F)
+  return linear(g, g.mul(silu, linear(g, x, layer.up)), layer.down); // (B, T, H)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The decoder
+
+/** Token embeddings: (B, T) ids → (B, T, H). */
+export function embedTokens(g: Graph, params: DecoderParams, ids: Tensor): Tensor {
+  return g.gather(params.embed, ids, 0); // (B, T, H)
+}
+
+/**
+ * All decoder layers and the final norm. `positions` (B, T) are RoPE
+ * positions (cumsum(mask) − 1 under left padding); `past` the per-layer
+ * cache of earlier positions, if any. Returns the normed hidden states and the
+ * per-layer caches including this call's positions.
+ */
+export function decoderForward(
+  g: Graph,
+  params: DecoderParams,
+  x: Tensor,
+  positions: Tensor,
+  bias: Tensor,
+  past?: readonly KvCache[],
+): { hidden: Tensor; present: KvCache[] } {
+  const { rmsNormEps: eps } = params.config;
+  const rope = ropeTables(g, params, positions); // (B, T, 1, D) each
+  const present: KvCache[] = [];
+  params.layers.forEach((layer, i) => {
+    const attn = attention(g, params, layer, rmsNorm(g, x, layer.inputNorm, eps), rope, bias, past?.[i]);
+    x = g.add(x, attn.out); // (B, T, H)
+    x = g.add(x, mlp(g, layer, rmsNorm(g, x, layer.postAttentionNorm, eps))); // (B, T, H)
+    present.push(attn.present);
+  });
+  return { hidden: rmsNorm(g, x, params.finalNorm, eps), present }; // (B, T, H)
+}
+
+/** Vocabulary logits for 2-D hidden states: (N, H) → (N, V), Gemm with transB so the tied embedding is not copied. */
+export function lmHeadLogits(g: Graph, params: DecoderParams, hidden2d: Tensor): Tensor {
+  return g.gemm(hidden2d, params.lmHead, null, { transB: true }); // (N, V)
+}
+
+/** A large negative bias instead of −∞, so fully masked rows (left padding) stay finite. */
+export const MASKED_BIAS = -1e9;
+
+/**
+ * Additive attention bias for a full (prefill / teacher-forced) pass over a
+ * left-padded batch: key j is visible to query i iff j ≤ i and mask[j] = 1.
+ */
+export function causalPaddingBias(g: Graph, mask: Tensor): Tensor {
+  // Absolute slot indices from the mask's own shape (keeps the symbolic T; a Range would get a fresh dim).
+  const idx = g.sub(g.cumSum(g.fullLike(mask, 1), 1), 1); // (B, T): 0 … T−1
+  const keyIdx = g.unsqueeze(idx, [1]); // (B, 1, T)
+  const queryIdx = g.unsqueeze(idx, [2]); // (B, T, 1)
+  const causal = g.not(g.greater(keyIdx, queryIdx)); // (B, T, T): key ≤ query
+  const keyOk = g.unsqueeze(g.greater(mask, 0), [1]); // (B, 1, T)
+  const visible = g.and(causal, keyOk); // (B, T, T)
+  return g.unsqueeze(g.where(visible, g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, T)
+}
+
+/** Additive bias for one decode step over the cache: only padding keys are hidden. */
+export function paddingBias(g: Graph, mask: Tensor): Tensor {
+  return g.unsqueeze(g.where(g.greater(mask, 0), g.scalar(0), MASKED_BIAS), [1, 2, 3]); // (B, 1, 1, 1, S)
+}
+
+/** RoPE positions under left padding: cumsum(mask) − 1 (padding gets −1; it is masked anyway). */
+export function positionsFromMask(g: Graph, mask: Tensor): Tensor {
+  return g.sub(g.cumSum(mask, 1), 1); // (B, T)
+}

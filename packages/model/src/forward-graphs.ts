@@ -1,0 +1,106 @@
+import { Graph, type Tensor } from '@sqlenv/onnx-graph';
+import type { ModelConfig } from './config.ts';
+import { causalPaddingBias, declareDecoderParams, decoderForward, embedTokens, lmHeadLogits, positionsFromMask, type DecoderParams } from './decoder.ts';
+import type { LoraConfig } from './lora.ts';
+import type { ModelWeights } from './weights.ts';
+
+/** Graph input and output names shared by the graphs and their callers. */
+export const IO = {
+  inputIds: 'input_ids',
+  attentionMask: 'attention_mask',
+  temperature: 'temperature',
+  logits: 'logits',
+  logprobs: 'logprobs',
+} as const;
+
+export interface ForwardGraphOptions {
+  /** Declare LoRA A/B inputs for these settings (default: none, base model only). */
+  lora?: LoraConfig;
+}
+
+export interface ForwardGraph {
+  graph: Graph;
+  params: DecoderParams;
+  /** Named inputs (ids, mask, …); LoRA inputs are in `params.loraInputs`. */
+  inputs: Record<string, Tensor>;
+  /** Normed final hidden states (B, T, H), for graphs that extend this one. */
+  hidden: Tensor;
+}
+
+/**
+ * The teacher-forced decoder over a left-padded batch: inputs `input_ids`
+ * (B, T) int64 and `attention_mask` (B, T) int64 (1 = token, 0 = padding);
+ * positions = cumsum(mask) − 1. No outputs yet: callers add theirs.
+ */
+export function buildDecoderTrunk(config: ModelConfig, weights: ModelWeights, options: ForwardGraphOptions = {}): ForwardGraph {
+  const g = new Graph();
+  const ids = g.input(IO.inputIds, 'int64', ['B', 'T']); // (B, T)
+  const mask = g.input(IO.attentionMask, 'int64', ['B', 'T']); // (B, T)
+  const params = declareDecoderParams(g, config, weights, options.lora);
+  const x = embedTokens(g, params, ids); // (B, T, H)
+  const { hidden } = decoderForward(g, params, x, positionsFromMask(g, mask), causalPaddingBias(g, mask)); // (B, T, H)
+  return { graph: g, params, inputs: { [IO.inputIds]: ids, [IO.attentionMask]: mask }, hidden };
+}
+
+/** Full logits (B, T, V): for tests, the reference comparison and the `model logits` command (small models). */
+export function buildLogitsGraph(config: ModelConfig, weights: ModelWeights, options: ForwardGraphOptions = {}): ForwardGraph {
+  const trunk = buildDecoderTrunk(config, weights, options);
+  const g = trunk.graph;
+  const flat = g.reshape(trunk.hidden, [-1, config.hiddenSize]); // (B·T, H)
+  const logits = g.reshape(lmHeadLogits(g, trunk.params, flat), ['B', 'T', config.vocabSize]); // (B, T, V)
+  g.output(IO.logits, logits);
+  return trunk;
+}
+
+export interface ScoringGraphOptions extends ForwardGraphOptions {
+  /** Vocabulary columns per chunk of the lm head; the full (B·T, V) logits never exist at once. Default 8192. */
+  vocabChunkSize?: number;
+}
+
+/**
+ * Per-token log-probabilities of the given tokens under the (temperature-
+ * scaled) model: logprobs[b, t] = log softmax(logits[b, t−1] / τ)[ids[b, t]]
+ * for t ≥ 1, and 0 at t = 0. Input `temperature` is a float32 scalar (1 =
+ * the model itself; use the sampling temperature to match generation).
+ *
+ * log softmax is target_logit − logsumexp over the vocabulary, and the
+ * logsumexp is assembled from vocabulary chunks (logsumexp of per-chunk
+ * logsumexps), so only (B·T, chunk) logits are alive at a time. Built from
+ * differentiable primitives only, so a training graph can add a loss on
+ * `logprobs` and call `gradients()`.
+ */
+export function buildScoringGraph(config: ModelConfig, weights: ModelWeights, options: ScoringGraphOptions = {}): ForwardGraph & { logprobs: Tensor } {
+  const trunk = buildDecoderTrunk(config, weights, options);
+  const g = trunk.graph;
+  const ids = trunk.inputs[IO.inputIds] as Tensor;
+  const temperature = g.input(IO.temperature, 'float32', []); // ()
+  trunk.inputs[IO.temperature] = temperature;
+  const { hiddenSize: H, vocabSize: V } = config;
+  const chunk = Math.min(options.vocabChunkSize ?? 8192, V);
+
+  // Position t predicts token t + 1. Shifts are GatherElements with clamped indices rather
+  // than Slices, so every tensor keeps the symbolic (B, T) shape of the inputs.
+  const pos = g.sub(g.cumSum(g.fullLike(ids, 1), 1), 1); // (B, T): 0 … T−1
+  const lastPos = g.sub(g.shape(ids, 1, 2), 1); // (1): T − 1
+  const nextIdx = g.where(g.less(pos, lastPos), g.add(pos, 1), lastPos); // (B, T)
+  const nextIds = g.gatherElements(ids, nextIdx, 1); // (B, T): ids[t+1] (last column: unused)
+
+  const states = g.reshape(trunk.hidden, [-1, H]); // (N, H), N = B·T
+  const targets = g.reshape(nextIds, [-1]); // (N)
+  const scaled = g.div(states, temperature); // (N, H): (h/τ)·Wᵀ = (h·Wᵀ)/τ
+  const targetRows = g.gather(trunk.params.lmHead, targets, 0); // (N, H)
+  const targetLogit = g.reduceSum(g.mul(scaled, targetRows), [1], { keepDims: true }); // (N, 1)
+  const chunkLse: Tensor[] = [];
+  for (let start = 0; start < V; start += chunk) {
+    const rows = g.slice(trunk.params.lmHead, { axis: 0, start, end: Math.min(start + chunk, V) }); // (C, H)
+    const logits = g.gemm(scaled, rows, null, { transB: true }); // (N, C)
+    chunkLse.push(g.reduceLogSumExp(logits, [1], { keepDims: true })); // (N, 1)
+  }
+  const lse = chunkLse.length === 1 ? (chunkLse[0] as Tensor) : g.reduceLogSumExp(g.concat(chunkLse, 1), [1], { keepDims: true }); // (N, 1)
+  const nextLogprobs = g.reshapeAs(g.sub(targetLogit, lse), ids); // (B, T): log p(ids[t+1] | ids[≤t])
+  const prevIdx = g.where(g.greater(pos, 0), g.sub(pos, 1), 0); // (B, T)
+  const shifted = g.gatherElements(nextLogprobs, prevIdx, 1); // (B, T): log p(ids[t] | ids[<t])
+  const logprobs = g.where(g.greater(pos, 0), shifted, 0); // (B, T)
+  g.output(IO.logprobs, logprobs);
+  return { ...trunk, logprobs };
+}
