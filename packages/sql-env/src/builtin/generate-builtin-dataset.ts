@@ -1,0 +1,132 @@
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+import type { DomainSpec } from './domain-spec.ts';
+import { BUILTIN_DOMAINS } from './builtin-domains.ts';
+import { buildQuestions, type GeneratedQuestion } from './question-builder.ts';
+import { deriveSeed, Rng } from './rng.ts';
+import { writeDatabase } from './sqlite-writer.ts';
+import { spiderTablesEntry } from './tables-json.ts';
+
+/**
+ * Bump whenever generated content changes (schemas, value lists, templates,
+ * split rule): it is part of the cache key, so stale caches are not reused.
+ */
+export const BUILTIN_GENERATOR_VERSION = 1;
+
+/** Fraction of each domain's questions that go to dev.json. */
+const DEV_FRACTION = 0.2;
+
+export const BuiltinDatasetOptionsSchema = z.strictObject({
+  /** Directory to write the Spider-layout dataset into (created if missing). */
+  outDir: z.string().min(1),
+  /** PRNG seed (unsigned 32-bit): same seed, same dataset. */
+  seed: z.number().int().min(0).max(0xffff_ffff).default(20_240_601),
+});
+export type BuiltinDatasetOptions = z.input<typeof BuiltinDatasetOptionsSchema>;
+
+export const DEFAULT_BUILTIN_SEED = BuiltinDatasetOptionsSchema.shape.seed.parse(undefined);
+
+export interface BuiltinDomainSummary {
+  dbId: string;
+  title: string;
+  summary: string;
+  tables: { name: string; rows: number }[];
+  questions: { train: number; dev: number };
+}
+
+export interface BuiltinDatasetSummary {
+  generatorVersion: number;
+  seed: number;
+  domains: BuiltinDomainSummary[];
+}
+
+/** Spider's question record: exactly these three fields. */
+interface SpiderQuestion {
+  db_id: string;
+  question: string;
+  query: string;
+}
+
+function toSpider(question: GeneratedQuestion): SpiderQuestion {
+  return { db_id: question.db_id, question: question.question, query: question.query };
+}
+
+/** A deterministic ~80/20 split that keeps each split in generation order. */
+function splitQuestions(questions: readonly GeneratedQuestion[], rng: Rng): { train: GeneratedQuestion[]; dev: GeneratedQuestion[] } {
+  const devCount = Math.round(questions.length * DEV_FRACTION);
+  const devIndices = new Set(rng.shuffle(questions.map((_, index) => index)).slice(0, devCount));
+  return {
+    train: questions.filter((_, index) => !devIndices.has(index)),
+    dev: questions.filter((_, index) => devIndices.has(index)),
+  };
+}
+
+async function generateDomain(
+  domain: DomainSpec,
+  outDir: string,
+  seed: number,
+): Promise<{ summary: BuiltinDomainSummary; train: GeneratedQuestion[]; dev: GeneratedQuestion[] }> {
+  const rng = new Rng(deriveSeed(seed, domain.dbId));
+  const rows = domain.generateRows(rng.fork('rows'));
+  const dbDir = join(outDir, 'database', domain.dbId);
+  await mkdir(dbDir, { recursive: true });
+  const finalPath = join(dbDir, `${domain.dbId}.sqlite`);
+  const tempPath = `${finalPath}.partial`;
+  await rm(tempPath, { force: true });
+  let questions: GeneratedQuestion[];
+  const db = writeDatabase(tempPath, domain.tables, rows);
+  try {
+    questions = buildQuestions(db, domain, rng.fork('questions'));
+  } finally {
+    db.close();
+  }
+  await rename(tempPath, finalPath);
+  const { train, dev } = splitQuestions(questions, rng.fork('split'));
+  return {
+    summary: {
+      dbId: domain.dbId,
+      title: domain.title,
+      summary: domain.summary,
+      tables: domain.tables.map((table) => ({ name: table.name, rows: rows.get(table.name)?.length ?? 0 })),
+      questions: { train: train.length, dev: dev.length },
+    },
+    train,
+    dev,
+  };
+}
+
+function json(value: unknown): string {
+  return `${JSON.stringify(value, null, 2)}\n`;
+}
+
+/**
+ * Writes the built-in dataset in Spider's layout: database/<db_id>/<db_id>.sqlite,
+ * train_spider.json, dev.json, tables.json, plus builtin-manifest.json with
+ * the counts. Every gold query has been run on its database and returns a
+ * non-empty result of the intended answer shape.
+ */
+export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Promise<BuiltinDatasetSummary> {
+  const parsed = BuiltinDatasetOptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new AppError(ErrorCode.VALIDATION, `invalid built-in dataset options: ${formatZodIssues(parsed.error)}`);
+  }
+  const { outDir, seed } = parsed.data;
+  await mkdir(outDir, { recursive: true });
+  const train: SpiderQuestion[] = [];
+  const dev: SpiderQuestion[] = [];
+  const domains: BuiltinDomainSummary[] = [];
+  for (const domain of BUILTIN_DOMAINS) {
+    const generated = await generateDomain(domain, outDir, seed);
+    train.push(...generated.train.map(toSpider));
+    dev.push(...generated.dev.map(toSpider));
+    domains.push(generated.summary);
+  }
+  const summary: BuiltinDatasetSummary = { generatorVersion: BUILTIN_GENERATOR_VERSION, seed, domains };
+  await writeFile(join(outDir, 'tables.json'), json(BUILTIN_DOMAINS.map(spiderTablesEntry)));
+  await writeFile(join(outDir, 'train_spider.json'), json(train));
+  await writeFile(join(outDir, 'dev.json'), json(dev));
+  await writeFile(join(outDir, 'builtin-manifest.json'), json(summary));
+  return summary;
+}
