@@ -12,8 +12,11 @@ export const FLOAT_ABSOLUTE_TOLERANCE = 1e-9;
  */
 export type NumberMode = 'exact' | 'tolerant' | 'auto';
 
-/** Spellings of SQL NULL an agent may write (after case folding). */
-const NULL_TOKENS: ReadonlySet<string> = new Set(['null', 'none', 'nil', '']);
+/**
+ * Spellings of SQL NULL an agent may write (after case folding). A blank cell
+ * is NOT one of them: blank is how an empty string is written (`""`).
+ */
+const NULL_TOKENS: ReadonlySet<string> = new Set(['null', 'none', 'nil']);
 
 // A plain decimal or scientific literal; hex, "1_000", "Infinity"-as-text etc. are not numbers here.
 const NUMBER_RE = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/i;
@@ -97,8 +100,11 @@ export function numbersMatch(predicted: number, gold: number, mode: NumberMode):
 export interface PreparedPrediction {
   readonly text: string;
   readonly value: number | undefined;
-  /** Equal keys imply a match (never the reverse: tolerance matches have different keys). */
-  readonly key: string;
+  /**
+   * Pairing keys (see matchMultiset): [literal text, parsed value]. Equal keys
+   * imply a match; the reverse does not hold (tolerance matches differ).
+   */
+  readonly keys: readonly [string, string];
 }
 
 /** A gold cell, normalised and parsed once. */
@@ -107,34 +113,38 @@ export interface PreparedGold {
   readonly text: string;
   /** The number to compare with: the cell itself, or the value of canonical numeric text. */
   readonly value: number | undefined;
-  readonly key: string;
+  readonly keys: readonly [string, string];
 }
 
 export function preparePrediction(predicted: string): PreparedPrediction {
   const text = normaliseCellText(predicted);
   const value = parseNumber(text);
-  const key = value !== undefined ? `n:${value}` : NULL_TOKENS.has(text) ? 'null' : `t:${text}`;
-  return { text, value, key };
+  const valueKey = value !== undefined ? `n:${value}` : NULL_TOKENS.has(text) ? 'null' : `t:${text}`;
+  return { text, value, keys: [`t:${text}`, valueKey] };
 }
 
 export function prepareGold(cell: Cell): PreparedGold {
-  if (cell === null) return { cell, text: 'null', value: undefined, key: 'null' };
-  if (typeof cell === 'number') return { cell, text: String(cell), value: cell, key: `n:${cell}` };
+  if (cell === null) return { cell, text: 'null', value: undefined, keys: ['t:null', 'null'] };
+  if (typeof cell === 'number') {
+    // Its own spelling, normalised as a prediction would be ("Infinity" → "infinity").
+    const text = normaliseCellText(String(cell));
+    return { cell, text, value: cell, keys: [`t:${text}`, `n:${cell}`] };
+  }
   const text = normaliseCellText(cell);
   const value = canonicalNumber(cell);
-  // The key must equal the prediction-side key of exactly the texts that match:
-  // numeric-looking but non-canonical text ("007") and null-like text ("None")
-  // get keys no prediction produces, and fall back to pairwise matching.
-  let key: string;
-  if (value !== undefined) key = `n:${value}`;
-  else if (parseNumber(text) !== undefined) key = `t-num:${text}`;
-  else key = NULL_TOKENS.has(text) ? `t-null:${text}` : `t:${text}`;
-  return { cell, text, value, key };
+  // The value key must equal the prediction-side key of exactly the texts that
+  // match: numeric-looking but non-canonical text ("007") and null-like text
+  // ("None") get keys no prediction produces, and pair by text or pairwise.
+  let valueKey: string;
+  if (value !== undefined) valueKey = `n:${value}`;
+  else if (parseNumber(text) !== undefined) valueKey = `t-num:${text}`;
+  else valueKey = NULL_TOKENS.has(text) ? `t-null:${text}` : `t:${text}`;
+  return { cell, text, value, keys: [`t:${text}`, valueKey] };
 }
 
 /**
- * Does a predicted cell match a gold cell? NULL accepts null/none/nil or an
- * empty cell; numbers compare numerically under `mode`; text compares
+ * Does a predicted cell match a gold cell? NULL accepts null, none or nil;
+ * numbers compare numerically under `mode`; text compares
  * normalised, and numerically as well when the gold text is a canonical number.
  */
 export function matchPrepared(predicted: PreparedPrediction, gold: PreparedGold, mode: NumberMode = 'auto'): boolean {

@@ -25,7 +25,7 @@ function addUnique(candidates: string[][], seen: Set<string>, items: string[]): 
 
 /**
  * The ways a list answer can be read, most literal first: one item per line;
- * the same without bullet markers ("- a", "1. a"); then split on commas too;
+ * the same without bullet markers ("- a", "1. a"); either split on commas too;
  * then without an Oxford "and" ("a, b, and c"). A JSON-style "[a, b]" is read
  * both with and without its brackets. The verifier accepts the answer when ANY
  * reading equals the gold multiset, so an item that legitimately holds a
@@ -40,13 +40,20 @@ export function listReadings(text: string): string[][] {
   for (const body of bodies) {
     const perLine = lines(body);
     const unbulleted = perLine.map((line) => line.replace(BULLET_RE, ''));
-    const perComma = splitCommas(unbulleted);
     addUnique(candidates, seen, perLine);
     addUnique(candidates, seen, unbulleted);
-    addUnique(candidates, seen, perComma);
-    addUnique(candidates, seen, perComma.map((item) => item.replace(LEADING_AND_RE, '')));
+    for (const perComma of [splitCommas(perLine), splitCommas(unbulleted)]) {
+      addUnique(candidates, seen, perComma);
+      addUnique(candidates, seen, perComma.map((item) => item.replace(LEADING_AND_RE, '')));
+    }
   }
   return candidates;
+}
+
+/** A list stored as text (gold_answer without gold_rows): one item per line, or comma-separated on one line. */
+export function splitGoldList(text: string): string[] {
+  const perLine = lines(text);
+  return perLine.length > 1 ? perLine : splitCommas(perLine);
 }
 
 /** Splits a row on unescaped pipes; `\|` is a literal pipe, any other backslash is itself. */
@@ -90,7 +97,7 @@ export function splitTableRow(line: string, width: number): string[] {
   }
   if (line.includes('\t')) return line.split('\t').map((cell) => cell.trim());
   if (width > 1) return line.split(',').map((cell) => cell.trim());
-  return [line.trim()];
+  return [line.replaceAll('\\|', '|').trim()];
 }
 
 function isMarkdownRule(row: string[]): boolean {

@@ -12,7 +12,7 @@ import {
 } from './match-cell.ts';
 import { matchMultiset } from './match-multiset.ts';
 import { normaliseAnswerText } from './normalise-answer-text.ts';
-import { listReadings, tableReadings } from './split-answer.ts';
+import { listReadings, splitGoldList, tableReadings } from './split-answer.ts';
 
 /** What the verifier needs of a question (a QuestionRecord satisfies it). */
 export interface GoldAnswer {
@@ -67,7 +67,7 @@ function verifyString(text: string, gold: GoldAnswer): Verdict {
 
 function goldItems(gold: GoldAnswer): Cell[] {
   if (gold.gold_rows.length > 0) return gold.gold_rows.map((row) => row[0] ?? null);
-  return gold.gold_answer.trim() === '' ? [] : (listReadings(gold.gold_answer)[0] ?? []);
+  return gold.gold_answer.trim() === '' ? [] : splitGoldList(gold.gold_answer);
 }
 
 /** Picks the size closest to the expected one, for a helpful reason. */
@@ -93,12 +93,14 @@ function verifyList(text: string, gold: GoldAnswer): Verdict {
 }
 
 interface PreparedRow<C> {
-  readonly key: string;
+  readonly keys: readonly string[];
   readonly cells: readonly C[];
 }
 
-function prepareRow<C extends { key: string }>(cells: readonly C[]): PreparedRow<C> {
-  return { key: cells.map((cell) => cell.key).join('\u0001'), cells };
+function prepareRow<C extends { keys: readonly string[] }>(cells: readonly C[]): PreparedRow<C> {
+  const passes = cells[0]?.keys.length ?? 0;
+  const keys = Array.from({ length: passes }, (_, pass) => cells.map((cell) => cell.keys[pass]).join('\u0001'));
+  return { keys, cells };
 }
 
 function rowsMatch(p: PreparedRow<PreparedPrediction>, g: PreparedRow<PreparedGold>): boolean {
@@ -156,11 +158,11 @@ function verifyText(text: string, gold: GoldAnswer): Verdict {
  * itself looks like wrapping still matches. An empty answer is always wrong.
  */
 export function verifyAnswer(predicted: string, gold: GoldAnswer): Verdict {
-  const unwrapped = normaliseAnswerText(predicted);
-  if (unwrapped === '') return { correct: false, reason: 'empty answer' };
-  const verdict = verifyText(unwrapped, gold);
-  if (verdict.correct) return verdict;
   const raw = predicted.trim();
+  if (raw === '') return { correct: false, reason: 'empty answer' };
+  const unwrapped = normaliseAnswerText(raw);
+  const verdict: Verdict = unwrapped === '' ? { correct: false, reason: 'empty answer' } : verifyText(unwrapped, gold);
+  if (verdict.correct) return verdict;
   if (raw !== unwrapped && verifyText(raw, gold).correct) return { correct: true, reason: `${gold.answer_type} match` };
   return verdict;
 }
