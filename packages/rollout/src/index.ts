@@ -1,1 +1,43 @@
-export {};
+export type {
+  Transport,
+  RunCounters,
+  FailedGroup,
+  QueueDepth,
+  EpisodeAttempt,
+  EpisodeProcessor,
+  EpisodeEvent,
+  EpisodeConsumerOptions,
+  GroupScorer,
+  GroupConsumerOptions,
+  Consumer,
+  TrainerCommit,
+  CommitResult,
+} from './transport/transport.ts';
+export { InProcessTransport } from './transport/in-process-transport.ts';
+export { BullmqTransport, BullmqTransportConfigSchema, type BullmqTransportConfig, type BullmqTransportConfigInput } from './transport/bullmq-transport.ts';
+export { type BlobStore, MemoryBlobStore, DirectoryBlobStore, RedisBlobStore, type RedisBlobStoreOptions } from './store/blob-store.ts';
+export { TrajectoryStore, trajectoryKey } from './store/trajectory-store.ts';
+export { groupAdvantages, GRPO_STD_EPS, type GroupAdvantages } from './advantages.ts';
+export { BatchStatsSchema, type BatchStats } from './batch-stats.ts';
+export { scoreGroup, batchStats } from './scoring.ts';
+export { groupJobId, episodeJobId, groupPosition } from './ids.ts';
+export { QuestionSchedule, episodeSeed, type ScheduledQuestion } from './question-schedule.ts';
+export { playEpisode, type RolloutEnvironment, type EnvironmentSource, type TurnTokens, type TokenRecordingEpisode, type PlayEpisodeDeps } from './play-episode.ts';
+export {
+  runCoordinator,
+  summarizeRun,
+  buildSummary,
+  buildGroup,
+  admissionCapacity,
+  occupiedGroups,
+  totalGroups,
+  type CoordinatorOptions,
+  type AdmissionEvent,
+  type RunSummary,
+} from './coordinator.ts';
+export { RolloutWorker, type RolloutWorkerOptions, type RunResources, type ResolveRun } from './rollout-worker.ts';
+export { runTrainer, waitForRun, StatsPolicyUpdater, type PolicyUpdater, type TrainingBatch, type TrainerOptions, type TrainerResult } from './trainer.ts';
+export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult } from './synchronous-run.ts';
+export { RolloutMetrics } from './metrics.ts';
+export { startStatusServer, type StatusServer, type StatusServerOptions } from './status-server.ts';
+export { isPermanentFailure, failureReason } from './failure.ts';

@@ -1,0 +1,30 @@
+import { AdvantageMode } from '@sqlenv/protocol';
+
+/** TRL's epsilon in the GRPO denominator. */
+export const GRPO_STD_EPS = 1e-4;
+
+export interface GroupAdvantages {
+  mean: number;
+  /** Population standard deviation of the group's rewards. */
+  std: number;
+  /** Every reward equal (to 1e-12): the group carries no learning signal. */
+  zeroVariance: boolean;
+  advantages: number[];
+}
+
+/**
+ * Group-relative advantages, one per episode.
+ * - GRPO (Shao et al. 2024, DeepSeekMath §4.1.2): A_i = (r_i − mean(r)) / (std(r) + eps).
+ * - Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training"): A_i = r_i − mean(r),
+ *   dropping the std division that over-weights near-uniform groups.
+ */
+export function groupAdvantages(rewards: readonly number[], mode: AdvantageMode): GroupAdvantages {
+  const n = rewards.length;
+  if (n === 0) return { mean: 0, std: 0, zeroVariance: true, advantages: [] };
+  const mean = rewards.reduce((s, r) => s + r, 0) / n;
+  const variance = rewards.reduce((s, r) => s + (r - mean) ** 2, 0) / n;
+  const std = Math.sqrt(variance);
+  const zeroVariance = rewards.every((r) => Math.abs(r - (rewards[0] as number)) <= 1e-12);
+  const advantages = rewards.map((r) => (mode === AdvantageMode.GRPO ? (r - mean) / (std + GRPO_STD_EPS) : r - mean));
+  return { mean, std, zeroVariance, advantages };
+}

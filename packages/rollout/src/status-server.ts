@@ -1,0 +1,59 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+import { silentLogger, type Logger } from '@sqlenv/shared';
+
+export interface StatusServerOptions {
+  /** 0 picks a free port. */
+  port: number;
+  host: string;
+  registry: Registry;
+  /** The app's run status, served as JSON on /status. */
+  status: () => Promise<unknown> | unknown;
+  logger?: Logger;
+}
+
+export interface StatusServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** `/metrics` (Prometheus text), `/status` (JSON), `/healthz` — one per app, on `--metrics-port`. */
+export async function startStatusServer(options: StatusServerOptions): Promise<StatusServer> {
+  const logger = options.logger ?? silentLogger;
+  const server: Server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const reply = (code: number, type: string, body: string): void => {
+      res.writeHead(code, { 'content-type': type });
+      res.end(body);
+    };
+    const handle = async (): Promise<void> => {
+      if (req.method !== 'GET') return reply(405, 'text/plain', 'method not allowed\n');
+      if (url.pathname === '/metrics') return reply(200, options.registry.contentType, await options.registry.metrics());
+      if (url.pathname === '/status') return reply(200, 'application/json', `${JSON.stringify(await options.status())}\n`);
+      if (url.pathname === '/healthz') return reply(200, 'text/plain', 'ok\n');
+      return reply(404, 'text/plain', 'not found\n');
+    };
+    handle().catch((error: unknown) => {
+      logger.warn({ err: error, path: url.pathname }, 'status request failed');
+      if (!res.headersSent) reply(500, 'text/plain', 'internal error\n');
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  logger.info({ port }, 'status server listening');
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    close: () => {
+      closing ??= new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,180 @@
+import type { RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
+import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import type { BatchStats } from './batch-stats.ts';
+import type { RolloutMetrics } from './metrics.ts';
+import { batchStats, scoreGroup } from './scoring.ts';
+import type { Transport } from './transport/transport.ts';
+import { Wakeup } from './wakeup.ts';
+
+/** One batch handed to the policy updater. */
+export interface TrainingBatch {
+  /** The version this update produces. */
+  version: number;
+  /** Oldest first. */
+  groups: readonly ScoredGroup[];
+  /** trajectories[g][i]: episode i of groups[g], token-exact. */
+  trajectories: readonly (readonly Trajectory[])[];
+  stats: BatchStats;
+}
+
+/**
+ * What the trainer calls to learn from a batch. The GRPO package supplies the
+ * real one (forward + backward on ONNX Runtime, AdamW on LoRA tensors); the
+ * trainer only needs weights in and weights out.
+ */
+export interface PolicyUpdater {
+  /** Load the last committed weights (null before the first update) at `version`. */
+  restore(weights: Buffer | null, version: number): Promise<void>;
+  /** Learn from one batch; returns the new weights blob to publish. */
+  update(batch: TrainingBatch): Promise<Buffer>;
+}
+
+/**
+ * The updater until a learner is wired in: it learns nothing, records the
+ * batch statistics in its "weights" (so a restart carries them over) and
+ * bumps the version.
+ */
+export class StatsPolicyUpdater implements PolicyUpdater {
+  #batches: BatchStats[] = [];
+
+  get batches(): readonly BatchStats[] {
+    return this.#batches;
+  }
+
+  restore(weights: Buffer | null): Promise<void> {
+    this.#batches = weights === null ? [] : (JSON.parse(weights.toString('utf8')) as { batches: BatchStats[] }).batches;
+    return Promise.resolve();
+  }
+
+  update(batch: TrainingBatch): Promise<Buffer> {
+    this.#batches.push(batch.stats);
+    // Only the recent history: the blob stays small however long the run.
+    if (this.#batches.length > 64) this.#batches = this.#batches.slice(-64);
+    return Promise.resolve(Buffer.from(JSON.stringify({ kind: 'stats', version: batch.version, batches: this.#batches })));
+  }
+}
+
+export interface TrainerOptions {
+  transport: Transport;
+  runId: string;
+  updater: PolicyUpdater;
+  /** Fallback poll of the scored buffer; a scored group wakes the loop sooner. Milliseconds. */
+  pollMs: number;
+  /** How long to wait for the coordinator to register the run before giving up, in milliseconds. */
+  runWaitMs: number;
+  logger?: Logger;
+  metrics?: RolloutMetrics;
+  signal?: AbortSignal;
+  /** Called after each trained batch (progress bars). */
+  onBatch?: (stats: BatchStats) => void;
+}
+
+export interface TrainerResult {
+  /** True when the run finished; false when stopped by the signal. */
+  finished: boolean;
+  version: number;
+  batchesThisProcess: number;
+}
+
+/**
+ * The trainer loop: score finished groups, take scored groups oldest-first,
+ * drop zero-variance ones (when the run says so), train on batches of
+ * groups_per_batch, commit (groups consumed + version + weights key, atomically)
+ * and publish. A restarted trainer resumes from the committed version and
+ * weights; uncommitted work is simply redone, so each group is consumed once.
+ */
+export async function runTrainer(options: TrainerOptions): Promise<TrainerResult> {
+  const { transport, runId, updater, pollMs } = options;
+  const logger = (options.logger ?? silentLogger).child({ component: 'trainer', runId });
+  const spec = await waitForRun(transport, runId, options.runWaitMs, pollMs, options.signal);
+  const wakeup = new Wakeup();
+  const groups = transport.consumeGroups(runId, (group, results) => scoreGroup(spec, group, results), {
+    onScored: (scored) => {
+      logger.debug({ groupId: scored.group_id, seq: scored.seq, rewardMean: scored.reward_mean, zeroVariance: scored.zero_variance }, 'group scored');
+      wakeup.wake();
+    },
+  });
+  const unsubscribe = await transport.subscribe(runId, () => wakeup.wake());
+  const onAbort = (): void => wakeup.wake();
+  options.signal?.addEventListener('abort', onAbort);
+
+  const initial = await transport.counters(runId);
+  let version = initial.policyVersion;
+  await updater.restore(initial.weightsKey === null ? null : ((await transport.blobs.get(initial.weightsKey)) ?? null), version);
+  logger.info({ version, trainedGroups: initial.trainedGroups }, 'trainer resumed');
+  let batches = 0;
+  let finished = false;
+  try {
+    while (!options.signal?.aborted) {
+      const counters = await transport.counters(runId);
+      options.metrics?.observeCounters(runId, counters);
+      if (counters.done) {
+        finished = true;
+        break;
+      }
+      if (counters.policyVersion !== version) throw new AppError(ErrorCode.ABORTED, `another trainer moved run ${runId} to version ${counters.policyVersion}`);
+      const pending = await transport.pendingScored(runId, 100_000);
+      const dropped = spec.drop_zero_variance ? pending.filter((g) => g.zero_variance) : [];
+      const accepted = spec.drop_zero_variance ? pending.filter((g) => !g.zero_variance) : pending;
+      if (dropped.length > 0) {
+        await transport.commit(runId, { expectedVersion: version, newVersion: version, weightsKey: null, trained: [], dropped, batch: null });
+        logger.info({ groups: dropped.map((g) => g.group_id) }, 'zero-variance groups dropped');
+      }
+      // Every group is trained, dropped or failed, or still out there: when the
+      // ones still out there are exactly the buffered ones, nothing else will come.
+      const resolved = counters.trainedGroups + counters.droppedGroups + dropped.length + counters.failedGroups;
+      const allBuffered = counters.totalGroups !== null && counters.totalGroups - resolved === accepted.length;
+      if (accepted.length >= spec.groups_per_batch || (allBuffered && accepted.length > 0)) {
+        version = await trainBatch(accepted.slice(0, spec.groups_per_batch), version, options, logger);
+        batches += 1;
+        continue;
+      }
+      if (allBuffered && accepted.length === 0) {
+        await transport.markDone(runId);
+        logger.info({ version }, 'run done');
+        finished = true;
+        break;
+      }
+      if (dropped.length > 0) continue;
+      const waited = performance.now();
+      await wakeup.wait(pollMs);
+      options.metrics?.trainerWaitSeconds.inc({ run: runId }, (performance.now() - waited) / 1000);
+    }
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+    await unsubscribe();
+    await groups.close();
+  }
+  return { finished, version, batchesThisProcess: batches };
+}
+
+async function trainBatch(groups: readonly ScoredGroup[], version: number, options: TrainerOptions, logger: Logger): Promise<number> {
+  const { transport, runId } = options;
+  const started = performance.now();
+  const newVersion = version + 1;
+  const trajectories = await Promise.all(groups.map((g) => Promise.all(g.trajectory_keys.map((key) => transport.trajectories.get(key)))));
+  const stats = batchStats(newVersion, groups, trajectories);
+  const weights = await options.updater.update({ version: newVersion, groups, trajectories, stats });
+  // Weights first, commit second: a crash in between leaves an unreferenced blob, never a dangling key.
+  const weightsKey = `${runId}/weights/v${newVersion}`;
+  await transport.blobs.put(weightsKey, weights);
+  const { duplicateEpisodes } = await transport.commit(runId, { expectedVersion: version, newVersion, weightsKey, trained: groups, dropped: [], batch: stats });
+  if (duplicateEpisodes > 0) logger.error({ duplicateEpisodes }, 'trainer saw episodes twice');
+  options.metrics?.staleness.observe({ run: runId }, stats.max_staleness);
+  options.metrics?.trainerUpdateSeconds.inc({ run: runId }, (performance.now() - started) / 1000);
+  logger.info({ version: newVersion, groups: stats.group_ids, rewardMean: stats.reward_mean, successRate: stats.success_rate, maxStaleness: stats.max_staleness }, 'batch trained');
+  options.onBatch?.(stats);
+  return newVersion;
+}
+
+/** The trainer may start before the coordinator: wait for the run's spec. */
+export async function waitForRun(transport: Transport, runId: string, timeoutMs: number, pollMs: number, signal?: AbortSignal): Promise<RolloutRunSpec> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const spec = await transport.getRun(runId);
+    if (spec) return spec;
+    if (signal?.aborted) throw new AppError(ErrorCode.ABORTED, `stopped while waiting for run ${runId}`);
+    if (performance.now() > deadline) throw new AppError(ErrorCode.NOT_FOUND, `run ${runId} was not registered within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}

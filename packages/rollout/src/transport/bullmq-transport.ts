@@ -1,0 +1,510 @@
+import { FlowProducer, Queue, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
+import { Redis } from 'ioredis';
+import { z } from 'zod';
+import {
+  EpisodeJobSchema,
+  EpisodeResultSchema,
+  GroupJobSchema,
+  RolloutNoticeSchema,
+  RolloutRunSpecSchema,
+  ScoredGroupSchema,
+  type EpisodeJob,
+  type EpisodeResult,
+  type GroupJob,
+  type RolloutNotice,
+  type RolloutRunSpec,
+  type ScoredGroup,
+} from '@sqlenv/protocol';
+import { AppError, ErrorCode, formatZodIssues, silentLogger, toAppError, type Logger } from '@sqlenv/shared';
+import { BatchStatsSchema, type BatchStats } from '../batch-stats.ts';
+import { failureReason, isPermanentFailure } from '../failure.ts';
+import { DirectoryBlobStore, RedisBlobStore, type BlobStore } from '../store/blob-store.ts';
+import { TrajectoryStore } from '../store/trajectory-store.ts';
+import { ADVANCE_ADMITTED, COMMIT, RECORD_SCORED } from './redis-scripts.ts';
+import type {
+  CommitResult,
+  Consumer,
+  EpisodeConsumerOptions,
+  EpisodeProcessor,
+  FailedGroup,
+  GroupConsumerOptions,
+  GroupScorer,
+  QueueDepth,
+  RunCounters,
+  TrainerCommit,
+  Transport,
+} from './transport.ts';
+
+export const BullmqTransportConfigSchema = z.strictObject({
+  redisUrl: z.string().min(1).default('redis://127.0.0.1:6379'),
+  /** Every key starts with `<keyBase>:{<run id>}` — the run is the Redis Cluster hash tag. */
+  keyBase: z.string().regex(/^[A-Za-z0-9_-]+$/).default('sqlenv'),
+  /** Trajectories and weights above this size go to `spillDir`, in bytes. */
+  maxInlineBytes: z.number().int().positive().default(256 * 1024),
+  /** Directory (shared by every process of the run) for blobs over the inline bound. */
+  spillDir: z.string().min(1).optional(),
+  /** BullMQ job lock; a worker that dies holding it loses its jobs to another after this long. Milliseconds. */
+  lockDurationMs: z.number().int().positive().default(30_000),
+  /** How often workers look for stalled jobs, in milliseconds. */
+  stalledIntervalMs: z.number().int().positive().default(30_000),
+  /** Stalls (worker deaths) an episode survives before it fails for good. */
+  maxStalledCount: z.number().int().nonnegative().default(3),
+  /** Group (parent) jobs scored in parallel by one trainer. */
+  groupConcurrency: z.number().int().positive().default(8),
+  /** Completed episode jobs kept in Redis for inspection (their results live on in the parent). */
+  keepCompletedEpisodes: z.number().int().nonnegative().default(1_000),
+});
+export type BullmqTransportConfig = z.infer<typeof BullmqTransportConfigSchema>;
+export type BullmqTransportConfigInput = z.input<typeof BullmqTransportConfigSchema>;
+
+const EPISODES = 'episodes';
+const GROUPS = 'groups';
+
+/** Redis keys of one run; all in the run's hash slot. */
+class RunKeys {
+  readonly prefix: string;
+  constructor(keyBase: string, runId: string) {
+    this.prefix = `${keyBase}:{${runId}}`;
+  }
+  get spec(): string {
+    return `${this.prefix}:spec`;
+  }
+  get state(): string {
+    return `${this.prefix}:state`;
+  }
+  get scored(): string {
+    return `${this.prefix}:scored`;
+  }
+  get scoredData(): string {
+    return `${this.prefix}:scored-data`;
+  }
+  get consumed(): string {
+    return `${this.prefix}:consumed`;
+  }
+  get consumedEpisodes(): string {
+    return `${this.prefix}:consumed-episodes`;
+  }
+  get completedEpisodes(): string {
+    return `${this.prefix}:completed-episodes`;
+  }
+  get batches(): string {
+    return `${this.prefix}:batches`;
+  }
+  get notices(): string {
+    return `${this.prefix}:notices`;
+  }
+  queueKey(queue: string, suffix: string): string {
+    return `${this.prefix}:${queue}:${suffix}`;
+  }
+  blob(rest: string): string {
+    return `${this.prefix}:blob:${rest}`;
+  }
+}
+
+interface RunQueues {
+  episodes: Queue;
+  groups: Queue;
+}
+
+type ScriptRedis = Redis & {
+  sqlenvRecordScored(consumed: string, scored: string, scoredData: string, groupId: string, seq: number, json: string): Promise<number>;
+  sqlenvCommit(
+    state: string,
+    scored: string,
+    scoredData: string,
+    consumed: string,
+    consumedEpisodes: string,
+    batches: string,
+    expected: number,
+    next: number,
+    weightsKey: string,
+    plan: string,
+    batch: string,
+    channel: string,
+    runId: string,
+  ): Promise<number>;
+  sqlenvAdvanceAdmitted(state: string, count: number): Promise<number>;
+};
+
+/**
+ * The distributed transport: a GRPO group is a BullMQ flow (parent job on the
+ * `groups` queue, G children on the `episodes` queue, failParentOnFailure), the
+ * trainer's buffer and checkpoint are Redis structures updated by Lua scripts,
+ * versions travel by pub/sub. Connections use `maxRetriesPerRequest: null`, so
+ * every process rides out a Redis outage and carries on when it comes back.
+ */
+export class BullmqTransport implements Transport {
+  readonly kind = 'bullmq';
+  readonly blobs: BlobStore;
+  readonly trajectories: TrajectoryStore;
+  readonly #config: BullmqTransportConfig;
+  readonly #logger: Logger;
+  readonly #redis: ScriptRedis;
+  readonly #flows: FlowProducer;
+  readonly #queues = new Map<string, RunQueues>();
+  readonly #consumers = new Set<Consumer>();
+  readonly #listeners = new Map<string, Set<(notice: RolloutNotice) => void>>();
+  #subscriber: Redis | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(config: BullmqTransportConfigInput = {}, options: { logger?: Logger } = {}) {
+    const parsed = BullmqTransportConfigSchema.safeParse(config);
+    if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid BullMQ transport config: ${formatZodIssues(parsed.error)}`);
+    this.#config = parsed.data;
+    this.#logger = (options.logger ?? silentLogger).child({ component: 'bullmq-transport' });
+    this.#redis = this.#connect('commands') as ScriptRedis;
+    this.#redis.defineCommand('sqlenvRecordScored', { numberOfKeys: 3, lua: RECORD_SCORED });
+    this.#redis.defineCommand('sqlenvCommit', { numberOfKeys: 6, lua: COMMIT });
+    this.#redis.defineCommand('sqlenvAdvanceAdmitted', { numberOfKeys: 1, lua: ADVANCE_ADMITTED });
+    this.#flows = new FlowProducer({ connection: this.#redis });
+    this.#flows.on('error', (error) => this.#logger.warn({ err: error }, 'flow producer error'));
+    const spill = this.#config.spillDir === undefined ? undefined : new DirectoryBlobStore(this.#config.spillDir);
+    this.blobs = new RedisBlobStore(this.#redis, {
+      redisKey: (key) => this.#blobKey(key),
+      maxInlineBytes: this.#config.maxInlineBytes,
+      ...(spill ? { spill } : {}),
+    });
+    this.trajectories = new TrajectoryStore(this.blobs);
+  }
+
+  #connect(role: string): Redis {
+    const redis = new Redis(this.#config.redisUrl, {
+      // Wait out outages instead of failing commands (BullMQ requires it for workers).
+      maxRetriesPerRequest: null,
+      connectionName: `sqlenv-${role}`,
+    });
+    let down = false;
+    redis.on('error', (error: Error) => {
+      if (!down) this.#logger.warn({ role, err: error.message }, 'redis connection error; reconnecting');
+      down = true;
+    });
+    redis.on('ready', () => {
+      if (down) this.#logger.info({ role }, 'redis connection back');
+      down = false;
+    });
+    return redis;
+  }
+
+  #keys(runId: string): RunKeys {
+    return new RunKeys(this.#config.keyBase, runId);
+  }
+
+  #blobKey(key: string): string {
+    const slash = key.indexOf('/');
+    if (slash <= 0) throw new AppError(ErrorCode.VALIDATION, `blob key must start with a run id: ${key}`);
+    return this.#keys(key.slice(0, slash)).blob(key.slice(slash + 1));
+  }
+
+  get #runsKey(): string {
+    return `${this.#config.keyBase}:runs`;
+  }
+
+  #runQueues(runId: string): RunQueues {
+    let queues = this.#queues.get(runId);
+    if (!queues) {
+      const prefix = this.#keys(runId).prefix;
+      queues = { episodes: new Queue(EPISODES, { connection: this.#redis, prefix }), groups: new Queue(GROUPS, { connection: this.#redis, prefix }) };
+      for (const queue of [queues.episodes, queues.groups]) queue.on('error', (error) => this.#logger.warn({ err: error, runId }, 'queue error'));
+      this.#queues.set(runId, queues);
+    }
+    return queues;
+  }
+
+  async registerRun(spec: RolloutRunSpec): Promise<RolloutRunSpec> {
+    const keys = this.#keys(spec.run_id);
+    await this.#redis.set(keys.spec, JSON.stringify(spec), 'NX');
+    await this.#redis.sadd(this.#runsKey, spec.run_id);
+    const stored = await this.getRun(spec.run_id);
+    if (!stored) throw new AppError(ErrorCode.INTERNAL, `run ${spec.run_id} vanished right after registration`);
+    return stored;
+  }
+
+  async getRun(runId: string): Promise<RolloutRunSpec | undefined> {
+    const raw = await this.#redis.get(this.#keys(runId).spec);
+    if (raw === null) return undefined;
+    const parsed = RolloutRunSpecSchema.safeParse(JSON.parse(raw));
+    if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `stored spec of run ${runId}: ${formatZodIssues(parsed.error)}`);
+    return parsed.data;
+  }
+
+  async activeRuns(): Promise<string[]> {
+    const ids = await this.#redis.smembers(this.#runsKey);
+    if (ids.length === 0) return [];
+    const done = await Promise.all(ids.map((id) => this.#redis.hget(this.#keys(id).state, 'done')));
+    return ids.filter((_, i) => done[i] !== '1').sort();
+  }
+
+  async admitGroup(spec: RolloutRunSpec, group: GroupJob, episodes: readonly EpisodeJob[]): Promise<void> {
+    const keys = this.#keys(group.run_id);
+    // A coordinator that died between adding a flow and counting it re-admits the same
+    // seq on restart: the parent's existence says the flow is already there.
+    const exists = await this.#redis.exists(keys.queueKey(GROUPS, group.group_id));
+    if (!exists) {
+      await this.#flows.add({
+        name: 'group',
+        queueName: GROUPS,
+        prefix: keys.prefix,
+        data: group,
+        // Group jobs are kept: they are the record of the flow (and of its failure reason).
+        opts: { jobId: group.group_id, removeOnComplete: false, removeOnFail: false, attempts: 3, backoff: { type: 'exponential', delay: 500 } },
+        children: episodes.map((episode) => ({
+          name: 'episode',
+          queueName: EPISODES,
+          prefix: keys.prefix,
+          data: episode,
+          opts: {
+            jobId: episode.episode_id,
+            attempts: spec.attempts,
+            backoff: { type: 'exponential', delay: spec.backoff_ms },
+            failParentOnFailure: true,
+            removeOnComplete: { count: this.#config.keepCompletedEpisodes },
+            removeOnFail: false,
+          },
+        })),
+      });
+    }
+    await this.#redis.sqlenvAdvanceAdmitted(keys.state, group.seq + 1);
+  }
+
+  async closeAdmission(runId: string, totalGroups: number): Promise<void> {
+    await this.#redis.hset(this.#keys(runId).state, 'total_groups', totalGroups);
+  }
+
+  async markDone(runId: string): Promise<void> {
+    const keys = this.#keys(runId);
+    const state = await this.#redis.hmget(keys.state, 'version', 'weights_key');
+    await this.#redis.hset(keys.state, 'done', '1');
+    const notice: RolloutNotice = { run_id: runId, kind: 'done', version: Number(state[0] ?? 0), weights_key: state[1] ?? null };
+    await this.#redis.publish(keys.notices, JSON.stringify(notice));
+  }
+
+  async counters(runId: string): Promise<RunCounters> {
+    const keys = this.#keys(runId);
+    const results = await this.#redis
+      .multi()
+      .hgetall(keys.state)
+      .zcard(keys.scored)
+      .scard(keys.completedEpisodes)
+      .scard(keys.consumedEpisodes)
+      .zcard(keys.queueKey(GROUPS, 'failed'))
+      .zcard(keys.queueKey(EPISODES, 'failed'))
+      .exec();
+    if (results === null) throw new AppError(ErrorCode.TRANSPORT, 'counters transaction aborted');
+    for (const [error] of results) if (error) throw new AppError(ErrorCode.TRANSPORT, `counters: ${error.message}`, { cause: error });
+    const state = (results[0]?.[1] ?? {}) as Record<string, string>;
+    const n = (i: number): number => Number(results[i]?.[1] ?? 0);
+    const num = (field: string): number => Number(state[field] ?? 0);
+    return {
+      admittedGroups: num('admitted'),
+      failedGroups: n(4),
+      scoredPending: n(1),
+      trainedGroups: num('trained_groups'),
+      droppedGroups: num('dropped_groups'),
+      policyVersion: num('version'),
+      weightsKey: state['weights_key'] ?? null,
+      completedEpisodes: n(2),
+      failedEpisodes: n(5),
+      consumedEpisodes: n(3),
+      duplicateTrajectories: num('duplicate_trajectories'),
+      totalGroups: state['total_groups'] === undefined ? null : Number(state['total_groups']),
+      done: state['done'] === '1',
+    };
+  }
+
+  async failedGroups(runId: string): Promise<FailedGroup[]> {
+    const { groups, episodes } = this.#runQueues(runId);
+    const failed = await groups.getFailed(0, -1);
+    return Promise.all(
+      failed.map(async (job): Promise<FailedGroup> => {
+        const data = GroupJobSchema.safeParse(job.data);
+        let reason = job.failedReason ?? 'unknown';
+        // failParentOnFailure records "child <key> failed" on the parent: fetch the child's own reason.
+        const child = /^child (.+) failed$/.exec(reason)?.[1];
+        if (child !== undefined) {
+          const childId = child.slice(child.lastIndexOf(':') + 1);
+          const childJob = await episodes.getJob(childId);
+          reason = `episode ${childId} failed: ${childJob?.failedReason ?? 'unknown reason'}`;
+        }
+        return { groupId: data.success ? data.data.group_id : String(job.id), seq: data.success ? data.data.seq : -1, reason };
+      }),
+    );
+  }
+
+  async queueDepth(runId: string): Promise<QueueDepth> {
+    const counts = await this.#runQueues(runId).episodes.getJobCounts('waiting', 'prioritized', 'active', 'delayed');
+    return { waiting: (counts['waiting'] ?? 0) + (counts['prioritized'] ?? 0), active: counts['active'] ?? 0, delayed: counts['delayed'] ?? 0 };
+  }
+
+  consumeEpisodes(runId: string, processor: EpisodeProcessor, options: EpisodeConsumerOptions): Consumer {
+    const worker = new Worker<unknown, EpisodeResult>(
+      EPISODES,
+      async (job: Job<unknown, EpisodeResult>) => {
+        const parsed = EpisodeJobSchema.safeParse(job.data);
+        // A malformed payload fails the same way on every attempt: never retry it.
+        if (!parsed.success) throw new UnrecoverableError(`VALIDATION: malformed episode job: ${formatZodIssues(parsed.error)}`);
+        const attempt = job.attemptsMade + 1;
+        const queueWaitMs = Math.max(0, (job.processedOn ?? Date.now()) - job.timestamp);
+        try {
+          return await processor(parsed.data, { attempt, queueWaitMs });
+        } catch (error) {
+          if (isPermanentFailure(error)) throw new UnrecoverableError(failureReason(error));
+          throw new Error(failureReason(error), { cause: error });
+        }
+      },
+      this.#workerOptions(runId, options.concurrency),
+    );
+    worker.on('error', (error) => this.#logger.warn({ err: error.message, runId }, 'episode worker error'));
+    worker.on('completed', (job, result) => {
+      const data = EpisodeJobSchema.safeParse(job.data);
+      if (data.success) options.onEvent?.({ type: 'completed', job: data.data, result });
+    });
+    worker.on('failed', (job, error) => {
+      if (!job) return;
+      const data = EpisodeJobSchema.safeParse(job.data);
+      const final = error.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1);
+      options.onEvent?.({ type: 'failed', jobId: String(job.id), job: data.success ? data.data : undefined, reason: error.message, attempt: job.attemptsMade, final });
+    });
+    return this.#track({ close: () => worker.close() });
+  }
+
+  #workerOptions(runId: string, concurrency: number): WorkerOptions {
+    return {
+      connection: this.#redis,
+      prefix: this.#keys(runId).prefix,
+      concurrency,
+      lockDuration: this.#config.lockDurationMs,
+      stalledInterval: this.#config.stalledIntervalMs,
+      maxStalledCount: this.#config.maxStalledCount,
+    };
+  }
+
+  async recordCompleted(runId: string, episodeId: string): Promise<void> {
+    await this.#redis.sadd(this.#keys(runId).completedEpisodes, episodeId);
+  }
+
+  consumeGroups(runId: string, scorer: GroupScorer, options: GroupConsumerOptions = {}): Consumer {
+    const keys = this.#keys(runId);
+    const worker = new Worker<unknown, { scored: boolean }>(
+      GROUPS,
+      async (job: Job<unknown, { scored: boolean }>) => {
+        const parsed = GroupJobSchema.safeParse(job.data);
+        if (!parsed.success) throw new UnrecoverableError(`VALIDATION: malformed group job: ${formatZodIssues(parsed.error)}`);
+        const values = await job.getChildrenValues<unknown>();
+        const results = Object.values(values).map((value) => {
+          const result = EpisodeResultSchema.safeParse(value);
+          if (!result.success) throw new UnrecoverableError(`VALIDATION: malformed episode result: ${formatZodIssues(result.error)}`);
+          return result.data;
+        });
+        const scored = scorer(parsed.data, results);
+        const recorded = await this.#redis.sqlenvRecordScored(keys.consumed, keys.scored, keys.scoredData, scored.group_id, scored.seq, JSON.stringify(scored));
+        if (recorded === 1) options.onScored?.(scored);
+        return { scored: recorded === 1 };
+      },
+      this.#workerOptions(runId, this.#config.groupConcurrency),
+    );
+    worker.on('error', (error) => this.#logger.warn({ err: error.message, runId }, 'group worker error'));
+    return this.#track({ close: () => worker.close() });
+  }
+
+  async pendingScored(runId: string, limit: number): Promise<ScoredGroup[]> {
+    const keys = this.#keys(runId);
+    const ids = await this.#redis.zrange(keys.scored, 0, limit - 1);
+    if (ids.length === 0) return [];
+    const raw = await this.#redis.hmget(keys.scoredData, ...ids);
+    return raw.flatMap((json) => (json === null ? [] : [ScoredGroupSchema.parse(JSON.parse(json))]));
+  }
+
+  async commit(runId: string, commit: TrainerCommit): Promise<CommitResult> {
+    const keys = this.#keys(runId);
+    const plan = {
+      trained: commit.trained.map((g) => ({ id: g.group_id, episodes: g.episode_ids })),
+      dropped: commit.dropped.map((g) => ({ id: g.group_id, episodes: g.episode_ids })),
+    };
+    try {
+      const duplicateEpisodes = await this.#redis.sqlenvCommit(
+        keys.state,
+        keys.scored,
+        keys.scoredData,
+        keys.consumed,
+        keys.consumedEpisodes,
+        keys.batches,
+        commit.expectedVersion,
+        commit.newVersion,
+        commit.weightsKey ?? '',
+        JSON.stringify(plan),
+        commit.batch === null ? '' : JSON.stringify(commit.batch),
+        keys.notices,
+        runId,
+      );
+      return { duplicateEpisodes };
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (message.includes('STALE')) throw new AppError(ErrorCode.ABORTED, `stale trainer: ${message}`, { cause: error });
+      throw toAppError(error, ErrorCode.TRANSPORT);
+    }
+  }
+
+  async trainedBatches(runId: string): Promise<BatchStats[]> {
+    const raw = await this.#redis.lrange(this.#keys(runId).batches, 0, -1);
+    return raw.map((json) => BatchStatsSchema.parse(JSON.parse(json)));
+  }
+
+  async subscribe(runId: string, listener: (notice: RolloutNotice) => void): Promise<() => Promise<void>> {
+    const channel = this.#keys(runId).notices;
+    const subscriber = this.#ensureSubscriber();
+    let listeners = this.#listeners.get(channel);
+    if (!listeners) {
+      listeners = new Set();
+      this.#listeners.set(channel, listeners);
+      await subscriber.subscribe(channel);
+    }
+    listeners.add(listener);
+    return async () => {
+      const set = this.#listeners.get(channel);
+      set?.delete(listener);
+      if (set && set.size === 0) {
+        this.#listeners.delete(channel);
+        if (!this.#closing) await subscriber.unsubscribe(channel);
+      }
+    };
+  }
+
+  #ensureSubscriber(): Redis {
+    if (!this.#subscriber) {
+      const subscriber = this.#connect('subscriber');
+      subscriber.on('message', (channel: string, message: string) => {
+        const parsed = RolloutNoticeSchema.safeParse(JSON.parse(message));
+        if (!parsed.success) {
+          this.#logger.warn({ channel }, 'malformed notice ignored');
+          return;
+        }
+        for (const listener of this.#listeners.get(channel) ?? []) listener(parsed.data);
+      });
+      this.#subscriber = subscriber;
+    }
+    return this.#subscriber;
+  }
+
+  #track(consumer: Consumer): Consumer {
+    let closing: Promise<void> | undefined;
+    const tracked: Consumer = {
+      close: () => {
+        closing ??= consumer.close().finally(() => this.#consumers.delete(tracked));
+        return closing;
+      },
+    };
+    this.#consumers.add(tracked);
+    return tracked;
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await Promise.all([...this.#consumers].map((c) => c.close()));
+      await Promise.all([...this.#queues.values()].flatMap((q) => [q.episodes.close(), q.groups.close()]));
+      await this.#flows.close();
+      this.#subscriber?.disconnect();
+      await this.#redis.quit().catch(() => this.#redis.disconnect());
+    })();
+    return this.#closing;
+  }
+}
