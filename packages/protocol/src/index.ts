@@ -24,3 +24,5 @@ export {
 } from './question.ts';
 export { ResetOptionsSchema, EpisodeStateSchema, type ResetOptions, type EpisodeState } from './episode.ts';
 export { toJsonSchema, openEnvSchemas } from './json-schema.ts';
+export * from './episode-job.ts';
+export * from './trajectory.ts';
