@@ -146,6 +146,12 @@ export const clinicTemplates: readonly QuestionTemplate[] = [
     sql: ({ name }) => `SELECT a.appointment_date, a.appointment_time, a.status FROM appointment a JOIN patient pa ON pa.patient_id = a.patient_id WHERE ${named(name, 'pa')} ORDER BY a.appointment_date, a.appointment_time`,
   }),
   defineTemplate({
+    id: 'first-visit-of-patient', answer: 'string', instances: 2,
+    params: (p) => ({ name: p.pair(TREATED_PATIENT) }),
+    question: ({ name }) => `On what date did ${name.join(' ')} have their first appointment at the clinic?`,
+    sql: ({ name }) => `SELECT MIN(a.appointment_date) FROM appointment a JOIN patient pa ON pa.patient_id = a.patient_id WHERE ${named(name, 'pa')}`,
+  }),
+  defineTemplate({
     id: 'most-experienced-in-specialty', answer: 'string', instances: 3,
     params: (p) => ({ specialty: p.text("SELECT specialty FROM doctor GROUP BY specialty HAVING COUNT(*) > 1 ORDER BY specialty") }),
     question: ({ specialty }) => `Which ${specialty} doctor has the most years of experience? Give the last name.`,

@@ -50,6 +50,12 @@ export const musicStreamingTemplates: readonly QuestionTemplate[] = [
     sql: ({ album }) => `SELECT ROUND(AVG(tr.duration_seconds), 1) FROM tracks tr JOIN albums al ON al.album_id = tr.album_id WHERE al.title = ${t(album)}`,
   }),
   defineTemplate({
+    id: 'longest-track-of-artist', answer: 'integer', instances: 2,
+    params: (p) => ({ artist: p.text(ARTIST) }),
+    question: ({ artist }) => `How long, in seconds, is the longest track by ${artist}?`,
+    sql: ({ artist }) => `SELECT MAX(tr.duration_seconds) FROM ${CATALOGUE} WHERE ar.name = ${t(artist)}`,
+  }),
+  defineTemplate({
     id: 'explicit-tracks-on-album', answer: 'list', instances: 3,
     params: (p) => ({ album: p.text('SELECT DISTINCT al.title FROM albums al JOIN tracks tr ON tr.album_id = al.album_id WHERE tr.explicit = 1 ORDER BY al.title') }),
     question: ({ album }) => `Which tracks on "${album}" are marked as explicit?`,

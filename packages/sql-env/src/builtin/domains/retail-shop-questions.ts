@@ -49,6 +49,12 @@ export const retailShopTemplates: readonly QuestionTemplate[] = [
     sql: ({ group }) => `SELECT ROUND(AVG(UnitPrice), 2) FROM Products WHERE "group" = ${t(group)}`,
   }),
   defineTemplate({
+    id: 'max-price-in-group', answer: 'float', instances: 2,
+    params: (p) => ({ group: p.text(GROUP), highest: p.pick([true, false]) }),
+    question: ({ group, highest }) => `What is the ${highest ? 'highest' : 'lowest'} unit price of any product in the ${group} group?`,
+    sql: ({ group, highest }) => `SELECT ${highest ? 'MAX' : 'MIN'}(UnitPrice) FROM Products WHERE "group" = ${t(group)}`,
+  }),
+  defineTemplate({
     id: 'cheap-products-in-group', answer: 'list', instances: 3,
     params: (p) => ({ group: p.text(GROUP), limit: p.pick([20, 30, 50, 100]) }),
     question: ({ group, limit }) => `List the names of products in the ${group} group that cost less than ${limit} dollars.`,

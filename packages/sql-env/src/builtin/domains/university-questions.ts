@@ -77,6 +77,12 @@ export const universityTemplates: readonly QuestionTemplate[] = [
     sql: ({ course }) => `SELECT ROUND(AVG(e.score), 1) FROM enrollments e JOIN courses c ON c.course_id = e.course_id WHERE c.title = ${t(course)} AND e.score IS NOT NULL`,
   }),
   defineTemplate({
+    id: 'score-range-in-course', answer: 'float', instances: 2,
+    params: (p) => ({ course: p.text(TAUGHT_COURSE), lowest: p.pick([true, false]) }),
+    question: ({ course, lowest }) => `What is the ${lowest ? 'lowest' : 'highest'} score any student has received in ${course}?`,
+    sql: ({ course, lowest }) => `SELECT ${lowest ? 'MIN' : 'MAX'}(e.score) FROM enrollments e JOIN courses c ON c.course_id = e.course_id WHERE c.title = ${t(course)}`,
+  }),
+  defineTemplate({
     id: 'instructors-per-department', answer: 'table', instances: 1,
     params: () => ({}),
     question: () => 'For each department, give its name and the number of instructors who belong to it.',
