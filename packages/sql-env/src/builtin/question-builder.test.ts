@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AppError } from '@sqlenv/shared';
 import { BUILTIN_DOMAINS } from './builtin-domains.ts';
-import type { DomainSpec, TableSpec } from './domain-spec.ts';
+import type { DomainRows, DomainSpec, RowData, TableSpec } from './domain-spec.ts';
 import { buildQuestions } from './question-builder.ts';
 import { defineTemplate, matchesAnswerShape, noTieAfter, sqlText, type QuestionTemplate } from './question-template.ts';
 import { deriveSeed, Rng } from './rng.ts';
@@ -17,12 +17,12 @@ const pets: TableSpec = {
     { name: 'order', type: 'TEXT', nullable: true },
   ],
 };
-const rows = new Map([
+const rows: DomainRows = new Map<string, RowData[]>([
   [
     'Pet Owners',
     [
       { id: 1, name: "Ann O'Hara", city: 'Oslo', pets: 2, order: 'first' },
-      { id: 2, name: 'Bo', city: 'Oslo', pets: 2 },
+      { id: 2, name: 'Bo', city: 'Oslo', pets: 2, order: null },
       { id: 3, name: 'Cy', city: 'Rome', pets: 5, order: 'third' },
     ],
   ],
