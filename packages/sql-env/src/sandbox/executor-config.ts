@@ -37,6 +37,12 @@ export const ExecutorConfigSchema = QueryLimitsSchema.extend({
    * stalls every other episode; default: the core count, between 2 and 4.
    */
   poolSize: z.int().min(1).max(64).default(() => Math.min(4, Math.max(2, availableParallelism()))),
+  /**
+   * Extra children started and kept idle: when a query times out (or a child
+   * crashes) a ready spare takes over at once instead of a cold start
+   * (~0.3-1 s for node + tsx), so the pool stays at full strength.
+   */
+  spareChildren: z.int().min(0).max(16).default(1),
   /** Default per-query time limit in milliseconds, counted from when the child starts running the query. */
   timeoutMs: z.int().min(1).max(3_600_000).default(5_000),
   /** Default cap on rows returned per query; the result is marked truncated past it. */

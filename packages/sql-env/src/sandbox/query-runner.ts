@@ -72,6 +72,16 @@ function sqliteError(error: unknown): AppError {
 }
 
 /**
+ * Second line of defence, from SQLite itself, after prepare: the statement
+ * must return rows (not ATTACH, BEGIN, ...) and must not write
+ * (sqlite3_stmt_readonly; catches e.g. INSERT ... RETURNING, which returns rows).
+ */
+export function assertReadOnlyStatement(stmt: { reader: boolean; readonly: boolean }): void {
+  if (!stmt.reader) throw new AppError(ErrorCode.SQL_REJECTED, 'the statement returns no rows; only a single read-only SELECT (or WITH ... SELECT) query may run');
+  if (!stmt.readonly) throw new AppError(ErrorCode.SQL_REJECTED, 'the statement would modify the database; only a single read-only SELECT (or WITH ... SELECT) query may run');
+}
+
+/**
  * Runs validated, read-only queries synchronously against cached read-only
  * connections, with a prepared-statement LRU. This is what each executor child
  * runs; it has NO timeout of its own (better-sqlite3 cannot interrupt a
@@ -149,10 +159,7 @@ export class QueryRunner {
     const { statement } = validateSql(sql, this.limits);
     const db = this.database(dbPath);
     const stmt = db.prepare<unknown[], unknown[]>(statement);
-    // Second line of defence, from SQLite itself: the statement must return
-    // rows (not ATTACH/BEGIN/...) and must not write (sqlite3_stmt_readonly).
-    if (!stmt.reader) throw new AppError(ErrorCode.SQL_REJECTED, 'the statement returns no rows; only a single read-only SELECT (or WITH ... SELECT) query may run');
-    if (!stmt.readonly) throw new AppError(ErrorCode.SQL_REJECTED, 'the statement would modify the database; only a single read-only SELECT (or WITH ... SELECT) query may run');
+    assertReadOnlyStatement(stmt);
     stmt.raw(true);
     const cached: CachedStatement = { stmt, columns: stmt.columns().map((c) => c.name), dbPath };
     if (this.limits.statementCacheSize > 0) {

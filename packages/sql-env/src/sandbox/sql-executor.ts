@@ -10,8 +10,9 @@
  * thread stuck in native code never reaches a safe point. The only reliable
  * kill switch is SIGKILL on a process. So each child holds cached read-only
  * connections and a prepared-statement LRU (query-runner.ts); the parent
- * writes requests to it and kills it when a query overstays, then spawns a
- * replacement.
+ * writes requests to it and kills it when a query overstays. A warm spare
+ * child (already started, idle) takes the dead one's place at once, and a new
+ * spare starts in the background: a cold start of node + tsx costs 0.3-1 s.
  *
  * Throughput: requests are pipelined (up to `pipelineDepth` per child, a FIFO
  * that the child runs one at a time), writes to a child are batched per tick,
@@ -86,6 +87,9 @@ interface ChildSlot {
   /** Frames waiting for the next batched write. */
   outbox: string[];
   lines: NdjsonLines;
+  /** Resolves when the child is ready or dead, whichever comes first. */
+  settled: Promise<void>;
+  markSettled: () => void;
   closed: Promise<void>;
 }
 
@@ -96,10 +100,22 @@ const TSX_LOADER = import.meta.resolve('tsx');
 const SLOW_HEAD_MS = 50;
 const knownCodes = new Set<string>(Object.values(ErrorCode));
 
+/** A promise with its resolve function (Promise.withResolvers needs Node 22). */
+function signal(): { promise: Promise<void>; resolve: () => void } {
+  let resolve: () => void = () => {};
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
 export class SqlExecutor {
   readonly config: ExecutorConfig;
   private readonly logger: Logger;
+  /** Children that take requests. */
   private readonly children: ChildSlot[] = [];
+  /** Started children kept idle, to replace a killed one without a cold start. */
+  private readonly spares: ChildSlot[] = [];
   private readonly waiting: Job[] = [];
   private readonly childArg: string;
   private nextJobId = 1;
@@ -117,7 +133,7 @@ export class SqlExecutor {
     this.logger = (logger ?? silentLogger).child({ component: 'sql-executor' });
     const { maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes } = this.config;
     this.childArg = JSON.stringify({ maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes });
-    for (let i = 0; i < this.config.poolSize; i += 1) this.spawn();
+    this.refill();
   }
 
   /**
@@ -148,6 +164,20 @@ export class SqlExecutor {
     });
   }
 
+  /**
+   * Resolves once every child that takes requests has started (to warm up
+   * before timing-sensitive work; queries never need it; spares may still be
+   * starting). Rejects with ABORTED if the executor closes first.
+   */
+  async whenReady(): Promise<void> {
+    for (;;) {
+      if (this.closing !== undefined) throw new AppError(ErrorCode.ABORTED, 'the SQL executor is closed');
+      const starting = this.children.filter((c) => !c.ready);
+      if (starting.length === 0) return;
+      await Promise.race(starting.map((c) => c.settled));
+    }
+  }
+
   /** Process ids of the live children (for tests and metrics). */
   childPids(): number[] {
     return this.children.filter((c) => !c.dead).map((c) => c.pid);
@@ -164,7 +194,7 @@ export class SqlExecutor {
     const aborted = (): AppError => new AppError(ErrorCode.ABORTED, 'the SQL executor was closed');
     for (const job of this.waiting.splice(0)) job.reject(aborted());
     const exits: Promise<void>[] = [];
-    for (const child of this.children.splice(0)) {
+    for (const child of [...this.children, ...this.spares]) {
       for (const job of child.inFlight.splice(0)) job.reject(aborted());
       this.retire(child);
       exits.push(child.closed);
@@ -270,18 +300,35 @@ export class SqlExecutor {
 
   // ---- children -----------------------------------------------------------
 
-  private spawn(): void {
+  /** Bring the pool back to poolSize (promoting a spare, ready ones first) and the spares to spareChildren. */
+  private refill(): void {
+    if (this.closing !== undefined) return;
+    while (this.children.length < this.config.poolSize) {
+      const spare = this.spares.find((c) => c.ready) ?? this.spares[0];
+      if (spare === undefined) {
+        this.spawn(this.children);
+      } else {
+        this.spares.splice(this.spares.indexOf(spare), 1);
+        this.children.push(spare);
+        if (spare.ready) this.logger.debug({ pid: spare.pid }, 'spare executor child promoted');
+      }
+    }
+    while (this.spares.length < this.config.spareChildren) this.spawn(this.spares);
+  }
+
+  private spawn(into: ChildSlot[]): void {
     const proc = fork(CHILD_ENTRY, [this.childArg], {
       execArgv: ['--import', TSX_LOADER, `--max-old-space-size=${this.config.childMaxHeapMb}`],
       stdio: ['pipe', 'pipe', 'inherit', 'ipc'],
       serialization: 'json',
     });
-    let markClosed: () => void = () => {};
+    const settled = signal();
+    const closed = signal();
     const child: ChildSlot = {
       proc, pid: proc.pid ?? -1, ready: false, dead: false, inFlight: [], headStartedMs: 0, timer: undefined, timerDueMs: Infinity,
-      outbox: [], lines: new NdjsonLines(), closed: new Promise<void>((resolve) => { markClosed = resolve; }),
+      outbox: [], lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
     };
-    this.children.push(child);
+    into.push(child);
     this.counters.spawnedChildren += 1;
     proc.stdout?.setEncoding('utf8');
     proc.stdout?.on('data', (chunk: string) => child.lines.push(chunk, (line) => this.onFrame(child, line)));
@@ -289,7 +336,7 @@ export class SqlExecutor {
     proc.stdin?.on('error', () => {});
     proc.on('error', (error) => this.onDeath(child, error.message));
     proc.on('close', (code, signal) => {
-      markClosed();
+      closed.resolve();
       this.onDeath(child, signal !== null ? `killed by ${signal}` : `exited with code ${String(code)}`);
     });
     this.logger.debug({ pid: child.pid }, 'executor child started');
@@ -304,6 +351,7 @@ export class SqlExecutor {
     }
     if (frame[1] === 2) {
       child.ready = true;
+      child.markSettled();
       this.startFailures = 0;
       if (child.inFlight.length > 0) this.headStarted(child, performance.now());
       this.dispatch();
@@ -337,7 +385,7 @@ export class SqlExecutor {
         this.retire(child);
         for (const job of [...child.inFlight.splice(0), ...this.waiting.splice(0)]) job.reject(failure());
         // Try again later rather than spinning on a start that keeps failing.
-        setTimeout(() => { if (this.closing === undefined) this.spawn(); }, 1_000).unref();
+        setTimeout(() => this.refill(), 1_000).unref();
         return;
       }
       this.replace(child, undefined, how);
@@ -358,18 +406,21 @@ export class SqlExecutor {
     const jobs = child.inFlight.splice(0);
     if (headError !== undefined) jobs.shift()?.reject(headError);
     this.waiting.unshift(...jobs);
-    if (this.closing === undefined) this.spawn();
+    this.refill();
     this.dispatch();
   }
 
   /** Mark dead, stop its timer, SIGKILL it and drop it from the pool. */
   private retire(child: ChildSlot): void {
     child.dead = true;
+    child.markSettled();
     if (child.timer !== undefined) clearTimeout(child.timer);
     child.timer = undefined;
     child.outbox = [];
     if (child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill('SIGKILL');
-    const at = this.children.indexOf(child);
-    if (at !== -1) this.children.splice(at, 1);
+    for (const list of [this.children, this.spares]) {
+      const at = list.indexOf(child);
+      if (at !== -1) list.splice(at, 1);
+    }
   }
 }

@@ -1,0 +1,304 @@
+/**
+ * The SQL sandbox under attack, with real child processes: an adversarial
+ * corpus against copies of real databases (a generated one, plus Spider's
+ * activity_1 when SPIDER_DIR is set), runaway queries cut off while others
+ * keep being served, pipelined requests surviving a timeout, an externally
+ * killed child, and no byte written to any database file.
+ */
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AppError, ErrorCode } from '@sqlenv/shared';
+import { SqlExecutor, type QueryResult } from '@sqlenv/sql-env';
+import { makeTestDb } from '../packages/sql-env/src/sandbox/testing/make-test-db.ts';
+
+const TIMEOUT_MS = 300;
+/** The bound the sandbox promises: refused, or cut off within its timeout plus this slack. */
+const SLACK_MS = 1_000;
+const FOREVER = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)';
+
+interface TestDb {
+  label: string;
+  path: string;
+  /** A table with a handful of rows. */
+  table: string;
+}
+
+const Expect = {
+  /** AppError SQL_REJECTED. */
+  REJECTED: 'rejected',
+  /** Cut off (TIMEOUT) or refused by SQLite's own limits (SQL_ERROR: too big, out of memory). */
+  STOPPED: 'stopped',
+  /** Answered, with rows or cells capped. */
+  CAPPED: 'capped',
+} as const;
+type Expect = (typeof Expect)[keyof typeof Expect];
+
+function corpus(db: TestDb, dir: string): [string, Expect][] {
+  const t = db.table;
+  const selfJoin = (n: number): string => Array.from({ length: n }, (_, i) => `${t} t${i}`).join(', ');
+  return [
+    [`DROP TABLE ${t}`, Expect.REJECTED],
+    [`DELETE FROM ${t}`, Expect.REJECTED],
+    [`INSERT INTO ${t} DEFAULT VALUES`, Expect.REJECTED],
+    [`UPDATE ${t} SET rowid = rowid + 1`, Expect.REJECTED],
+    [`REPLACE INTO ${t} SELECT * FROM ${t}`, Expect.REJECTED],
+    ['CREATE TABLE evil (a)', Expect.REJECTED],
+    ['CREATE TEMP TABLE evil AS SELECT 1', Expect.REJECTED],
+    [`ALTER TABLE ${t} RENAME TO gone`, Expect.REJECTED],
+    [`CREATE TRIGGER tr AFTER INSERT ON ${t} BEGIN DELETE FROM ${t}; END`, Expect.REJECTED],
+    [`ATTACH DATABASE '${join(dir, 'evil.sqlite')}' AS evil`, Expect.REJECTED],
+    ['DETACH DATABASE main', Expect.REJECTED],
+    ['PRAGMA writable_schema = ON', Expect.REJECTED],
+    ['pRaGmA journal_mode = WAL', Expect.REJECTED],
+    ["SELECT * FROM pragma_compile_options", Expect.REJECTED],
+    ['VACUUM', Expect.REJECTED],
+    [`VACUUM INTO '${join(dir, 'copy.sqlite')}'`, Expect.REJECTED],
+    ['REINDEX', Expect.REJECTED],
+    ['ANALYZE', Expect.REJECTED],
+    ['BEGIN IMMEDIATE', Expect.REJECTED],
+    ['COMMIT', Expect.REJECTED],
+    ["SELECT load_extension('/tmp/evil.so')", Expect.REJECTED],
+    ["SELECT [load_extension]('/tmp/evil.so', 'init')", Expect.REJECTED],
+    [`SELECT 1; DROP TABLE ${t}`, Expect.REJECTED],
+    [`SELECT 1; -- harmless?\nDELETE FROM ${t}`, Expect.REJECTED],
+    [`SELECT 1 /* ; */ ; /* */ UPDATE ${t} SET rowid = 0`, Expect.REJECTED],
+    [`WITH x AS (SELECT 1) DELETE FROM ${t}`, Expect.REJECTED],
+    [`WITH x AS (SELECT 1) INSERT INTO ${t} SELECT * FROM ${t}`, Expect.REJECTED],
+    [`SELECT 1\0; DROP TABLE ${t}`, Expect.REJECTED],
+    [`SELECT '\0' FROM ${t}`, Expect.REJECTED],
+    ['SELECT "\udc00"', Expect.REJECTED],
+    ['', Expect.REJECTED],
+    ['  \n ', Expect.REJECTED],
+    [`SELECT count(*) FROM ${selfJoin(12)}`, Expect.STOPPED],
+    [`${FOREVER} SELECT count(*) FROM c`, Expect.STOPPED],
+    [`${FOREVER} SELECT x FROM c ORDER BY x DESC LIMIT 1`, Expect.STOPPED],
+    [`SELECT group_concat(t0.rowid) FROM ${selfJoin(12)}`, Expect.STOPPED],
+    ["SELECT printf('%.*c', 1000000000, 'x')", Expect.STOPPED],
+    ["SELECT length(replace(printf('%.*c', 100000000, 'x'), 'x', 'yyy'))", Expect.STOPPED],
+    ['SELECT randomblob(1000000000)', Expect.STOPPED],
+    [`${FOREVER} SELECT x FROM c`, Expect.CAPPED],
+    [`${FOREVER} SELECT printf('%.*c', 50000, 'x') FROM c`, Expect.CAPPED],
+    ['SELECT zeroblob(5000000)', Expect.CAPPED],
+    ["SELECT replace(zeroblob(1000000), x'00', 'abc') || printf('%.*c', 2000000, 'z')", Expect.CAPPED],
+  ];
+}
+
+function sha256(path: string): string {
+  return createHash('sha256').update(readFileSync(path)).digest('hex');
+}
+
+async function outcome(promise: Promise<QueryResult>): Promise<{ result?: QueryResult; error?: AppError }> {
+  try {
+    return { result: await promise };
+  } catch (error) {
+    if (error instanceof AppError) return { error };
+    throw error;
+  }
+}
+
+let fixture: ReturnType<typeof makeTestDb>;
+const dbs: TestDb[] = [];
+const checksums = new Map<string, string>();
+let listing: string[];
+
+beforeAll(() => {
+  fixture = makeTestDb('sql-sandbox-it-');
+  dbs.push({ label: 'generated', path: fixture.dbPath, table: 'singer' });
+  const spider = process.env.SPIDER_DIR;
+  if (spider !== undefined && spider !== '') {
+    const copy = join(fixture.dir, 'activity_1.sqlite');
+    copyFileSync(join(spider, 'database', 'activity_1', 'activity_1.sqlite'), copy);
+    dbs.push({ label: 'spider activity_1', path: copy, table: 'Student' });
+  }
+  for (const db of dbs) checksums.set(db.path, sha256(db.path));
+  listing = readdirSync(fixture.dir).sort();
+});
+
+afterAll(() => fixture.cleanup());
+
+describe('adversarial corpus', () => {
+  let executor: SqlExecutor;
+  beforeAll(async () => {
+    executor = new SqlExecutor({ poolSize: 2, timeoutMs: TIMEOUT_MS, maxCellChars: 1_000, maxResultChars: 200_000, maxRows: 500 });
+    await executor.whenReady();
+  });
+  afterAll(() => executor.close());
+
+  it('refuses, cuts off or caps every case, each within timeout + 1 s', async () => {
+    for (const db of dbs) {
+      for (const [sql, expected] of corpus(db, fixture.dir)) {
+        await executor.whenReady();
+        const startedMs = performance.now();
+        const { result, error } = await outcome(executor.query(db.path, sql));
+        const elapsedMs = performance.now() - startedMs;
+        const label = `${db.label}: ${JSON.stringify(sql.slice(0, 80))}`;
+        expect(elapsedMs, label).toBeLessThan(TIMEOUT_MS + SLACK_MS);
+        if (expected === Expect.REJECTED) {
+          expect(error?.code, label).toBe(ErrorCode.SQL_REJECTED);
+          expect(error?.message, label).toMatch(/not allowed|empty SQL|NUL|Unicode/);
+        } else if (expected === Expect.STOPPED) {
+          expect([ErrorCode.TIMEOUT, ErrorCode.SQL_ERROR], `${label} → ${error?.message ?? 'answered'}`).toContain(error?.code);
+        } else {
+          expect(error, label).toBeUndefined();
+          expect(result !== undefined && (result.truncated || result.cellsTruncated), label).toBe(true);
+          expect(result?.rows.length, label).toBeLessThanOrEqual(500);
+          for (const row of result?.rows ?? []) for (const cell of row) if (typeof cell === 'string') expect(cell.length, label).toBeLessThanOrEqual(1_001);
+        }
+      }
+    }
+    expect(executor.stats().timeouts).toBeGreaterThan(0);
+  });
+
+  it('keeps serving other queries while a runaway query runs', async () => {
+    await executor.whenReady();
+    const db = dbs[0] as TestDb;
+    const order: string[] = [];
+    const runaway = outcome(executor.query(db.path, `${FOREVER} SELECT count(*) FROM c`, { timeoutMs: 1_500 })).then((o) => {
+      order.push('runaway');
+      return o;
+    });
+    const fast = executor.query(db.path, 'SELECT name FROM singer ORDER BY singer_id LIMIT 2').then((r) => {
+      order.push('fast');
+      return r;
+    });
+    expect((await fast).rows).toEqual([['Joe Sharp'], ['Timbaland']]);
+    // A second round while the runaway still holds its child.
+    expect((await executor.query(db.path, 'SELECT count(*) FROM singer')).rows).toEqual([[5]]);
+    expect(order).toEqual(['fast']);
+    expect((await runaway).error?.code).toBe(ErrorCode.TIMEOUT);
+    expect(order).toEqual(['fast', 'runaway']);
+  });
+
+  it('round-trips non-ASCII text and refuses what SQLite would silently mangle', async () => {
+    const db = dbs[0] as TestDb;
+    const text = 'ÿþ – 😀 \u00a0 \\ " \n';
+    expect((await executor.query(db.path, `SELECT '${text}'`)).rows).toEqual([[text]]);
+    expect((await outcome(executor.query(db.path, "SELECT 'a\ud800b'"))).error?.code).toBe(ErrorCode.SQL_REJECTED);
+  });
+
+  it('wrote nothing: same checksums, no journal, WAL or new files', () => {
+    for (const [path, sum] of checksums) expect(sha256(path), path).toBe(sum);
+    expect(readdirSync(fixture.dir).sort()).toEqual(listing);
+    for (const db of dbs) {
+      expect(existsSync(`${db.path}-journal`)).toBe(false);
+      expect(existsSync(`${db.path}-wal`)).toBe(false);
+    }
+  });
+});
+
+describe('pipelining, timeouts and crashes (one child)', () => {
+  let executor: SqlExecutor;
+  beforeAll(async () => {
+    executor = new SqlExecutor({ poolSize: 1, timeoutMs: TIMEOUT_MS, pipelineDepth: 8 });
+    await executor.whenReady();
+  });
+  afterAll(() => executor.close());
+
+  it('answers many pipelined queries in order, each with its own result', async () => {
+    const db = fixture.dbPath;
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => executor.query(db, `SELECT ${i} AS n, name FROM singer WHERE singer_id = ${(i % 5) + 1}`)));
+    results.forEach((r, i) => expect(r.rows[0]?.[0]).toBe(i));
+  });
+
+  it('re-dispatches the queries queued behind a timed-out one instead of failing them', async () => {
+    const db = fixture.dbPath;
+    const before = executor.childPids();
+    const runaway = outcome(executor.query(db, `${FOREVER} SELECT count(*) FROM c`));
+    // Queued on the same child behind the runaway. Their own (shorter)
+    // timeouts only start when they start running, so they must succeed.
+    const queued = Array.from({ length: 5 }, (_, i) => executor.query(db, `SELECT ${i}`, { timeoutMs: 100 }));
+    expect((await runaway).error?.code).toBe(ErrorCode.TIMEOUT);
+    expect((await Promise.all(queued)).map((r) => r.rows[0]?.[0])).toEqual([0, 1, 2, 3, 4]);
+    expect(executor.childPids()).not.toEqual(before);
+  });
+
+  it('fails only the running query with EXECUTOR_CRASHED when its child is killed, then recovers', async () => {
+    const db = fixture.dbPath;
+    await executor.whenReady();
+    const [pid] = executor.childPids();
+    const running = outcome(executor.query(db, `${FOREVER} SELECT count(*) FROM c`, { timeoutMs: 60_000 }));
+    const queued = executor.query(db, 'SELECT count(*) FROM singer', { timeoutMs: 60_000 });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    process.kill(pid as number, 'SIGKILL');
+    const { error } = await running;
+    expect(error?.code).toBe(ErrorCode.EXECUTOR_CRASHED);
+    expect((await queued).rows).toEqual([[5]]);
+    expect(executor.childPids()).toHaveLength(1);
+    expect(executor.childPids()).not.toContain(pid);
+    expect((await executor.query(db, 'SELECT max(age) FROM singer')).rows).toEqual([[52]]);
+    expect(executor.stats().crashes).toBe(1);
+  });
+
+  it('replaces a child killed while idle without failing anything', async () => {
+    await executor.whenReady();
+    const [pid] = executor.childPids();
+    process.kill(pid as number, 'SIGKILL');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await executor.query(fixture.dbPath, 'SELECT 7')).rows).toEqual([[7]]);
+    expect(executor.childPids()).not.toContain(pid);
+  });
+
+  it('reports NOT_FOUND for a missing database and SQL_ERROR with SQLite\'s message', async () => {
+    expect((await outcome(executor.query(join(fixture.dir, 'missing.sqlite'), 'SELECT 1'))).error?.code).toBe(ErrorCode.NOT_FOUND);
+    const { error } = await outcome(executor.query(fixture.dbPath, 'SELECT salary FROM singer'));
+    expect(error?.code).toBe(ErrorCode.SQL_ERROR);
+    expect(error?.message).toBe('no such column: salary');
+  });
+});
+
+describe('lifecycle', () => {
+  it('close() is idempotent and aborts pending and later queries', async () => {
+    const executor = new SqlExecutor({ poolSize: 2, timeoutMs: 10_000 });
+    const pending = outcome(executor.query(fixture.dbPath, `${FOREVER} SELECT count(*) FROM c`));
+    const pids = executor.childPids();
+    const closing = executor.close();
+    expect(executor.close()).toBe(closing);
+    await closing;
+    expect((await pending).error?.code).toBe(ErrorCode.ABORTED);
+    expect((await outcome(executor.query(fixture.dbPath, 'SELECT 1'))).error?.code).toBe(ErrorCode.ABORTED);
+    expect(executor.childPids()).toEqual([]);
+    for (const pid of pids) expect(isAlive(pid), `child ${pid}`).toBe(false);
+  });
+
+  it('rejects bad options with VALIDATION', async () => {
+    expect(() => new SqlExecutor({ poolSize: 0 })).toThrow(/poolSize/);
+    const executor = new SqlExecutor({ poolSize: 1 });
+    try {
+      expect((await outcome(executor.query(fixture.dbPath, 'SELECT 1', { timeoutMs: 0 }))).error?.code).toBe(ErrorCode.VALIDATION);
+      expect((await outcome(executor.query(fixture.dbPath, 'SELECT 1', { maxRows: -1 }))).error?.code).toBe(ErrorCode.VALIDATION);
+      expect((await outcome(executor.query('', 'SELECT 1'))).error?.code).toBe(ErrorCode.VALIDATION);
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it('a child whose parent is SIGKILLed mid-query does not outlive it', async () => {
+    const { fork } = await import('node:child_process');
+    const parent = fork(new URL('../packages/sql-env/src/sandbox/testing/orphan-parent.ts', import.meta.url), [fixture.dbPath], {
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    });
+    const line = await new Promise<string>((resolve, reject) => {
+      parent.stdout?.setEncoding('utf8').once('data', resolve);
+      parent.once('exit', () => reject(new Error('orphan-parent exited early')));
+    });
+    const { pids } = JSON.parse(line) as { pids: number[] };
+    expect(pids).toHaveLength(1);
+    parent.kill('SIGKILL');
+    const deadlineMs = Date.now() + 20_000;
+    while (pids.some(isAlive) && Date.now() < deadlineMs) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(pids.filter(isAlive)).toEqual([]);
+  });
+});
+
+/** Alive = exists and is not a zombie (a reaped-later corpse holds no resources). */
+function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^\d+ \(.*\) [ZX] /.test(stat);
+  } catch {
+    return false;
+  }
+}
