@@ -76,13 +76,18 @@ async function generateDomain(
   const tempPath = `${finalPath}.partial`;
   await rm(tempPath, { force: true });
   let questions: GeneratedQuestion[];
-  const db = writeDatabase(tempPath, domain.tables, rows);
   try {
-    questions = buildQuestions(db, domain, rng.fork('questions'));
-  } finally {
-    db.close();
+    const db = writeDatabase(tempPath, domain.tables, rows);
+    try {
+      questions = buildQuestions(db, domain, rng.fork('questions'));
+    } finally {
+      db.close();
+    }
+    await rename(tempPath, finalPath);
+  } catch (error) {
+    await rm(tempPath, { force: true });
+    throw error;
   }
-  await rename(tempPath, finalPath);
   const { train, dev } = splitQuestions(questions, rng.fork('split'));
   return {
     summary: {
