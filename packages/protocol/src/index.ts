@@ -24,5 +24,6 @@ export {
 } from './question.ts';
 export { ResetOptionsSchema, EpisodeStateSchema, type ResetOptions, type EpisodeState } from './episode.ts';
 export { toJsonSchema, openEnvSchemas } from './json-schema.ts';
+export * from './openenv-frames.ts';
 export * from './episode-job.ts';
 export * from './trajectory.ts';

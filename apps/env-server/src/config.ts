@@ -1,0 +1,84 @@
+import { z } from 'zod';
+
+const MIB = 1024 * 1024;
+
+/**
+ * Limits and behaviour of one server instance. The only place defaults live:
+ * the CLI, the env-var entrypoint and tests all parse through this schema.
+ */
+export const EnvServerLimitsSchema = z.strictObject({
+  /** Concurrent sessions (WebSocket + HTTP), OpenEnv's max_concurrent_envs. */
+  maxSessions: z.number().int().positive().default(1024),
+  /** Sessions idle longer than this are reaped; 0 disables reaping. Seconds. */
+  idleTimeoutS: z.number().nonnegative().default(600),
+  /** Largest WebSocket frame answered normally; bigger ones get an error frame. Bytes. */
+  maxFrameBytes: z.number().int().positive().default(MIB),
+  /** Largest HTTP request body; bigger ones get 413. Bytes. */
+  maxBodyBytes: z.number().int().positive().default(MIB),
+  /** Requests queued on one session before the server stops reading its socket (backpressure). */
+  maxQueuedRequests: z.number().int().positive().default(16),
+  /** How long close() waits for in-flight requests before cutting sessions off. Milliseconds. */
+  shutdownGraceMs: z.number().int().nonnegative().default(5000),
+  /** Bearer token required on every route and on /ws; unset = no auth. */
+  apiKey: z.string().min(1).optional(),
+  /** Serve the /web page and its catalog. */
+  web: z.boolean().default(true),
+});
+export type EnvServerLimits = z.infer<typeof EnvServerLimitsSchema>;
+export type EnvServerLimitsInput = z.input<typeof EnvServerLimitsSchema>;
+
+/** A served process: where to listen and which dataset to load, plus the limits. */
+export const ServeConfigSchema = EnvServerLimitsSchema.extend({
+  port: z.number().int().min(0).max(65_535).default(8000),
+  /** Loopback by default: exposing the server is an explicit choice. */
+  host: z.string().min(1).default('127.0.0.1'),
+  /** 'builtin' or a directory in Spider layout. */
+  dataset: z.string().min(1).default('builtin'),
+  /** Where the builtin dataset is generated; the sql-env default when unset. */
+  cacheDir: z.string().min(1).optional(),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+export type ServeConfig = z.infer<typeof ServeConfigSchema>;
+
+const envNumber = z.coerce.number();
+const envBoolean = z.enum(['1', '0', 'true', 'false', 'yes', 'no']).transform((v) => v === '1' || v === 'true' || v === 'yes');
+
+/**
+ * Environment variables of the Docker entrypoint (apps/env-server/src/main.ts),
+ * mapped onto ServeConfig input. Unset variables are left out so the schema
+ * defaults (or command-line flags) apply.
+ */
+export const ServeEnvSchema = z
+  .looseObject({
+    PORT: envNumber.optional(),
+    HOST: z.string().optional(),
+    SQLENV_DATASET: z.string().optional(),
+    SQLENV_CACHE_DIR: z.string().optional(),
+    SQLENV_API_KEY: z.string().optional(),
+    SQLENV_MAX_SESSIONS: envNumber.optional(),
+    SQLENV_IDLE_TIMEOUT_S: envNumber.optional(),
+    SQLENV_MAX_FRAME_BYTES: envNumber.optional(),
+    SQLENV_MAX_BODY_BYTES: envNumber.optional(),
+    SQLENV_WEB: envBoolean.optional(),
+    LOG_LEVEL: z.string().optional(),
+  })
+  .transform((env) =>
+    dropUndefined({
+      port: env.PORT,
+      host: env.HOST,
+      dataset: env.SQLENV_DATASET,
+      cacheDir: env.SQLENV_CACHE_DIR,
+      // An empty SQLENV_API_KEY (common in compose files) means "no auth", not "empty token".
+      apiKey: env.SQLENV_API_KEY === '' ? undefined : env.SQLENV_API_KEY,
+      maxSessions: env.SQLENV_MAX_SESSIONS,
+      idleTimeoutS: env.SQLENV_IDLE_TIMEOUT_S,
+      maxFrameBytes: env.SQLENV_MAX_FRAME_BYTES,
+      maxBodyBytes: env.SQLENV_MAX_BODY_BYTES,
+      web: env.SQLENV_WEB,
+      logLevel: env.LOG_LEVEL,
+    }),
+  );
+
+function dropUndefined<T extends Record<string, unknown>>(record: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> };
+}

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { AppError } from '@sqlenv/shared';
+import { parseServeConfig, serveCommand } from './serve-command.ts';
+
+describe('parseServeConfig', () => {
+  it('defaults to loopback:8000, builtin data, 1,024 sessions, no auth', () => {
+    const config = parseServeConfig([], {});
+    expect(config !== 'help' && config.apiKey).toBeUndefined();
+    expect(config).toMatchObject({
+      port: 8000,
+      host: '127.0.0.1',
+      dataset: 'builtin',
+      maxSessions: 1024,
+      maxFrameBytes: 1024 * 1024,
+      web: true,
+    });
+  });
+
+  it('reads the Docker env vars, and flags win over them', () => {
+    const env = { PORT: '9000', HOST: '0.0.0.0', SQLENV_API_KEY: 'k', SQLENV_MAX_SESSIONS: '8', SQLENV_WEB: '0', SQLENV_IDLE_TIMEOUT_S: '30' };
+    expect(parseServeConfig([], env)).toMatchObject({ port: 9000, host: '0.0.0.0', apiKey: 'k', maxSessions: 8, web: false, idleTimeoutS: 30 });
+    const flagged = parseServeConfig(['--port', '8100', '--max-sessions', '2', '--api-key', 'other', '--dataset', 'some/dir'], env);
+    expect(flagged).toMatchObject({ port: 8100, maxSessions: 2, apiKey: 'other', dataset: 'some/dir', host: '0.0.0.0' });
+    expect(parseServeConfig(['--no-web'], {})).toMatchObject({ web: false });
+    expect(parseServeConfig([], { SQLENV_API_KEY: '' })).not.toHaveProperty('apiKey');
+  });
+
+  it('fails fast naming the bad value', () => {
+    expect(() => parseServeConfig(['--port', 'eighty'], {})).toThrow(AppError);
+    expect(() => parseServeConfig(['--max-sessions', '0'], {})).toThrow(/maxSessions/);
+    expect(() => parseServeConfig([], { PORT: '70000' })).toThrow(/port/);
+    expect(() => parseServeConfig(['--bogus'], {})).toThrow();
+  });
+
+  it('serveCommand prints usage for --help and exits 2 on bad flags', async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const io = { env: {}, stdout: (t: string) => out.push(t), stderr: (t: string) => err.push(t) };
+    expect(await serveCommand(['--help'], io)).toBe(0);
+    expect(out.join('')).toMatch(/sqlenv serve/);
+    expect(await serveCommand(['--port', 'x'], io)).toBe(2);
+    expect(err.join('')).toMatch(/port/);
+  });
+});

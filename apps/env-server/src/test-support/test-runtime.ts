@@ -1,0 +1,40 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { createSqlEnvRuntime, type SqlEnvRuntime } from '@sqlenv/sql-env';
+
+/** What an oracle needs to play one question: reset id, tables to describe, gold SQL and answer. */
+export interface OracleEpisode {
+  questionId: string;
+  dbId: string;
+  tables: string[];
+  goldSql: string;
+  goldAnswer: string;
+}
+
+/**
+ * The real SQL runtime for server tests: Spider when SPIDER_DIR is set (CI),
+ * else the builtin dataset (generated into a cache under the OS temp dir).
+ * `queryTimeoutMs` is lowered so runaway-query tests stay short.
+ */
+export async function createTestRuntime(options: { queryTimeoutMs?: number } = {}): Promise<SqlEnvRuntime> {
+  const cacheDir = join(tmpdir(), 'sqlenv-test-cache');
+  mkdirSync(cacheDir, { recursive: true });
+  return createSqlEnvRuntime({
+    dataset: process.env['SPIDER_DIR'] ?? 'builtin',
+    cacheDir,
+    env: { queryTimeoutMs: options.queryTimeoutMs ?? 2_000 },
+  });
+}
+
+/** Oracle episodes of the loaded dataset, simplest first (fewest tables), for deterministic tests. */
+export function oracleEpisodes(runtime: SqlEnvRuntime, count: number): OracleEpisode[] {
+  return [...runtime.dataset.questions]
+    .filter((q) => q.tables_involved.length > 0)
+    .sort((a, b) => a.tables_involved.length - b.tables_involved.length || a.question_id.localeCompare(b.question_id))
+    .slice(0, count)
+    .map((q) => ({ questionId: q.question_id, dbId: q.database_name, tables: [...q.tables_involved], goldSql: q.gold_sql, goldAnswer: q.gold_answer }));
+}
+
+/** A query that never finishes on its own: the executor's timeout must cut it off. */
+export const RUNAWAY_SQL = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
