@@ -1,0 +1,39 @@
+import { z } from 'zod';
+import { RewardConfigSchema } from '../reward/index.ts';
+
+/**
+ * Every limit of an episode, in one place (reference/sqlenv-behaviour.md gives
+ * the original's values). Defaults live here only.
+ */
+export const EnvConfigSchema = z.strictObject({
+  /** Steps per episode, ANSWER included; at 0 the episode ends with terminal reward 0 (the original: 15). */
+  stepBudget: z.number().int().positive().max(1_000).default(15),
+  /** Rows of a QUERY result shown to the agent; the total is given in a note. */
+  resultMaxRows: z.number().int().positive().default(20),
+  /** Characters of any result text shown to the agent (the original cut at 2,000). */
+  resultMaxChars: z.number().int().min(200).default(2_000),
+  /** Rows shown by SAMPLE (`SELECT * FROM t LIMIT n`). */
+  sampleRows: z.number().int().positive().default(5),
+  /** Time limit of one DESCRIBE/SAMPLE/QUERY statement, in milliseconds. */
+  queryTimeoutMs: z.number().int().positive().default(5_000),
+  /**
+   * Rows fetched from a QUERY at most: enough to count the result for the agent
+   * and to score progress against the gold rows, bounded so one `SELECT *` of a
+   * large table cannot flood the pipe.
+   */
+  queryMaxRows: z.number().int().positive().default(1_000),
+  /**
+   * `accept`: a QUERY that fails only because it writes strings in double
+   * quotes (`WHERE name = "Bob"`, legal in stock SQLite and all over Spider)
+   * is run again with them as '...' literals, as the original environment's
+   * SQLite did. `reject`: the agent gets SQLite's error.
+   */
+  doubleQuotedStrings: z.enum(['accept', 'reject']).default('accept'),
+  /** Characters of an argument quoted in `action_history`. */
+  historyArgumentChars: z.number().int().min(10).default(80),
+  /** Reward shaping (three layers of the original). */
+  reward: RewardConfigSchema.prefault({}),
+});
+export type EnvConfig = z.infer<typeof EnvConfigSchema>;
+/** What callers may pass: any subset, nested reward settings included. */
+export type EnvConfigInput = z.input<typeof EnvConfigSchema>;

@@ -1,0 +1,269 @@
+import { tmpdir } from 'node:os';
+import { basename, join, resolve } from 'node:path';
+import { z } from 'zod';
+import type { QuestionRecord, SplitName } from '@sqlenv/protocol';
+import { AppError, ErrorCode, formatZodIssues, isAppError, silentLogger, type Logger } from '@sqlenv/shared';
+import { readSchema, type SqlExecutor } from '../sandbox/index.ts';
+import { builtinDatasetDir } from '../builtin/index.ts';
+import { deriveAnswerType, formatGoldAnswer } from '../verifier/index.ts';
+import { buildTableIndex } from '../env/resolve-table.ts';
+import { isDoubleQuotedStringError, singleQuoteStrings } from '../env/double-quoted-strings.ts';
+import type { Dataset, DatabaseInfo, GoldFailure } from './dataset.ts';
+import { GoldFailureReason } from './dataset.ts';
+import { goldCachePath, goldFingerprint, goldKey, readGoldCache, writeGoldCache, type GoldEntry } from './gold-cache.ts';
+import { databasePath, isFile, readQuestionFiles, type QuestionFile } from './spider-files.ts';
+import { deriveDifficulty, extraSelectCount, tablesInvolved } from './sql-analysis.ts';
+
+/** Loader settings; defaults live here only. */
+export const DatasetLoadConfigSchema = z.strictObject({
+  /** Time limit of one gold query, in milliseconds (the environment's query limit is 5 s too). */
+  goldTimeoutMs: z.number().int().positive().default(5_000),
+  /** Rows of a gold result kept at most; a larger result makes the question a `result_too_large` failure. */
+  goldMaxRows: z.number().int().positive().default(100_000),
+  /** Gold queries in flight at once, so the executor pool stays busy. */
+  goldConcurrency: z.number().int().positive().default(32),
+  /** Directory for the built-in dataset and gold caches; default `<os tmpdir>/sqlenv-cache`. */
+  cacheDir: z.string().min(1).optional(),
+});
+export type DatasetLoadConfig = z.infer<typeof DatasetLoadConfigSchema>;
+
+export interface LoadDatasetOptions extends Partial<DatasetLoadConfig> {
+  executor: SqlExecutor;
+  logger?: Logger;
+}
+
+export function defaultCacheDir(): string {
+  return join(tmpdir(), 'sqlenv-cache');
+}
+
+interface PendingQuestion {
+  questionId: string;
+  dbId: string;
+  split: SplitName;
+  questionText: string;
+  goldSql: string;
+}
+
+/**
+ * Load a Spider-layout dataset ('builtin' = the generated one). Runs every gold
+ * query once through the sandbox (read-only, with the timeout) to precompute
+ * gold answers, or reads them from the gold cache. Questions whose gold SQL
+ * fails or returns nothing are left out of `questions` and listed in `failures`.
+ */
+export async function loadDataset(source: 'builtin' | string, options: LoadDatasetOptions): Promise<Dataset> {
+  const { executor, logger: parentLogger, ...rest } = options;
+  const parsed = DatasetLoadConfigSchema.safeParse(rest);
+  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid dataset options: ${formatZodIssues(parsed.error)}`);
+  const config = parsed.data;
+  const cacheDir = config.cacheDir ?? defaultCacheDir();
+  const dir = source === 'builtin' ? await builtinDatasetDir(cacheDir) : resolve(source);
+  const name = source === 'builtin' ? 'builtin' : basename(dir);
+  const logger = (parentLogger ?? silentLogger).child({ component: 'dataset', dataset: name });
+  const startedMs = performance.now();
+
+  const files = await readQuestionFiles(dir);
+  const pending = numberQuestions(files);
+  const databases = await readDatabases(dir, pending, logger);
+
+  const fingerprint = await goldFingerprint({
+    contentFiles: files.map((f) => f.path),
+    databaseFiles: [...databases.values()].map((db) => db.path),
+    settings: { goldMaxRows: config.goldMaxRows },
+  });
+  const cachePath = goldCachePath(cacheDir, fingerprint);
+  const gold = await readGoldCache(cachePath, fingerprint, logger);
+  const cachedCount = gold.size;
+  const ran = await runGoldQueries(pending.filter((q) => databases.has(q.dbId)), databases, gold, executor, config);
+  if (ran > 0) {
+    await writeGoldCache(cachePath, cacheDir, fingerprint, cacheable(gold)).catch((error: unknown) => {
+      // A read-only cache dir costs speed on the next load, not correctness.
+      logger.warn({ err: error, path: cachePath }, 'could not write the gold cache');
+    });
+  }
+
+  const questions: QuestionRecord[] = [];
+  const failures: GoldFailure[] = [];
+  for (const question of pending) {
+    const outcome = buildRecord(question, databases.get(question.dbId), gold.get(goldKey(question.dbId, question.goldSql)));
+    if ('record' in outcome) questions.push(outcome.record);
+    else failures.push(outcome.failure);
+  }
+  if (questions.length === 0) {
+    throw new AppError(ErrorCode.DATASET, `${dir}: no playable question (${failures.length} gold failures)`, {
+      details: { failures: failures.slice(0, 20) },
+    });
+  }
+  const elapsedMs = Math.round(performance.now() - startedMs);
+  logger.info({ questions: questions.length, failures: failures.length, databases: databases.size, goldRun: ran, goldCached: cachedCount, elapsedMs }, 'dataset loaded');
+  for (const failure of failures) {
+    logger.warn({ questionId: failure.question_id, reason: failure.reason, message: failure.message }, 'question not playable');
+  }
+  return createDataset(name, dir, databases, questions, failures);
+}
+
+/** Question ids `{db_id}_{split}_{index}`; the index counts within a split across its files. */
+function numberQuestions(files: readonly QuestionFile[]): PendingQuestion[] {
+  const nextIndex: Partial<Record<SplitName, number>> = {};
+  const pending: PendingQuestion[] = [];
+  for (const file of files) {
+    for (const example of file.examples) {
+      const index = nextIndex[file.split] ?? 0;
+      nextIndex[file.split] = index + 1;
+      pending.push({
+        questionId: `${example.db_id}_${file.split}_${index}`,
+        dbId: example.db_id,
+        split: file.split,
+        questionText: example.question,
+        goldSql: example.query,
+      });
+    }
+  }
+  return pending;
+}
+
+/** Schemas of every database some question refers to (missing files become failures later). */
+async function readDatabases(dir: string, pending: readonly PendingQuestion[], logger: Logger): Promise<Map<string, DatabaseInfo>> {
+  const databases = new Map<string, DatabaseInfo>();
+  for (const dbId of new Set(pending.map((q) => q.dbId))) {
+    const path = databasePath(dir, dbId);
+    if (!(await isFile(path))) {
+      logger.warn({ dbId, path }, 'database file missing');
+      continue;
+    }
+    let tables;
+    try {
+      tables = readSchema(path);
+    } catch (cause) {
+      throw new AppError(ErrorCode.DATASET, `${path}: cannot read the database schema (${(cause as Error).message})`, { cause, details: { file: path } });
+    }
+    const knownNames = new Set(tables.flatMap((t) => [t.name, ...t.columns.map((c) => c.name)]).map((n) => n.toLowerCase()));
+    databases.set(dbId, { dbId, path, tables, tableIndex: buildTableIndex(tables.map((t) => t.name)), knownNames });
+  }
+  return databases;
+}
+
+/** Run the gold queries missing from `gold` (deduplicated), a bounded number at a time. Returns how many ran. */
+async function runGoldQueries(
+  pending: readonly PendingQuestion[],
+  databases: ReadonlyMap<string, DatabaseInfo>,
+  gold: Map<string, GoldEntry>,
+  executor: SqlExecutor,
+  config: DatasetLoadConfig,
+): Promise<number> {
+  const todo = new Map<string, PendingQuestion>();
+  for (const q of pending) {
+    const key = goldKey(q.dbId, q.goldSql);
+    if (!gold.has(key)) todo.set(key, q);
+  }
+  const queue = [...todo];
+  const worker = async (): Promise<void> => {
+    for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+      const [key, q] = next;
+      const db = databases.get(q.dbId) as DatabaseInfo;
+      gold.set(key, await runGold(executor, db, q.goldSql, config));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(config.goldConcurrency, queue.length) }, worker));
+  return todo.size;
+}
+
+/**
+ * Run one gold query. Spider's gold SQL often writes strings in double quotes,
+ * which this SQLite build refuses: such a query is retried with them turned
+ * into single-quoted literals, and the rewritten text becomes the record's
+ * gold_sql (see env/double-quoted-strings.ts).
+ */
+async function runGold(executor: SqlExecutor, db: DatabaseInfo, sql: string, config: DatasetLoadConfig): Promise<GoldEntry> {
+  const run = async (text: string): Promise<GoldEntry> => {
+    try {
+      const result = await executor.query(db.path, text, { maxRows: config.goldMaxRows, timeoutMs: config.goldTimeoutMs });
+      return { ok: true, columns: result.columns, rows: result.rows, truncated: result.truncated };
+    } catch (error) {
+      if (!isAppError(error) || error.code === ErrorCode.ABORTED) throw error;
+      return { ok: false, code: error.code, message: error.message };
+    }
+  };
+  const first = await run(sql);
+  if (first.ok || first.code !== ErrorCode.SQL_ERROR || !isDoubleQuotedStringError(first.message)) return first;
+  const rewritten = singleQuoteStrings(sql, db.knownNames);
+  if (rewritten === sql) return first;
+  const second = await run(rewritten);
+  return second.ok ? { ...second, sql: rewritten } : first;
+}
+
+/** Timeouts and crashes may be load-dependent: keep them out of the cache so the next load retries them. */
+function cacheable(gold: ReadonlyMap<string, GoldEntry>): Map<string, GoldEntry> {
+  const transient = new Set<string>([ErrorCode.TIMEOUT, ErrorCode.EXECUTOR_CRASHED, ErrorCode.CAPACITY]);
+  return new Map([...gold].filter(([, entry]) => entry.ok || !transient.has(entry.code)));
+}
+
+const failureReasonByCode: Readonly<Record<string, GoldFailureReason>> = {
+  [ErrorCode.SQL_ERROR]: GoldFailureReason.SQL_ERROR,
+  [ErrorCode.SQL_REJECTED]: GoldFailureReason.REJECTED,
+  [ErrorCode.TIMEOUT]: GoldFailureReason.TIMEOUT,
+};
+
+function buildRecord(
+  q: PendingQuestion,
+  db: DatabaseInfo | undefined,
+  entry: GoldEntry | undefined,
+): { record: QuestionRecord } | { failure: GoldFailure } {
+  const fail = (reason: GoldFailureReason, message: string): { failure: GoldFailure } => ({
+    failure: { question_id: q.questionId, database_name: q.dbId, split: q.split, question_text: q.questionText, gold_sql: q.goldSql, reason, message },
+  });
+  if (db === undefined || entry === undefined) return fail(GoldFailureReason.MISSING_DATABASE, `database file for '${q.dbId}' is missing`);
+  if (!entry.ok) return fail(failureReasonByCode[entry.code] ?? GoldFailureReason.EXECUTOR, entry.message);
+  if (entry.truncated) return fail(GoldFailureReason.TOO_LARGE, `gold result has more than ${entry.rows.length} rows`);
+  if (entry.rows.length === 0) return fail(GoldFailureReason.EMPTY_RESULT, 'gold SQL returned no rows');
+  const tables = tablesInvolved(q.goldSql, db.tables.map((t) => t.name));
+  const answerType = deriveAnswerType(entry.columns, entry.rows);
+  return {
+    record: {
+      question_id: q.questionId,
+      question_text: q.questionText,
+      database_name: q.dbId,
+      gold_sql: entry.sql ?? q.goldSql,
+      gold_answer: formatGoldAnswer(answerType, entry.rows),
+      gold_columns: entry.columns,
+      gold_rows: entry.rows,
+      answer_type: answerType,
+      difficulty: deriveDifficulty(tables.length, extraSelectCount(q.goldSql)),
+      tables_involved: tables,
+      split: q.split,
+    },
+  };
+}
+
+function createDataset(
+  name: string,
+  dir: string,
+  databases: ReadonlyMap<string, DatabaseInfo>,
+  questions: readonly QuestionRecord[],
+  failures: readonly GoldFailure[],
+): Dataset {
+  const byId = new Map(questions.map((q) => [q.question_id, q]));
+  const splits = (['train', 'dev'] as const).filter((split) => questions.some((q) => q.split === split));
+  const defaultSplit: SplitName = splits.includes('train') ? 'train' : (splits[0] as SplitName);
+  const pools = new Map<string, readonly QuestionRecord[]>();
+  return {
+    name,
+    dir,
+    databases,
+    questions,
+    splits,
+    defaultSplit,
+    failures,
+    question: (questionId) => byId.get(questionId),
+    questionsOf(split, dbId) {
+      // Only known databases get a cache entry, so arbitrary client input cannot grow the map.
+      if (dbId !== undefined && !databases.has(dbId)) return [];
+      const key = `${split}\u0000${dbId ?? ''}`;
+      let pool = pools.get(key);
+      if (pool === undefined) {
+        pool = questions.filter((q) => q.split === split && (dbId === undefined || q.database_name === dbId));
+        pools.set(key, pool);
+      }
+      return pool;
+    },
+  };
+}
