@@ -16,7 +16,15 @@ function isSpace(char: string): boolean {
  * trailing semicolons removed. Not a parser: two different spellings of the
  * same query (aliases, reordered clauses) still count as different.
  */
+const QUOTE_RE = /['"`[]/;
+const SPACES_RE = /\s+/g;
+const SPACE_BY_PUNCTUATION_RE = / ?([(),;=<>!+\-*/|%]) ?/g;
+
 export function normaliseSql(sql: string): string {
+  // Fast path for the common query without quotes: three native passes instead of a JS loop.
+  if (!QUOTE_RE.test(sql)) {
+    return sql.trim().replace(SPACES_RE, ' ').toLowerCase().replace(SPACE_BY_PUNCTUATION_RE, '$1').replace(/;+$/, '');
+  }
   let out = '';
   let pendingSpace = false;
   let quote: string | undefined;

@@ -2,16 +2,21 @@ import type { Cell } from '@sqlenv/protocol';
 
 /**
  * A cell reduced to what the progress reward compares: numbers (and numeric
- * text) as numbers rounded to 10 significant digits, so that 2.5 equals "2.5"
- * and two float computations of the same average agree; other text trimmed and
- * case-folded; NULL as null. Map keys compare with SameValueZero, so -0 = 0.
+ * text) as numbers, non-integers rounded to float32 precision (~7 significant
+ * digits, one cheap Math.fround) so that 2.5 equals "2.5" and two float
+ * computations of the same average agree; other text trimmed and case-folded;
+ * NULL as null. Map keys compare with SameValueZero, so -0 = 0.
  */
 export type ValueKey = string | number | null;
 
 const NUMBER_RE = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/i;
 
 function roundNumber(value: number): number {
-  return Number.isInteger(value) || !Number.isFinite(value) ? value : Number(value.toPrecision(10));
+  // fround keeps ±Infinity; a finite double beyond float32 range would become
+  // Infinity, so those (never seen in practice) stay as they are.
+  if (Number.isInteger(value)) return value;
+  const rounded = Math.fround(value);
+  return Number.isFinite(rounded) ? rounded : value;
 }
 
 function looksNumeric(text: string): boolean {
@@ -47,6 +52,22 @@ export interface GoldProfile {
   /** Multiset of the gold cells' value keys. */
   readonly valueCounts: ReadonlyMap<ValueKey, number>;
   readonly numericRange: NumericRange | undefined;
+}
+
+const profiles = new WeakMap<object, GoldProfile>();
+
+/**
+ * profileGold() remembered per rows array: a dataset's question records keep
+ * the same gold_rows array for the whole run, so each question is profiled
+ * once however many episodes play it. Gold rows must not be mutated.
+ */
+export function cachedGoldProfile(rows: readonly (readonly Cell[])[]): GoldProfile {
+  let profile = profiles.get(rows);
+  if (profile === undefined) {
+    profile = profileGold(rows);
+    profiles.set(rows, profile);
+  }
+  return profile;
 }
 
 export function profileGold(rows: readonly (readonly Cell[])[]): GoldProfile {

@@ -1,7 +1,7 @@
 import type { Cell, RewardBreakdown } from '@sqlenv/protocol';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { actionKey, type DenseActionType } from './action-key.ts';
-import { profileGold, type GoldProfile } from './gold-profile.ts';
+import { cachedGoldProfile, type GoldProfile } from './gold-profile.ts';
 import { scorePotential, type PotentialScore } from './potential.ts';
 import type { RewardConfig } from './reward-config.ts';
 
@@ -87,12 +87,12 @@ function isProfile(gold: GoldProfile | { rows: readonly (readonly Cell[])[] }): 
 }
 
 /**
- * Starts an episode's reward. `gold` is the question's gold rows, or their
- * profileGold() computed once per question (cheaper when a question is played
- * many times, as in GRPO groups).
+ * Starts an episode's reward. `gold` is the question's gold rows (profiled
+ * once per rows array and remembered, see cachedGoldProfile) or a GoldProfile
+ * the caller computed with profileGold().
  */
 export function createRewardTracker(config: RewardConfig, gold: GoldProfile | { rows: readonly (readonly Cell[])[] }): RewardTracker {
-  const profile = isProfile(gold) ? gold : profileGold(gold.rows);
+  const profile = isProfile(gold) ? gold : cachedGoldProfile(gold.rows);
   const seen = new Set<string>();
   let phi = 0;
   let total = 0;

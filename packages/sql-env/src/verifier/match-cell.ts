@@ -63,6 +63,10 @@ export function normaliseCellText(text: string): string {
 
 /** Parses an already normalised cell text as a number; undefined if it is not one. */
 export function parseNumber(text: string): number | undefined {
+  // Cheap gate: a number starts with a digit, a sign, a dot or "inf"; most text cells stop here.
+  const first = text.charCodeAt(0);
+  const maybeNumber = (first >= 48 && first <= 57) || first === 43 || first === 45 || first === 46 || first === 105 || first === 73;
+  if (!maybeNumber) return undefined;
   let literal = text;
   if (THOUSANDS_RE.test(literal)) literal = literal.replaceAll(',', '');
   if (NUMBER_RE.test(literal)) {

@@ -58,6 +58,10 @@ export function splitGoldList(text: string): string[] {
 
 /** Splits a row on unescaped pipes; `\|` is a literal pipe, any other backslash is itself. */
 function splitPipes(line: string): { cells: string[]; leadingPipe: boolean; trailingPipe: boolean } {
+  if (!line.includes('\\')) {
+    // No escapes: the native split is equivalent and much faster on long tables.
+    return { cells: line.split('|'), leadingPipe: line.startsWith('|'), trailingPipe: line.endsWith('|') };
+  }
   const cells: string[] = [];
   let current = '';
   let trailingPipe = false;
