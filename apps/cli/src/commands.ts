@@ -14,6 +14,14 @@ export const commands: Record<string, Command> = {
   eval: { summary: 'evaluate a baseline policy on a dataset', usage: evalUsage, run: evalCommand },
   play: { summary: 'play one episode in the terminal (or a scripted one)', usage: playUsage, run: playCommand },
   datasets: { summary: 'validate a Spider-layout dataset directory', usage: datasetsUsage, run: datasetsCommand },
+  serve: {
+    summary: 'run the OpenEnv-compatible server (WebSocket /ws, HTTP, /web, /docs)',
+    usage: 'sqlenv serve [--port 8000] [--host 127.0.0.1] [--dataset builtin|<dir>] [--api-key K] (sqlenv serve --help)',
+    run: async (argv, io) => {
+      const { serveCommand } = await import('@sqlenv/env-server');
+      return serveCommand(argv, { stdout: (text) => void io.stdout.write(text), stderr: (text) => void io.stderr.write(text) });
+    },
+  },
 };
 
 export function usage(): string {

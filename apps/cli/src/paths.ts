@@ -1,12 +1,12 @@
-import os from 'node:os';
 import path from 'node:path';
+import { defaultCacheDir } from '@sqlenv/sql-env';
 
 /**
  * Where generated data (the built-in dataset, gold-answer caches) lives:
- * SQLENV_CACHE_DIR, else $XDG_CACHE_HOME/sqlenv, else ~/.cache/sqlenv.
+ * SQLENV_CACHE_DIR when set, else the environment package's default (the
+ * server and the rollout apps read the same variable, so all share one cache).
  */
 export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  if (env['SQLENV_CACHE_DIR']) return path.resolve(env['SQLENV_CACHE_DIR']);
-  const base = env['XDG_CACHE_HOME'] ? env['XDG_CACHE_HOME'] : path.join(os.homedir(), '.cache');
-  return path.join(base, 'sqlenv');
+  const configured = env['SQLENV_CACHE_DIR'];
+  return configured ? path.resolve(configured) : defaultCacheDir();
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { checkDataset } from '@sqlenv/sql-env';
+import { checkDataset, type DatasetCheckReport } from '@sqlenv/sql-env';
 import { parseFlags } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
@@ -19,7 +19,27 @@ export async function datasetsCommand(argv: string[], io: CommandIo): Promise<nu
   if (flags.json) {
     io.stdout.write(`${JSON.stringify(report)}\n`);
   } else {
-    io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    io.stdout.write(renderCheck(report));
   }
   return report.ok ? 0 : 1;
+}
+
+function renderCheck(report: DatasetCheckReport): string {
+  const errors = report.problems.filter((p) => p.severity === 'error');
+  const warnings = report.problems.filter((p) => p.severity === 'warning');
+  const lines = [
+    `${report.ok ? 'OK' : 'PROBLEMS'}: ${report.dir}`,
+    `  databases ${report.databases}, questions ${report.questions}, playable ${report.playable}, splits ${report.splits.join(', ') || '(none)'}`,
+    `  ${errors.length} error(s), ${warnings.length} warning(s)`,
+  ];
+  const show = (label: string, list: typeof report.problems): void => {
+    for (const p of list.slice(0, 50)) {
+      const where = [p.file, p.db_id, p.question_id].filter((x) => x !== undefined).join(' ');
+      lines.push(`  ${label} [${p.kind}] ${where ? `${where}: ` : ''}${p.message}`);
+    }
+    if (list.length > 50) lines.push(`  ... and ${list.length - 50} more ${label}s`);
+  };
+  show('error', errors);
+  show('warning', warnings);
+  return `${lines.join('\n')}\n`;
 }
