@@ -1,1 +1,1 @@
-export {};
+export { coordinatorCommand } from '@sqlenv/rollout';

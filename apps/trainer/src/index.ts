@@ -1,1 +1,1 @@
-export {};
+export { trainerCommand } from '@sqlenv/rollout';

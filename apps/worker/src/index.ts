@@ -1,1 +1,1 @@
-export {};
+export { workerCommand } from '@sqlenv/rollout';

@@ -41,3 +41,21 @@ export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult }
 export { RolloutMetrics } from './metrics.ts';
 export { startStatusServer, type StatusServer, type StatusServerOptions } from './status-server.ts';
 export { isPermanentFailure, failureReason } from './failure.ts';
+export {
+  coordinatorCommand,
+  coordinatorUsage,
+  workerCommand,
+  workerUsage,
+  trainerCommand,
+  trainerUsage,
+  trainCommand,
+  trainUsage,
+  formatSummary,
+  createPolicy,
+  createRunResolver,
+  remoteEnvironments,
+  RuntimeCache,
+  scheduledQuestions,
+  POLICY_NAMES,
+  type RolloutCommandIo,
+} from './commands/index.ts';

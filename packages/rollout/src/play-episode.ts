@@ -18,7 +18,8 @@ import type {
  */
 export interface RolloutEnvironment {
   reset(options: ResetOptions): Promise<StepResult>;
-  step(action: SqlAction): Promise<StepResult & { info?: StepInfo }>;
+  /** `correct` stands in for `info.correct` where the environment has no info (remote). */
+  step(action: SqlAction): Promise<StepResult & { info?: StepInfo; correct?: boolean }>;
   close(): void | Promise<void>;
 }
 
@@ -122,7 +123,7 @@ export async function playEpisode(job: EpisodeJob, attempt: PlayEpisodeAttempt, 
         env_ms: stepMs,
       });
       if (done) {
-        correct = outcome.info?.correct ?? false;
+        correct = outcome.info?.correct ?? outcome.correct ?? false;
         doneReason = outcome.info?.done_reason ?? (action.action_type === 'ANSWER' ? 'answered' : 'budget_exhausted');
       }
     }

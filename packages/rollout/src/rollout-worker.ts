@@ -115,6 +115,7 @@ export class RolloutWorker {
     });
     const consumer = transport.consumeEpisodes(runId, (job, attempt) => this.#play(spec, resources, state, job, attempt, logger), {
       concurrency: this.#options.concurrency,
+      consumerName: this.#options.workerId,
       onEvent: (event) => this.#onEvent(runId, event, logger),
     });
     this.#runs.set(runId, { consumer, resources, unsubscribe });

@@ -351,7 +351,7 @@ export class BullmqTransport implements Transport {
           throw new Error(failureReason(error), { cause: error });
         }
       },
-      this.#workerOptions(runId, options.concurrency),
+      { ...this.#workerOptions(runId, options.concurrency), ...(options.consumerName === undefined ? {} : { name: options.consumerName }) },
     );
     worker.on('error', (error) => this.#logger.warn({ err: error.message, runId }, 'episode worker error'));
     worker.on('completed', (job, result) => {

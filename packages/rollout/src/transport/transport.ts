@@ -67,6 +67,8 @@ export type EpisodeEvent =
 export interface EpisodeConsumerOptions {
   /** Episodes in flight at once in this consumer. */
   concurrency: number;
+  /** Recorded on the jobs this consumer takes (BullMQ `processedBy`), for inspection. */
+  consumerName?: string;
   onEvent?: (event: EpisodeEvent) => void;
 }
 

@@ -1,0 +1,59 @@
+import { randomBytes } from 'node:crypto';
+import type { z } from 'zod';
+import { createRootLogger } from '@sqlenv/shared';
+import { runCoordinator } from '../coordinator.ts';
+import { RolloutMetrics } from '../metrics.ts';
+import { startStatusServer, type StatusServer } from '../status-server.ts';
+import { BullmqTransport } from '../transport/bullmq-transport.ts';
+import { readOptions, reportCommandError, type RolloutCommandIo } from './command-io.ts';
+import { RuntimeCache, scheduledQuestions } from './run-resources.ts';
+import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
+import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
+
+export const coordinatorUsage =
+  'sqlenv coordinator --redis URL --run ID --dataset builtin|DIR --policy oracle|random --episodes N --group-size G [--groups-per-batch B] [--max-staleness S] [--seed N] [--attempts N] [--metrics-port P]';
+
+const CoordinatorOptionsSchema = SpecOptionsSchema.extend(TransportOptionsSchema.shape).extend(RuntimeOptionsSchema.shape);
+
+/**
+ * `sqlenv coordinator`: register the run, admit its groups under the staleness
+ * bound, wait for the trainer to finish it, print ONE JSON line (RunSummary).
+ */
+export async function coordinatorCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  let transport: BullmqTransport | undefined;
+  let server: StatusServer | undefined;
+  try {
+    const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs }, CoordinatorOptionsSchema);
+    const spec = runSpecFrom(options, () => `run-${randomBytes(4).toString('hex')}`);
+    const logger = io.logger ?? createRootLogger('coordinator', { fd: 2, level: options.logLevel });
+    const runtimes = new RuntimeCache({ ...(options.cacheDir === undefined ? {} : { cacheDir: options.cacheDir }), executorPoolSize: 1, logger });
+    let questions;
+    try {
+      questions = scheduledQuestions((await runtimes.get(spec.dataset)).dataset, spec.split);
+    } finally {
+      await runtimes.close();
+    }
+    transport = new BullmqTransport(transportConfig(options), { logger });
+    const metrics = new RolloutMetrics({ processMetrics: true });
+    const activeTransport = transport;
+    if (options.metricsPort !== undefined) {
+      server = await startStatusServer({
+        port: options.metricsPort,
+        host: options.metricsHost,
+        registry: metrics.registry,
+        status: async () => ({ app: 'coordinator', run_id: spec.run_id, spec, counters: await activeTransport.counters(spec.run_id) }),
+        logger,
+      });
+    }
+    const summary = await runCoordinator({ transport, spec, questions, pollMs: options.pollMs, logger, metrics, ...(io.signal ? { signal: io.signal } : {}) });
+    io.stdout.write(`${JSON.stringify(summary)}\n`);
+    return 0;
+  } catch (error) {
+    return reportCommandError(io, 'coordinator', error);
+  } finally {
+    await server?.close();
+    await transport?.close();
+  }
+}
+
+export type CoordinatorCommandOptions = z.infer<typeof CoordinatorOptionsSchema>;

@@ -1,0 +1,6 @@
+export { coordinatorCommand, coordinatorUsage } from './coordinator-command.ts';
+export { workerCommand, workerUsage } from './worker-command.ts';
+export { trainerCommand, trainerUsage } from './trainer-command.ts';
+export { trainCommand, trainUsage, formatSummary } from './train-command.ts';
+export type { RolloutCommandIo } from './command-io.ts';
+export { createPolicy, createRunResolver, remoteEnvironments, RuntimeCache, scheduledQuestions, POLICY_NAMES } from './run-resources.ts';

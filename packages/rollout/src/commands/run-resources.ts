@@ -1,0 +1,108 @@
+import { OraclePolicy, RandomPolicy, type Policy } from '@sqlenv/agents';
+import { SQLEnvClient } from '@sqlenv/client';
+import type { RolloutRunSpec, SqlAction } from '@sqlenv/protocol';
+import { createSqlEnvRuntime, type Dataset, type SqlEnvRuntime } from '@sqlenv/sql-env';
+import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import type { EnvironmentSource, RolloutEnvironment } from '../play-episode.ts';
+import type { ScheduledQuestion } from '../question-schedule.ts';
+import type { ResolveRun } from '../rollout-worker.ts';
+
+/** Policies a worker can play by name. LLM policies register here once the model package serves them. */
+export const POLICY_NAMES = ['oracle', 'random'] as const;
+
+export function createPolicy(name: string, dataset: Dataset, seed: number): Policy {
+  switch (name) {
+    case 'oracle':
+      return new OraclePolicy(dataset);
+    case 'random':
+      return new RandomPolicy({ seed });
+    default:
+      throw new AppError(ErrorCode.VALIDATION, `unknown policy '${name}' (known: ${POLICY_NAMES.join(', ')})`);
+  }
+}
+
+/** The run's questions: its split, or every question when the dataset has none in that split. */
+export function scheduledQuestions(dataset: Dataset, split: RolloutRunSpec['split']): ScheduledQuestion[] {
+  const inSplit = dataset.questions.filter((q) => q.split === split);
+  const chosen = inSplit.length > 0 ? inSplit : dataset.questions;
+  return chosen.map((q) => ({ questionId: q.question_id, dbId: q.database_name }));
+}
+
+export interface RuntimeOptions {
+  cacheDir?: string;
+  executorPoolSize?: number;
+  logger?: Logger;
+}
+
+/** One SQL runtime (dataset + executor pool) per dataset source, shared by every run that uses it. */
+export class RuntimeCache {
+  readonly #options: RuntimeOptions;
+  readonly #runtimes = new Map<string, Promise<SqlEnvRuntime>>();
+
+  constructor(options: RuntimeOptions = {}) {
+    this.#options = options;
+  }
+
+  get(dataset: string): Promise<SqlEnvRuntime> {
+    let runtime = this.#runtimes.get(dataset);
+    if (!runtime) {
+      runtime = createSqlEnvRuntime({
+        dataset,
+        ...(this.#options.cacheDir === undefined ? {} : { cacheDir: this.#options.cacheDir }),
+        ...(this.#options.executorPoolSize === undefined ? {} : { executor: { poolSize: this.#options.executorPoolSize } }),
+        logger: this.#options.logger ?? silentLogger,
+      });
+      // A failed load is not cached: the next run may find the dataset fixed.
+      runtime.catch(() => this.#runtimes.delete(dataset));
+      this.#runtimes.set(dataset, runtime);
+    }
+    return runtime;
+  }
+
+  async close(): Promise<void> {
+    const runtimes = await Promise.allSettled([...this.#runtimes.values()]);
+    this.#runtimes.clear();
+    await Promise.all(runtimes.map((r) => (r.status === 'fulfilled' ? r.value.close() : undefined)));
+  }
+}
+
+/**
+ * Environments on a remote env-server (`--env-url`): one WebSocket session per
+ * episode. The wire carries no step info, so correctness is inferred from the
+ * final ANSWER's reward: its terminal part is +1.0 for a correct answer and the
+ * dense part is clipped to [−0.10, +0.15] (reference/sqlenv-behaviour.md).
+ */
+export function remoteEnvironments(url: string, options: { apiKey?: string } = {}): EnvironmentSource {
+  return {
+    create: async (): Promise<RolloutEnvironment> => {
+      const client = await SQLEnvClient.connect(url, options.apiKey === undefined ? {} : { apiKey: options.apiKey });
+      return {
+        reset: (resetOptions) => client.reset(resetOptions),
+        step: async (action: SqlAction) => {
+          const result = await client.step(action);
+          if (!result.done) return result;
+          const correct = action.action_type === 'ANSWER' && (result.reward ?? 0) >= 0.5;
+          return { ...result, correct };
+        },
+        close: () => client.close(),
+      };
+    },
+  };
+}
+
+export interface RunResolverOptions extends RuntimeOptions {
+  /** Play against this env-server instead of an in-process environment. */
+  envUrl?: string;
+  envApiKey?: string;
+}
+
+/** The worker's ResolveRun: policy + environments for a run's dataset and policy. */
+export function createRunResolver(runtimes: RuntimeCache, options: RunResolverOptions = {}): ResolveRun {
+  return async (spec) => {
+    const runtime = await runtimes.get(spec.dataset);
+    const policy = createPolicy(spec.policy, runtime.dataset, spec.seed);
+    const environments: EnvironmentSource =
+      options.envUrl === undefined ? { create: () => runtime.createEnvironment() } : remoteEnvironments(options.envUrl, options.envApiKey === undefined ? {} : { apiKey: options.envApiKey });
+    return { policy, environments };
+  };
+}

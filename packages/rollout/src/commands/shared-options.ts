@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import type { OptionSpec } from './command-io.ts';
+
+/** Options every distributed app shares: where Redis is, how keys are named, job lock timings, metrics. */
+export const transportOptionSpecs: Record<string, OptionSpec> = {
+  redis: { key: 'redisUrl', env: 'REDIS_URL' },
+  'key-base': { key: 'keyBase', env: 'SQLENV_KEY_BASE' },
+  'spill-dir': { key: 'spillDir', env: 'SQLENV_SPILL_DIR' },
+  'max-inline-bytes': { key: 'maxInlineBytes', env: 'SQLENV_MAX_INLINE_BYTES' },
+  'lock-duration-ms': { key: 'lockDurationMs', env: 'SQLENV_LOCK_DURATION_MS' },
+  'stalled-interval-ms': { key: 'stalledIntervalMs', env: 'SQLENV_STALLED_INTERVAL_MS' },
+  'max-stalled-count': { key: 'maxStalledCount', env: 'SQLENV_MAX_STALLED_COUNT' },
+  'metrics-port': { key: 'metricsPort', env: 'METRICS_PORT' },
+  'metrics-host': { key: 'metricsHost', env: 'METRICS_HOST' },
+  'log-level': { key: 'logLevel', env: 'LOG_LEVEL' },
+  'poll-ms': { key: 'pollMs', env: 'SQLENV_POLL_MS' },
+};
+
+const int = z.coerce.number().int();
+
+/** Transport fields are left undefined when not given: BullmqTransportConfigSchema holds their defaults. */
+export const TransportOptionsSchema = z.object({
+  redisUrl: z.string().min(1).optional(),
+  keyBase: z.string().optional(),
+  spillDir: z.string().optional(),
+  maxInlineBytes: int.positive().optional(),
+  lockDurationMs: int.positive().optional(),
+  stalledIntervalMs: int.positive().optional(),
+  maxStalledCount: int.nonnegative().optional(),
+  /** Serve /metrics and /status on this port (0 = any free port); none when unset. */
+  metricsPort: int.min(0).max(65_535).optional(),
+  metricsHost: z.string().default('0.0.0.0'),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Fallback poll interval of the control loops, in milliseconds (notices wake them sooner). */
+  pollMs: int.positive().default(250),
+});
+export type TransportOptions = z.infer<typeof TransportOptionsSchema>;
+
+/** The BullmqTransport config from parsed options, without the undefined fields. */
+export function transportConfig(options: TransportOptions): Record<string, string | number> {
+  const out: Record<string, string | number> = {};
+  for (const key of ['redisUrl', 'keyBase', 'spillDir', 'maxInlineBytes', 'lockDurationMs', 'stalledIntervalMs', 'maxStalledCount'] as const) {
+    const value = options[key];
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
+}
+
+/** Environment options of the SQL runtime (dataset cache, executor pool). */
+export const runtimeOptionSpecs: Record<string, OptionSpec> = {
+  'cache-dir': { key: 'cacheDir', env: 'SQLENV_CACHE_DIR' },
+  'executor-pool-size': { key: 'executorPoolSize', env: 'SQLENV_EXECUTOR_POOL_SIZE' },
+};
+
+export const RuntimeOptionsSchema = z.object({
+  cacheDir: z.string().optional(),
+  executorPoolSize: int.positive().optional(),
+});
+
+/** "true" / "false" / "1" / "0" from a flag or an environment variable. */
+export const booleanText = z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]);

@@ -1,0 +1,137 @@
+import { randomBytes } from 'node:crypto';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { episodeJobId, type RunSummary } from '@sqlenv/rollout';
+import { createSqlEnvRuntime } from '@sqlenv/sql-env';
+import { logTail, startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
+
+/**
+ * The real thing: coordinator + 3 workers + trainer as separate processes
+ * (the apps' main.ts), the oracle on the built-in dataset, 300 episodes. One
+ * worker is SIGKILLed mid-run and a new one started; the trainer is SIGKILLed
+ * and restarted. Every episode must reach the trainer exactly once.
+ */
+const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+const keyBase = `test-${randomBytes(4).toString('hex')}`;
+const runId = `dist-${randomBytes(3).toString('hex')}`;
+const prefix = `${keyBase}:{${runId}}`;
+const EPISODES = 300;
+const GROUP_SIZE = 4;
+const GROUPS_PER_BATCH = 4;
+
+const redis = new Redis(REDIS_URL);
+const apps: AppProcess[] = [];
+
+// Short locks so a killed worker's jobs come back within seconds, not the production 30 s.
+const common = ['--redis', REDIS_URL, '--key-base', keyBase, '--lock-duration-ms', '2000', '--stalled-interval-ms', '1000', '--poll-ms', '100'];
+
+beforeAll(async () => {
+  // Generate the built-in dataset once, before several processes want it at the same time.
+  const runtime = await createSqlEnvRuntime({ dataset: 'builtin' });
+  await runtime.close();
+}, 120_000);
+
+afterAll(async () => {
+  await stopAll(apps);
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyBase}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.del(...keys);
+  } while (cursor !== '0');
+  await redis.quit();
+});
+
+async function state(): Promise<Record<string, string>> {
+  return redis.hgetall(`${prefix}:state`);
+}
+
+function worker(name: string): AppProcess {
+  const app = startApp('worker', name, [...common, '--run', runId, '--concurrency', '8', '--worker-id', name, '--executor-pool-size', '1', '--discovery-ms', '200'], {});
+  apps.push(app);
+  return app;
+}
+
+function trainer(name: string): AppProcess {
+  const app = startApp('trainer', name, [...common, '--run', runId], {});
+  apps.push(app);
+  return app;
+}
+
+describe('distributed rollout across processes', () => {
+  it('completes 300 episodes exactly once through a worker kill and a trainer restart', async () => {
+    const episodesQueue = new Queue('episodes', { connection: { url: REDIS_URL }, prefix });
+    try {
+      const firstTrainer = trainer('trainer-1');
+      const workers = [worker('worker-1'), worker('worker-2'), worker('worker-3')];
+      const coordinator = startApp(
+        'coordinator',
+        'coordinator',
+        [...common, '--run', runId, '--dataset', 'builtin', '--policy', 'oracle', '--episodes', String(EPISODES), '--group-size', String(GROUP_SIZE), '--groups-per-batch', String(GROUPS_PER_BATCH), '--max-staleness', '2', '--drop-zero-variance', 'false', '--backoff-ms', '50'],
+        {},
+      );
+      apps.push(coordinator);
+      const logs = (): string => apps.map((a) => logTail(a)).join('\n');
+
+      // Kill worker-1 while it holds episodes, then start a replacement.
+      let killedWhileHolding = 0;
+      await waitFor(
+        async () => {
+          const active = await episodesQueue.getActive();
+          killedWhileHolding = active.filter((job) => job.processedBy === 'worker-1').length;
+          return killedWhileHolding > 0 && Number((await state())['admitted'] ?? 0) >= 10;
+        },
+        60_000,
+        `worker-1 holding episodes\n${logs()}`,
+      );
+      workers[0]?.child.kill('SIGKILL');
+      worker('worker-4');
+
+      // Kill the trainer once it has trained a few batches; start another.
+      await waitFor(async () => Number((await state())['version'] ?? 0) >= 3, 60_000, `trainer progress\n${logs()}`);
+      firstTrainer.child.kill('SIGKILL');
+      await firstTrainer.exited;
+      const secondTrainer = trainer('trainer-2');
+
+      const code = await coordinator.exited;
+      expect(code, logs()).toBe(0);
+      const summary = JSON.parse(coordinator.stdout().trim()) as RunSummary;
+      expect(summary).toMatchObject({
+        episodes_completed: EPISODES,
+        episodes_consumed: EPISODES,
+        episodes_failed: 0,
+        groups_failed: 0,
+        duplicate_trajectories: 0,
+        lost_episodes: 0,
+        groups_trained: EPISODES / GROUP_SIZE,
+      });
+      expect(summary.episodes_per_s).toBeGreaterThan(0);
+      expect(await secondTrainer.exited).toBe(0);
+
+      // The same facts straight from Redis.
+      const finalState = await state();
+      expect(finalState['done']).toBe('1');
+      expect(Number(finalState['trained_groups'])).toBe(EPISODES / GROUP_SIZE);
+      expect(Number(finalState['duplicate_trajectories'])).toBe(0);
+      const consumed = new Set(await redis.smembers(`${prefix}:consumed-episodes`));
+      const expected = Array.from({ length: EPISODES }, (_, e) => episodeJobId(runId, Math.floor(e / GROUP_SIZE), GROUPS_PER_BATCH, e % GROUP_SIZE));
+      expect(consumed.size).toBe(EPISODES);
+      expect(expected.filter((id) => !consumed.has(id))).toEqual([]);
+      expect(await redis.scard(`${prefix}:completed-episodes`)).toBe(EPISODES);
+      const batches = (await redis.lrange(`${prefix}:batches`, 0, -1)).map((b) => JSON.parse(b) as { version: number; group_ids: string[] });
+      expect(batches.map((b) => b.version)).toEqual(batches.map((_, i) => i + 1));
+      const trainedGroups = batches.flatMap((b) => b.group_ids);
+      expect(new Set(trainedGroups).size).toBe(trainedGroups.length);
+      expect(trainedGroups.length).toBe(EPISODES / GROUP_SIZE);
+      // The killed worker's episodes were recovered as stalled jobs and played again under the same ids.
+      const completed = await episodesQueue.getCompleted(0, -1);
+      const stalled = completed.filter((job) => job.stalledCounter > 0);
+      expect(killedWhileHolding).toBeGreaterThan(0);
+      expect(stalled.length).toBeGreaterThan(0);
+      for (const job of stalled) expect(job.processedBy).not.toBe('worker-1');
+    } finally {
+      await episodesQueue.close();
+    }
+  }, 150_000);
+});
