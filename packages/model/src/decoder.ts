@@ -21,7 +21,7 @@ import { layerPrefix, type ModelWeights } from './weights.ts';
 
 /** A frozen projection y = x·Wᵀ + b, plus an optional LoRA update (α/r)·x·Aᵀ·Bᵀ. */
 interface Linear {
-  weightT: Tensor; // (in, out): transposed once at build time so MatMul needs no Transpose
+  weight: Tensor; // (out, in) as stored: Gemm's transB reads it without a transposed copy
   bias: Tensor | undefined; // (out)
   lora: { a: Tensor; b: Tensor; scale: number } | undefined; // A (r, in), B (out, r): inputs
 }
@@ -62,18 +62,15 @@ export interface KvCache {
 
 /**
  * Declare every weight of `config` in the root graph `g`: base weights as
- * float32 initializers (linear weights stored transposed, (in, out)), LoRA
- * A/B as inputs when `lora` is given.
+ * float32 initializers in their stored layout, LoRA A/B as inputs when
+ * `lora` is given.
  */
 export function declareDecoderParams(g: Graph, config: ModelConfig, weights: ModelWeights, lora?: LoraConfig): DecoderParams {
-  const init = (name: string, transpose = false): Tensor => {
+  // The graph references the caller's Float32Arrays (no copies): a 0.6B model is 2.4 GB in float32.
+  const init = (name: string): Tensor => {
     const w = weights.get(name);
     if (w === undefined) throw new AppError(ErrorCode.MODEL, `missing tensor ${name}`);
-    if (!transpose) return g.initializer(name, tensor('float32', w.shape, w.data));
-    const [rows, cols] = w.shape as [number, number];
-    const t = new Float32Array(rows * cols);
-    for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) t[c * rows + r] = w.data[r * cols + c] as number;
-    return g.initializer(`${name}.T`, tensor('float32', [cols, rows], t));
+    return g.initializer(name, tensor('float32', w.shape, w.data));
   };
   const maybe = (name: string): Tensor | undefined => (weights.has(name) ? init(name) : undefined);
   const loraInputs = new Map<string, Tensor>();
@@ -89,7 +86,7 @@ export function declareDecoderParams(g: Graph, config: ModelConfig, weights: Mod
       loraInputs.set(aName, a).set(bName, b);
       adapter = { a, b, scale: lora.alpha / lora.rank };
     }
-    return { weightT: init(`${prefix}.weight`, true), bias: maybe(`${prefix}.bias`), lora: adapter };
+    return { weight: init(`${prefix}.weight`), bias: maybe(`${prefix}.bias`), lora: adapter };
   };
 
   const { hiddenSize: H, headDim: D, numHeads: Hq, numKvHeads: Hkv, intermediateSize: F } = config;
@@ -128,15 +125,17 @@ export function rmsNorm(g: Graph, x: Tensor, w: Tensor, eps: number): Tensor {
   return g.mul(g.mul(x, inv), w); // (..., H)
 }
 
+/** x (..., in) → (..., out): flattened to 2-D for Gemm(transB) with the bias as its C input. */
 function linear(g: Graph, x: Tensor, p: Linear): Tensor {
-  let y = g.matMul(x, p.weightT); // (..., out)
-  if (p.bias !== undefined) y = g.add(y, p.bias); // (..., out)
+  const lead = x.shape.slice(0, -1);
+  const inSize = x.shape[x.rank - 1] as number;
+  const x2d = g.reshape(x, [-1, inSize]); // (N, in)
+  let y = g.gemm(x2d, p.weight, p.bias ?? null, { transB: true }); // (N, out)
   if (p.lora !== undefined) {
-    const down = g.matMul(x, g.transpose(p.lora.a)); // (..., r)
-    const upd = g.matMul(down, g.transpose(p.lora.b)); // (..., out)
-    y = g.add(y, g.mul(upd, p.lora.scale)); // (..., out)
+    const down = g.gemm(x2d, p.lora.a, null, { transB: true }); // (N, r)
+    y = g.gemm(down, p.lora.b, y, { transB: true, alpha: p.lora.scale }); // (N, out): y + (α/r)·x·Aᵀ·Bᵀ
   }
-  return y;
+  return g.reshape(y, [...lead, p.weight.shape[0] as number]); // (..., out)
 }
 
 /** cos/sin tables for positions: each (B, T, 1, D), broadcast over heads. */

@@ -1,1 +1,71 @@
-export {};
+// @sqlenv/model: Qwen/Llama-family decoder on @sqlenv/onnx-graph.
+export { Architecture, modelConfigSchema, parseModelConfig, parseHfConfig, toHfConfig, type ModelConfig, type ModelConfigInput } from './config.ts';
+export { presetConfig, isPresetName, PRESET_NAMES, type PresetName } from './presets.ts';
+export {
+  SafetensorsCheckpoint,
+  readSafetensorsHeader,
+  readTensorF32,
+  writeSafetensorsFile,
+  writeSafetensorsCheckpoint,
+  StoredDtype,
+  type TensorInfo,
+  type TensorToWrite,
+  type F32Tensor,
+} from './safetensors.ts';
+export { expectedTensorSpecs, loadModel, loadModelWeights, readModelConfig, type ModelWeights, type TensorSpec } from './weights.ts';
+export { randomTensors, randomWeights, writeRandomCheckpoint, type RandomCheckpointOptions } from './random-checkpoint.ts';
+export { referenceForward } from './reference-forward.ts';
+export { Rng } from './rng.ts';
+export { CHAT_SPECIAL_TOKENS, type TextTokenizer, type ChatSpecialToken } from './tokenizer.ts';
+export { ByteTokenizer, BYTE_SPECIAL_IDS, BYTE_TOKENIZER_VOCAB_SIZE } from './byte-tokenizer.ts';
+export { HfTokenizer, loadHfTokenizer, loadBundledQwenTokenizer, bundledQwenTokenizerPaths } from './hf-tokenizer.ts';
+export {
+  ChatFormat,
+  pythonJsonDumps,
+  renderSystemText,
+  renderAssistantText,
+  renderToolCallText,
+  renderToolResponsesText,
+  type ChatMessage,
+  type ChatFormatOptions,
+  type ToolCall,
+  type ToolDefinition,
+} from './chat-template.ts';
+export {
+  LORA_TARGETS,
+  loraConfigSchema,
+  parseLoraConfig,
+  loraTensorSpecs,
+  loraTensorName,
+  zeroLoraWeights,
+  initLoraWeights,
+  validateLoraWeights,
+  mergeLora,
+  type LoraConfig,
+  type LoraConfigInput,
+  type LoraTarget,
+  type LoraTensorSpec,
+  type LoraWeights,
+} from './lora.ts';
+export { declareDecoderParams, decoderForward, embedTokens, lmHeadLogits, rmsNorm, type DecoderParams, type KvCache } from './decoder.ts';
+export { IO, buildDecoderTrunk, buildLogitsGraph, buildScoringGraph, type ForwardGraph, type ForwardGraphOptions, type ScoringGraphOptions } from './forward-graphs.ts';
+export { GEN_IO, buildGenerationGraph, type GenerationGraph } from './generation-graph.ts';
+export { sampleNextToken, type SamplerInputs, type SampledToken } from './sampler-graph.ts';
+export { leftPad, uniformsForSeed, type PaddedBatch } from './batch.ts';
+export { Generator, type GenerateOptions, type GenerationRequest, type GenerationResult, type GeneratorOptions } from './generator.ts';
+export { Scorer, LogitsModel, type ScorerOptions } from './scorer.ts';
+export { InferenceEngine, engineOptionsSchema, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './inference-engine.ts';
+export {
+  modelInit,
+  modelLogits,
+  modelGenerate,
+  resolveConfigArg,
+  parseTokenList,
+  tokenizerFor,
+  countParameters,
+  type ModelInitArgs,
+  type ModelInitResult,
+  type ModelLogitsArgs,
+  type ModelGenerateArgs,
+  type ModelGenerateResult,
+} from './commands.ts';

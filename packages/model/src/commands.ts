@@ -1,0 +1,191 @@
+import { copyFileSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { AppError, ErrorCode } from '@sqlenv/shared';
+import { ByteTokenizer, BYTE_TOKENIZER_VOCAB_SIZE } from './byte-tokenizer.ts';
+import { ChatFormat } from './chat-template.ts';
+import { parseHfConfig, parseModelConfig, type ModelConfig } from './config.ts';
+import { Generator } from './generator.ts';
+import { bundledQwenTokenizerPaths, loadBundledQwenTokenizer, loadHfTokenizer } from './hf-tokenizer.ts';
+import { isPresetName, presetConfig } from './presets.ts';
+import { writeRandomCheckpoint } from './random-checkpoint.ts';
+import type { StoredDtype } from './safetensors.ts';
+import { LogitsModel } from './scorer.ts';
+import type { TextTokenizer } from './tokenizer.ts';
+import { loadModel } from './weights.ts';
+
+/**
+ * The `sqlenv model …` subcommands as functions (the CLI app parses flags
+ * and prints what these return; nothing here exits the process).
+ *
+ *   model init --config <preset|json|file.json> --out DIR [--seed N] [--dtype F32|F16|BF16]
+ *                                                [--init-std X] [--max-shard-bytes N]
+ *       Write a random-initialised checkpoint (config.json + safetensors). `--config` is a
+ *       preset name (tiny-qwen2, tiny-qwen3, tiny-llama, qwen3-0.6b, qwen2.5-0.5b,
+ *       smollm2-135m), inline JSON or a JSON file, in our ModelConfig shape or a Hugging Face
+ *       config.json. Qwen-vocabulary models also get the bundled Qwen tokenizer files.
+ *   model logits --model DIR --tokens 1,2,3 [--json]
+ *       Final-position logits of the token sequence. Needs only config.json + safetensors.
+ *       With --json: one JSON array of vocabSize numbers; without: the top 10 as text.
+ *   model generate --model DIR --prompt "..." [--max-new-tokens 64] [--temperature 0.7]
+ *                  [--top-p 1] [--top-k 0] [--seed 0] [--raw]
+ *       Continue a prompt. The prompt is wrapped in the chat template (user turn +
+ *       generation prompt) unless --raw. Tokenizer: DIR/tokenizer.json, else the byte
+ *       tokenizer (vocab 272), else the bundled Qwen tokenizer for Qwen-vocabulary models.
+ */
+
+export interface ModelInitArgs {
+  config: string;
+  out: string;
+  seed?: number;
+  dtype?: StoredDtype;
+  initStd?: number;
+  maxShardBytes?: number;
+}
+
+export interface ModelInitResult {
+  dir: string;
+  files: string[];
+  config: ModelConfig;
+  /** One line for the terminal. */
+  summary: string;
+}
+
+/** `model init`: write a random checkpoint. */
+export async function modelInit(args: ModelInitArgs): Promise<ModelInitResult> {
+  const config = resolveConfigArg(args.config);
+  const files = writeRandomCheckpoint(args.out, config, {
+    ...(args.seed === undefined ? {} : { seed: args.seed }),
+    ...(args.dtype === undefined ? {} : { dtype: args.dtype }),
+    ...(args.initStd === undefined ? {} : { initStd: args.initStd }),
+    ...(args.maxShardBytes === undefined ? {} : { maxShardSizeBytes: args.maxShardBytes }),
+  });
+  if (config.architecture !== 'llama' && config.vocabSize >= QWEN_TOKENIZER_VOCAB) {
+    const paths = bundledQwenTokenizerPaths();
+    copyFileSync(paths.tokenizerJson, join(args.out, 'tokenizer.json'));
+    copyFileSync(paths.tokenizerConfig, join(args.out, 'tokenizer_config.json'));
+    files.push('tokenizer.json', 'tokenizer_config.json');
+  }
+  const params = countParameters(config);
+  return {
+    dir: args.out,
+    files,
+    config,
+    summary: `wrote a random ${config.architecture} checkpoint (${(params / 1e6).toFixed(2)}M parameters) to ${args.out}: ${files.join(', ')}`,
+  };
+}
+
+/** A preset name, inline JSON, or a JSON file; ModelConfig or Hugging Face shape. */
+export function resolveConfigArg(arg: string): ModelConfig {
+  if (isPresetName(arg)) return presetConfig(arg);
+  let json: unknown;
+  const text = arg.trimStart().startsWith('{') ? arg : existsSync(arg) ? readFileSync(arg, 'utf8') : undefined;
+  if (text === undefined) throw new AppError(ErrorCode.VALIDATION, `--config: "${arg}" is neither a preset, inline JSON nor an existing JSON file`);
+  try {
+    json = JSON.parse(text);
+  } catch (cause) {
+    throw new AppError(ErrorCode.VALIDATION, '--config: not valid JSON', { cause });
+  }
+  const looksHf = typeof json === 'object' && json !== null && ('architectures' in json || 'model_type' in json || 'hidden_size' in json);
+  return looksHf ? parseHfConfig(json) : parseModelConfig(json);
+}
+
+export interface ModelLogitsArgs {
+  model: string;
+  /** "1,2,3" or the ids. */
+  tokens: string | readonly number[];
+  json?: boolean;
+}
+
+/** `model logits`: final-position logits; `output` is what to print. */
+export async function modelLogits(args: ModelLogitsArgs): Promise<{ logits: number[]; output: string }> {
+  const ids = typeof args.tokens === 'string' ? parseTokenList(args.tokens) : [...args.tokens];
+  const { config, weights } = loadModel(args.model);
+  for (const id of ids) {
+    if (id >= config.vocabSize) throw new AppError(ErrorCode.VALIDATION, `--tokens: id ${id} is outside the vocabulary (${config.vocabSize})`);
+  }
+  const model = await LogitsModel.create(config, weights);
+  try {
+    const [all] = await model.logits([ids]);
+    const logits = Array.from((all as Float32Array).subarray((ids.length - 1) * config.vocabSize));
+    if (args.json === true) return { logits, output: JSON.stringify(logits) };
+    const top = logits
+      .map((value, id) => ({ id, value }))
+      .sort((a, b) => b.value - a.value)
+      .slice(0, 10);
+    return { logits, output: top.map((t) => `${t.id}\t${t.value.toFixed(6)}`).join('\n') };
+  } finally {
+    await model.close();
+  }
+}
+
+export function parseTokenList(text: string): number[] {
+  const parts = text.split(',').map((s) => s.trim());
+  if (parts.length === 0 || parts.some((p) => !/^\d+$/.test(p))) {
+    throw new AppError(ErrorCode.VALIDATION, `--tokens: expected comma-separated non-negative integers, got "${text}"`);
+  }
+  return parts.map(Number);
+}
+
+export interface ModelGenerateArgs {
+  model: string;
+  prompt: string;
+  maxNewTokens?: number;
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  seed?: number;
+  /** Encode the prompt as is, without the chat template. */
+  raw?: boolean;
+}
+
+export interface ModelGenerateResult {
+  text: string;
+  promptIds: number[];
+  tokens: number[];
+  logprobs: number[];
+  finishReason: 'stop' | 'length';
+}
+
+/** `model generate`: one continuation of a prompt. */
+export async function modelGenerate(args: ModelGenerateArgs): Promise<ModelGenerateResult> {
+  const { config, weights } = loadModel(args.model);
+  const tokenizer = await tokenizerFor(args.model, config);
+  const chat = new ChatFormat(tokenizer);
+  const promptIds =
+    args.raw === true ? tokenizer.encode(args.prompt) : [...chat.userIds(args.prompt), ...chat.generationPromptIds()];
+  const generator = await Generator.create(config, weights);
+  try {
+    const [result] = await generator.generate(
+      [{ promptIds, seed: args.seed ?? 0, temperature: args.temperature ?? 0.7, topP: args.topP ?? 1 }],
+      { maxNewTokens: args.maxNewTokens ?? 64, topK: args.topK ?? 0, stopIds: [...new Set([...config.eosTokenIds, ...chat.stopIds])] },
+    );
+    if (result === undefined) throw new AppError(ErrorCode.INTERNAL, 'generation returned no result');
+    return {
+      text: tokenizer.decode(result.tokens, { skipSpecialTokens: true }),
+      promptIds,
+      tokens: result.tokens,
+      logprobs: result.logprobs,
+      finishReason: result.finishReason,
+    };
+  } finally {
+    await generator.close();
+  }
+}
+
+/** Real Qwen vocabulary size of tokenizer.json (the embedding is padded to 151,936 rows). */
+const QWEN_TOKENIZER_VOCAB = 151_669;
+
+/** The tokenizer for a model directory (see the `model generate` notes above). */
+export async function tokenizerFor(dir: string, config: ModelConfig): Promise<TextTokenizer> {
+  if (existsSync(join(dir, 'tokenizer.json'))) return loadHfTokenizer(dir);
+  if (config.vocabSize === BYTE_TOKENIZER_VOCAB_SIZE) return new ByteTokenizer();
+  if (config.vocabSize >= QWEN_TOKENIZER_VOCAB && config.architecture !== 'llama') return loadBundledQwenTokenizer();
+  throw new AppError(ErrorCode.MODEL, `no tokenizer.json in ${dir}, and vocab size ${config.vocabSize} matches no built-in tokenizer`);
+}
+
+export function countParameters(config: ModelConfig): number {
+  const { hiddenSize: h, headDim: d, numHeads, numKvHeads, intermediateSize: f, vocabSize: v } = config;
+  const attn = h * numHeads * d * 2 + h * numKvHeads * d * 2 + (config.qkvBias ? (numHeads + 2 * numKvHeads) * d : 0) + (config.qkNorm ? 2 * d : 0);
+  const layer = attn + 3 * h * f + 2 * h + (config.oBias ? h : 0);
+  return v * h * (config.tieWordEmbeddings ? 1 : 2) + config.numLayers * layer + h;
+}

@@ -1,0 +1,71 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import type { SessionConfig } from '@sqlenv/onnx-graph';
+import { ErrorCode, isAppError, workerInput } from '@sqlenv/shared';
+import { Generator, type GenerateOptions, type GenerationRequest, type GenerationResult } from './generator.ts';
+import type { LoraConfig, LoraWeights } from './lora.ts';
+import { loadModel } from './weights.ts';
+
+/**
+ * Worker-thread side of the inference engine: loads the checkpoint itself
+ * (weights never cross threads), owns the generation session in direct mode,
+ * and runs one batch at a time. ORT's `run` blocks this thread, not the main
+ * one, so BullMQ locks and the server keep moving (DESIGN.md).
+ */
+export interface EngineWorkerSetup {
+  modelDir: string;
+  lora: LoraConfig | undefined;
+  session: Omit<SessionConfig, 'logger' | 'mode'>;
+}
+
+export type EngineRequest =
+  | { type: 'generate'; id: number; requests: GenerationRequest[]; options: Omit<GenerateOptions, 'lora'> }
+  | { type: 'set-lora'; id: number; weights: Record<string, Float32Array> };
+
+export type EngineReply =
+  | { type: 'ready'; vocabSize: number; eosTokenIds: number[]; padTokenId: number }
+  | { type: 'init-error'; message: string }
+  | { type: 'done'; id: number; results?: GenerationResult[] }
+  | { type: 'error'; id: number; message: string; code: ErrorCode };
+
+const port = parentPort;
+if (port !== null) {
+  const setup = workerInput<EngineWorkerSetup>(workerData);
+  const reply = (message: EngineReply): void => port.postMessage(message);
+  let generator: Generator | undefined;
+  try {
+    const { config, weights } = loadModel(setup.modelDir);
+    generator = await Generator.create(config, weights, {
+      ...(setup.lora === undefined ? {} : { lora: setup.lora }),
+      session: { ...setup.session, mode: 'direct' },
+    });
+    reply({ type: 'ready', vocabSize: config.vocabSize, eosTokenIds: config.eosTokenIds, padTokenId: config.padTokenId });
+  } catch (error) {
+    reply({ type: 'init-error', message: error instanceof Error ? error.message : String(error) });
+  }
+  const active = generator;
+  if (active !== undefined) {
+    let lora: LoraWeights | undefined;
+    // One message at a time, in order: a LoRA swap lands between two batches, never inside one.
+    let queue: Promise<void> = Promise.resolve();
+    port.on('message', (request: EngineRequest) => {
+      queue = queue.then(async () => {
+        try {
+          if (request.type === 'set-lora') {
+            lora = new Map(Object.entries(request.weights));
+            reply({ type: 'done', id: request.id });
+            return;
+          }
+          const results = await active.generate(request.requests, { ...request.options, ...(lora === undefined ? {} : { lora }) });
+          reply({ type: 'done', id: request.id, results });
+        } catch (error) {
+          reply({
+            type: 'error',
+            id: request.id,
+            message: error instanceof Error ? error.message : String(error),
+            code: isAppError(error) ? error.code : ErrorCode.RUNTIME,
+          });
+        }
+      });
+    });
+  }
+}

@@ -1,0 +1,77 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Generator } from './generator.ts';
+import { InferenceEngine } from './inference-engine.ts';
+import { initLoraWeights, parseLoraConfig, zeroLoraWeights } from './lora.ts';
+import { presetConfig } from './presets.ts';
+import { writeRandomCheckpoint } from './random-checkpoint.ts';
+import { loadModel } from './weights.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'sqlenv-engine-'));
+const config = presetConfig('tiny-llama');
+const lora = parseLoraConfig({ rank: 2, alpha: 4 });
+writeRandomCheckpoint(dir, config, { seed: 4, initStd: 0.15, dtype: 'BF16' });
+
+let engine: InferenceEngine;
+let direct: Generator;
+beforeAll(async () => {
+  const { weights } = loadModel(dir);
+  [engine, direct] = await Promise.all([
+    InferenceEngine.start({ modelDir: dir, lora, batchWindowMs: 20, lengthBucketTokens: 8, topK: 30 }),
+    Generator.create(config, weights, { lora }),
+  ]);
+});
+afterAll(async () => {
+  await Promise.all([engine.close(), direct.close()]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const turns = Array.from({ length: 10 }, (_, i) => ({
+  promptIds: Array.from({ length: 3 + ((i * 5) % 11) }, (_, t) => (t * 13 + i) % 256),
+  seed: 1000 + i,
+  temperature: i % 3 === 0 ? 0 : 0.9,
+  topP: i % 2 === 0 ? 1 : 0.8,
+  maxNewTokens: 4 + (i % 4) * 3,
+}));
+
+describe('InferenceEngine', () => {
+  it('batches concurrent turns into one worker run and returns what each turn alone would get', async () => {
+    const results = await Promise.all(turns.map((t) => engine.generate(t)));
+    expect(engine.stats).toEqual({ runs: 1, rows: 10, meanBatchSize: 10 });
+    for (const [i, turn] of turns.entries()) {
+      const [alone] = await direct.generate([turn], { maxNewTokens: turn.maxNewTokens, topK: 30 });
+      expect(results[i]!.tokens).toEqual(alone!.tokens);
+      expect(results[i]!.tokens.length).toBeLessThanOrEqual(turn.maxNewTokens);
+      results[i]!.logprobs.forEach((lp, t) => expect(Math.abs(lp - alone!.logprobs[t]!)).toBeLessThan(1e-5));
+      expect(results[i]!.policyVersion).toBe(0);
+    }
+  });
+
+  it('swaps LoRA weights between runs without rebuilding, tagging turns with the policy version', async () => {
+    const turn = { ...turns[1]!, maxNewTokens: 12 };
+    const base = await engine.generate(turn);
+    const adapter = initLoraWeights(config, lora, { seed: 5, bStd: 0.5 });
+    await engine.setLora(adapter, 1);
+    const adapted = await engine.generate(turn);
+    expect(adapted.policyVersion).toBe(1);
+    const [expected] = await direct.generate([turn], { maxNewTokens: 12, topK: 30, lora: adapter });
+    expect(adapted.tokens).toEqual(expected!.tokens);
+    expect(adapted.logprobs).not.toEqual(base.logprobs);
+    await engine.setLora(zeroLoraWeights(config, lora), 2);
+    const reference = await engine.generate(turn);
+    expect(reference.tokens).toEqual(base.tokens);
+    expect(reference.policyVersion).toBe(2);
+  });
+
+  it('fails fast on bad requests and after close', async () => {
+    await expect(engine.generate({ promptIds: [1], maxNewTokens: 0 })).rejects.toMatchObject({ code: 'VALIDATION' });
+    await expect(engine.generate({ promptIds: [config.vocabSize + 5], maxNewTokens: 2 })).rejects.toMatchObject({ code: 'VALIDATION' });
+    await expect(InferenceEngine.start({ modelDir: join(dir, 'missing') })).rejects.toMatchObject({ code: 'MODEL' });
+    const closed = await InferenceEngine.start({ modelDir: dir });
+    await closed.close();
+    await closed.close();
+    await expect(closed.generate({ promptIds: [1], maxNewTokens: 2 })).rejects.toMatchObject({ code: 'ABORTED' });
+  });
+});
