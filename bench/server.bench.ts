@@ -1,0 +1,349 @@
+/**
+ * bench:server — the env server under many concurrent OpenEnv sessions.
+ *
+ * This process runs the server (and owns the dataset); the WebSocket clients
+ * run in a forked child process (this same file with `--client`), so client
+ * work is not counted in the server's RSS. The clients play oracle episodes
+ * (reset to a question, DESCRIBE its gold tables, QUERY the gold SQL, ANSWER
+ * the gold answer); this process reads the gold from the dataset and hands
+ * the plan to the child.
+ *
+ * Scenarios:
+ *   1. held:    1,000 sessions open at once, each reset once → server RSS (target ≤ 500 MB)
+ *   2. active:  256 clients stepping as fast as they can → steps/s (target ≥ 3,000), p50/p99 (target p99 ≤ 50 ms)
+ *   3. runaway: as 2, plus one client keeping a never-ending query in flight → p99 must move by < 2x
+ *
+ * Dataset: SPIDER_DIR when set, else the builtin dataset. Writes bench/results/server.md and .json.
+ * Run: npm run bench:server  (options: --clients N --held N --duration-s S)
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import WebSocket from 'ws';
+import { createSqlEnvRuntime } from '@sqlenv/sql-env';
+import { createEnvServer } from '../apps/env-server/src/env-server.ts';
+
+const RUNAWAY_SQL = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
+
+interface PlannedEpisode {
+  questionId: string;
+  tables: string[];
+  goldSql: string;
+  goldAnswer: string;
+}
+
+type Command =
+  | { cmd: 'hold'; url: string; sessions: number; plan: PlannedEpisode[] }
+  | { cmd: 'release' }
+  | { cmd: 'run'; url: string; clients: number; durationMs: number; warmupMs: number; runaway: boolean; plan: PlannedEpisode[] }
+  | { cmd: 'exit' };
+
+interface HoldReport {
+  opened: number;
+  failed: number;
+  openMs: number;
+}
+
+interface RunReport {
+  clients: number;
+  steps: number;
+  resets: number;
+  episodes: number;
+  correct: number;
+  errors: number;
+  measuredMs: number;
+  stepsPerS: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  runawayQueries: number;
+  runawayMeanMs: number | null;
+}
+
+// ---------------------------------------------------------------------------
+// Client side (forked child)
+// ---------------------------------------------------------------------------
+
+type Frame = { type: string; data: Record<string, unknown> };
+
+/** A bare OpenEnv WebSocket session: one outstanding request at a time, replies parsed with JSON.parse only (light on CPU). */
+class BenchSession {
+  private readonly ws: WebSocket;
+  private waiter: { resolve: (frame: Frame) => void; reject: (error: Error) => void } | undefined;
+
+  private constructor(ws: WebSocket) {
+    this.ws = ws;
+    ws.on('message', (data: WebSocket.RawData) => {
+      const w = this.waiter;
+      this.waiter = undefined;
+      w?.resolve(JSON.parse(String(data)) as Frame);
+    });
+    ws.on('close', () => this.waiter?.reject(new Error('closed')));
+  }
+
+  static open(url: string): Promise<BenchSession> {
+    const ws = new WebSocket(url, { perMessageDeflate: false });
+    const session = new BenchSession(ws);
+    return new Promise((resolve, reject) => {
+      ws.once('open', () => resolve(session));
+      ws.once('error', reject);
+    });
+  }
+
+  request(frame: unknown): Promise<Frame> {
+    return new Promise((resolve, reject) => {
+      this.waiter = { resolve, reject };
+      this.ws.send(JSON.stringify(frame));
+    });
+  }
+
+  close(): void {
+    this.ws.close();
+  }
+}
+
+async function openMany(url: string, count: number): Promise<{ sessions: BenchSession[]; failed: number }> {
+  const sessions: BenchSession[] = [];
+  let failed = 0;
+  // Batches keep the accept backlog from overflowing.
+  for (let i = 0; i < count; i += 100) {
+    const batch = await Promise.allSettled(Array.from({ length: Math.min(100, count - i) }, () => BenchSession.open(url)));
+    for (const r of batch) {
+      if (r.status === 'fulfilled') sessions.push(r.value);
+      else failed += 1;
+    }
+  }
+  return { sessions, failed };
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<RunReport> {
+  const { sessions } = await openMany(command.url, command.clients);
+  const latencies: number[] = [];
+  const runawayDurations: number[] = [];
+  let steps = 0;
+  let resets = 0;
+  let episodes = 0;
+  let correct = 0;
+  let errors = 0;
+  const start = performance.now();
+  const measureFrom = start + command.warmupMs;
+  const stopAt = measureFrom + command.durationMs;
+
+  const timed = async (session: BenchSession, frame: unknown): Promise<Frame> => {
+    const t0 = performance.now();
+    const reply = await session.request(frame);
+    const t1 = performance.now();
+    if (t0 >= measureFrom && t1 <= stopAt) {
+      latencies.push(t1 - t0);
+      steps += 1;
+    }
+    if (reply.type === 'error') errors += 1;
+    return reply;
+  };
+
+  const lane = async (session: BenchSession, offset: number): Promise<void> => {
+    let i = offset;
+    while (performance.now() < stopAt) {
+      const episode = command.plan[i % command.plan.length] as PlannedEpisode;
+      i += 1;
+      await session.request({ type: 'reset', data: { question_id: episode.questionId } });
+      resets += 1;
+      for (const table of episode.tables) await timed(session, { type: 'step', data: { action_type: 'DESCRIBE', argument: table } });
+      await timed(session, { type: 'step', data: { action_type: 'QUERY', argument: episode.goldSql } });
+      const last = await timed(session, { type: 'step', data: { action_type: 'ANSWER', argument: episode.goldAnswer } });
+      episodes += 1;
+      if (last.type === 'observation' && typeof last.data['reward'] === 'number' && last.data['reward'] >= 0.5) correct += 1;
+    }
+  };
+
+  const runawayLane = async (session: BenchSession): Promise<void> => {
+    while (performance.now() < stopAt) {
+      await session.request({ type: 'reset', data: {} });
+      const t0 = performance.now();
+      await session.request({ type: 'step', data: { action_type: 'QUERY', argument: RUNAWAY_SQL } });
+      runawayDurations.push(performance.now() - t0);
+    }
+  };
+
+  const lanes = sessions.map((s, index) => lane(s, index * 7));
+  if (command.runaway) {
+    const runaway = await BenchSession.open(command.url);
+    lanes.push(runawayLane(runaway).finally(() => runaway.close()));
+  }
+  await Promise.all(lanes);
+  for (const s of sessions) s.close();
+  latencies.sort((a, b) => a - b);
+  return {
+    clients: sessions.length,
+    steps,
+    resets,
+    episodes,
+    correct,
+    errors,
+    measuredMs: command.durationMs,
+    stepsPerS: steps / (command.durationMs / 1000),
+    p50Ms: percentile(latencies, 50),
+    p90Ms: percentile(latencies, 90),
+    p99Ms: percentile(latencies, 99),
+    maxMs: latencies[latencies.length - 1] ?? Number.NaN,
+    runawayQueries: runawayDurations.length,
+    runawayMeanMs: runawayDurations.length === 0 ? null : runawayDurations.reduce((a, b) => a + b, 0) / runawayDurations.length,
+  };
+}
+
+function clientMain(): void {
+  let held: BenchSession[] = [];
+  process.on('message', (message: Command) => {
+    void (async () => {
+      switch (message.cmd) {
+        case 'hold': {
+          const t0 = performance.now();
+          const { sessions, failed } = await openMany(message.url, message.sessions);
+          // Every held session has a live episode, as a trainer's would.
+          await Promise.all(sessions.map((s, i) => s.request({ type: 'reset', data: { question_id: message.plan[i % message.plan.length]?.questionId } })));
+          held = sessions;
+          process.send?.({ opened: sessions.length, failed, openMs: performance.now() - t0 } satisfies HoldReport);
+          return;
+        }
+        case 'release':
+          for (const s of held) s.close();
+          held = [];
+          process.send?.({ released: true });
+          return;
+        case 'run':
+          process.send?.(await runClients(message));
+          return;
+        case 'exit':
+          process.exit(0);
+      }
+    })();
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Server side (this process)
+// ---------------------------------------------------------------------------
+
+function ask<T>(child: ChildProcess, command: Command): Promise<T> {
+  return new Promise((resolve) => {
+    child.once('message', (reply) => resolve(reply as T));
+    child.send(command);
+  });
+}
+
+const mb = (bytes: number): number => Math.round((bytes / 1024 / 1024) * 10) / 10;
+
+async function waitForSessions(count: () => number, target: number): Promise<void> {
+  while (count() > target) await new Promise((r) => setTimeout(r, 50));
+}
+
+async function serverMain(): Promise<void> {
+  const { values } = parseArgs({
+    options: { clients: { type: 'string', default: '256' }, held: { type: 'string', default: '1000' }, 'duration-s': { type: 'string', default: '12' } },
+  });
+  const clients = Number(values.clients);
+  const heldTarget = Number(values.held);
+  const durationMs = Number(values['duration-s']) * 1000;
+  const warmupMs = 2_000;
+  const dataset = process.env['SPIDER_DIR'] ?? 'builtin';
+
+  const runtime = await createSqlEnvRuntime({ dataset, cacheDir: join(tmpdir(), 'sqlenv-bench-cache') });
+  const plan: PlannedEpisode[] = runtime.dataset.questions
+    .filter((q) => q.tables_involved.length > 0)
+    .map((q) => ({ questionId: q.question_id, tables: [...q.tables_involved], goldSql: q.gold_sql, goldAnswer: q.gold_answer }));
+  const server = createEnvServer({ runtime, maxSessions: heldTarget + clients + 16, defaultMetrics: false });
+  const address = await server.listen(0, '127.0.0.1');
+  const url = `ws://127.0.0.1:${address.port}/ws`;
+  const child = fork(new URL(import.meta.url).pathname, ['--client'], { execArgv: ['--import', 'tsx'] });
+  process.stderr.write(`bench:server dataset=${runtime.dataset.name} (${runtime.dataset.questions.length} questions, ${plan.length} in plan) url=${url}\n`);
+
+  const rssIdleBytes = process.memoryUsage().rss;
+  process.stderr.write(`holding ${heldTarget} sessions...\n`);
+  const hold = await ask<HoldReport>(child, { cmd: 'hold', url, sessions: heldTarget, plan });
+  const rssHeldBytes = process.memoryUsage().rss;
+  const heapHeldBytes = process.memoryUsage().heapUsed;
+  const heldSessions = server.sessionCount();
+  await ask(child, { cmd: 'release' });
+  await waitForSessions(() => server.sessionCount(), 0);
+
+  process.stderr.write(`${clients} active clients for ${durationMs / 1000} s...\n`);
+  const active = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: false, plan });
+  const rssActiveBytes = process.memoryUsage().rss;
+  await waitForSessions(() => server.sessionCount(), 0);
+
+  process.stderr.write(`${clients} active clients + 1 runaway query for ${durationMs / 1000} s...\n`);
+  const runaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: true, plan });
+
+  child.send({ cmd: 'exit' } satisfies Command);
+  await server.close();
+  await runtime.close();
+
+  const result = {
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 1024 ** 3), node: process.version },
+    dataset: { name: runtime.dataset.name, questions: runtime.dataset.questions.length, source: process.env['SPIDER_DIR'] === undefined ? 'builtin' : 'SPIDER_DIR' },
+    held: { target: heldTarget, opened: hold.opened, failed: hold.failed, serverSessions: heldSessions, openMs: Math.round(hold.openMs), rssIdleMB: mb(rssIdleBytes), rssHeldMB: mb(rssHeldBytes), heapHeldMB: mb(heapHeldBytes), perSessionKB: Math.round((rssHeldBytes - rssIdleBytes) / 1024 / Math.max(1, hold.opened)) },
+    active: { ...active, rssMB: mb(rssActiveBytes) },
+    runaway,
+    p99Ratio: runaway.p99Ms / active.p99Ms,
+  };
+  mkdirSync(join(import.meta.dirname, 'results'), { recursive: true });
+  writeFileSync(join(import.meta.dirname, 'results', 'server.json'), `${JSON.stringify(result, null, 2)}\n`);
+  writeFileSync(join(import.meta.dirname, 'results', 'server.md'), renderMarkdown(result));
+  process.stdout.write(renderMarkdown(result));
+}
+
+function renderMarkdown(r: {
+  date: string;
+  machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string };
+  dataset: { name: string; questions: number; source: string };
+  held: { target: number; opened: number; failed: number; serverSessions: number; openMs: number; rssIdleMB: number; rssHeldMB: number; heapHeldMB: number; perSessionKB: number };
+  active: RunReport & { rssMB: number };
+  runaway: RunReport;
+  p99Ratio: number;
+}): string {
+  const f = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+  const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
+  return `# bench:server
+
+${r.date} · ${r.machine.cpus} CPU cores (${r.machine.cpuModel}), ${r.machine.memoryGiB} GiB, Node ${r.machine.node}
+Dataset: ${r.dataset.name} (${r.dataset.questions} questions, from ${r.dataset.source}). Server and clients share the machine:
+the clients run in a separate process on the same cores, so every number here includes their CPU load.
+
+## 1. Sessions held
+
+| sessions requested | opened | refused/failed | server sessions | time to open + reset | server RSS idle | server RSS held | heap held | RSS per session |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| ${r.held.target} | ${r.held.opened} | ${r.held.failed} | ${r.held.serverSessions} | ${r.held.openMs} ms | ${r.held.rssIdleMB} MB | ${r.held.rssHeldMB} MB | ${r.held.heapHeldMB} MB | ${r.held.perSessionKB} KB |
+
+Target: server RSS ≤ 500 MB with 1,000 sessions held — ${verdict(r.held.rssHeldMB <= 500 && r.held.opened >= r.held.target)}.
+(The SQL executor's child processes are not included: they are a fixed pool, independent of the session count.)
+
+## 2. Active clients (oracle episodes: DESCRIBE gold tables, QUERY gold SQL, ANSWER)
+
+| scenario | clients | steps measured | steps/s | p50 | p90 | p99 | max | episodes (correct) | error frames | server RSS |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| active | ${r.active.clients} | ${r.active.steps} | ${f(r.active.stepsPerS, 0)} | ${f(r.active.p50Ms)} ms | ${f(r.active.p90Ms)} ms | ${f(r.active.p99Ms)} ms | ${f(r.active.maxMs)} ms | ${r.active.episodes} (${r.active.correct}) | ${r.active.errors} | ${r.active.rssMB} MB |
+| active + runaway | ${r.runaway.clients} + 1 | ${r.runaway.steps} | ${f(r.runaway.stepsPerS, 0)} | ${f(r.runaway.p50Ms)} ms | ${f(r.runaway.p90Ms)} ms | ${f(r.runaway.p99Ms)} ms | ${f(r.runaway.maxMs)} ms | ${r.runaway.episodes} (${r.runaway.correct}) | ${r.runaway.errors} | |
+
+Measured over ${r.active.measuredMs / 1000} s after a 2 s warm-up; latency = client-side time from sending a step frame to its reply.
+The runaway client kept \`${RUNAWAY_SQL}\` in flight the whole time (${r.runaway.runawayQueries} such queries, each cut off by the executor after ${r.runaway.runawayMeanMs === null ? 'n/a' : f(r.runaway.runawayMeanMs, 0)} ms on average).
+
+Targets: ≥ 3,000 steps/s — ${verdict(r.active.stepsPerS >= 3000)}; p99 ≤ 50 ms — ${verdict(r.active.p99Ms <= 50)}; p99 with a runaway query < 2x without — ${verdict(r.p99Ratio < 2)} (ratio ${f(r.p99Ratio, 2)}).
+`;
+}
+
+if (process.argv.includes('--client')) clientMain();
+else
+  void serverMain().catch((error: unknown) => {
+    process.stderr.write(`bench:server failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  });
