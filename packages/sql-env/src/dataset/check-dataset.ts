@@ -67,7 +67,10 @@ export async function checkDataset(dir: string, options: CheckDatasetOptions = {
     problem({ kind: DatasetProblemKind.MISSING_DIRECTORY, severity: 'error', message: `${absolute} is not a directory`, file: absolute });
     return report;
   }
+  // Problems that make loading impossible; anything else still lets the gold queries be checked.
+  let loadable = true;
   if (!(await isDirectory(join(absolute, DATABASE_DIR)))) {
+    loadable = false;
     problem({ kind: DatasetProblemKind.MISSING_DIRECTORY, severity: 'error', message: 'missing the database/ folder', file: join(absolute, DATABASE_DIR) });
   }
 
@@ -82,10 +85,12 @@ export async function checkDataset(dir: string, options: CheckDatasetOptions = {
       report.questions += examples.length;
       for (const example of examples) referenced.add(example.db_id);
     } catch (error) {
+      loadable = false;
       problem({ kind: DatasetProblemKind.BAD_FILE, severity: 'error', message: toAppError(error).message, file: path });
     }
   }
   if (!anyQuestionFile) {
+    loadable = false;
     problem({ kind: DatasetProblemKind.NO_QUESTION_FILE, severity: 'error', message: `no question file (expected one of ${questionFiles.map((q) => q.file).join(', ')})`, file: absolute });
   }
 
@@ -93,7 +98,7 @@ export async function checkDataset(dir: string, options: CheckDatasetOptions = {
   report.databases = realTables.size;
   await checkTablesJson(absolute, realTables, problem);
 
-  if (!report.problems.some((p) => p.severity === 'error')) await checkGold(absolute, options, report);
+  if (loadable) await checkGold(absolute, options, report);
   report.ok = !report.problems.some((p) => p.severity === 'error');
   return report;
 }
@@ -160,7 +165,8 @@ async function checkGold(dir: string, options: CheckDatasetOptions, report: Data
     const dataset = await loadDataset(dir, { ...loadOptions, executor, logger });
     report.playable = dataset.questions.length;
     report.splits = [...dataset.splits];
-    for (const failure of dataset.failures) {
+    // Missing database files were reported above, once per database rather than once per question.
+    for (const failure of dataset.failures.filter((f) => f.reason !== GoldFailureReason.MISSING_DATABASE)) {
       report.problems.push({
         kind: DatasetProblemKind.GOLD_FAILURE,
         severity: failure.reason === GoldFailureReason.EMPTY_RESULT ? 'warning' : 'error',

@@ -64,6 +64,7 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
   const files = await readQuestionFiles(dir);
   const pending = numberQuestions(files);
   const databases = await readDatabases(dir, pending, logger);
+  const schemasMs = Math.round(performance.now() - startedMs);
 
   const fingerprint = await goldFingerprint({
     contentFiles: files.map((f) => f.path),
@@ -81,6 +82,7 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
     });
   }
 
+  const goldMs = Math.round(performance.now() - startedMs) - schemasMs;
   const questions: QuestionRecord[] = [];
   const failures: GoldFailure[] = [];
   for (const question of pending) {
@@ -94,9 +96,13 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
     });
   }
   const elapsedMs = Math.round(performance.now() - startedMs);
-  logger.info({ questions: questions.length, failures: failures.length, databases: databases.size, goldRun: ran, goldCached: cachedCount, elapsedMs }, 'dataset loaded');
-  for (const failure of failures) {
-    logger.warn({ questionId: failure.question_id, reason: failure.reason, message: failure.message }, 'question not playable');
+  logger.info({ questions: questions.length, failures: failures.length, databases: databases.size, goldRun: ran, goldCached: cachedCount, schemasMs, goldMs, elapsedMs }, 'dataset loaded');
+  if (failures.length > 0) {
+    // One line for the operator; each failure in detail at debug level (and in dataset.failures).
+    const byReason: Record<string, number> = {};
+    for (const failure of failures) byReason[failure.reason] = (byReason[failure.reason] ?? 0) + 1;
+    logger.warn({ failures: failures.length, byReason, examples: failures.slice(0, 5).map((f) => `${f.question_id}: ${f.reason}`) }, 'questions left out of the playable set');
+    for (const failure of failures) logger.debug({ questionId: failure.question_id, reason: failure.reason, message: failure.message }, 'question not playable');
   }
   return createDataset(name, dir, databases, questions, failures);
 }

@@ -11,17 +11,33 @@ function columnList(table: DatabaseTable): string {
   return table.columns.map((c) => [c.name, c.type, c.primaryKey ? 'PK' : ''].filter((part) => part !== '').join(' ')).join(', ');
 }
 
+// Tables never change (databases are read-only), so their texts are rendered
+// once and shared by every episode; weak keys let a dropped dataset go.
+const describedLines = new WeakMap<DatabaseTable, string>();
+const describeTexts = new WeakMap<DatabaseTable, { maxChars: number; text: string }>();
+
 /** Table names, plus columns of the described tables (`described` holds real names). */
 export function renderSchemaInfo(db: DatabaseInfo, described: ReadonlySet<string>): string {
-  const lines = ['Tables:'];
+  let text = 'Tables:';
   for (const table of db.tables) {
-    lines.push(described.has(table.name) ? `- ${table.name} (${table.rowCount} rows): ${columnList(table)}` : `- ${table.name}`);
+    if (!described.has(table.name)) {
+      text += `\n- ${table.name}`;
+      continue;
+    }
+    let line = describedLines.get(table);
+    if (line === undefined) {
+      line = `- ${table.name} (${table.rowCount} rows): ${columnList(table)}`;
+      describedLines.set(table, line);
+    }
+    text += `\n${line}`;
   }
-  return lines.join('\n');
+  return text;
 }
 
 /** DESCRIBE's result: the row count, then one line per column. */
 export function renderDescribe(table: DatabaseTable, maxChars: number): string {
+  const cached = describeTexts.get(table);
+  if (cached?.maxChars === maxChars) return cached.text;
   const body = renderResult(
     {
       columns: ['column', 'type', 'primary_key'],
@@ -30,7 +46,9 @@ export function renderDescribe(table: DatabaseTable, maxChars: number): string {
     },
     { maxRows: Number.POSITIVE_INFINITY, maxChars: maxChars - 64 },
   );
-  return `Table ${table.name}: ${table.rowCount} rows, ${table.columns.length} columns\n${body}`;
+  const text = `Table ${table.name}: ${table.rowCount} rows, ${table.columns.length} columns\n${body}`;
+  describeTexts.set(table, { maxChars, text });
+  return text;
 }
 
 export function unknownTableMessage(argument: string, db: DatabaseInfo): string {

@@ -1,0 +1,281 @@
+/**
+ * bench:env: throughput of SqlEnvironment steps and memory of open episodes.
+ *
+ *   npm run bench:env            (SPIDER_DIR set → the Spider subset, else the builtin dataset)
+ *
+ * Measures, in one run:
+ * - dataset load time, cold (empty cache dir) and warm (gold cache present);
+ * - DESCRIBE / SAMPLE / QUERY steps per second with many episodes in flight
+ *   at once, so the executor pool pipelines (episodes of the default 15-step
+ *   budget: a finished one is reset, inside the measured time);
+ * - the same queries sent straight to the executor pool (no environment), to
+ *   separate the environment's own cost from the sandbox's;
+ * - the same simple SELECTs run directly with better-sqlite3 (a prepared
+ *   statement, in-process), and the ratio direct rate ÷ env rate;
+ * - RSS with 1,000 concurrent open episodes (each reset, one DESCRIBE and one QUERY done).
+ * Writes bench/results/env.md and bench/results/env.json.
+ */
+import { mkdtemp, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import Database from 'better-sqlite3';
+import type { SqlAction } from '@sqlenv/protocol';
+import { createSqlEnvRuntime, quoteIdentifier, type SqlEnvRuntime, type SqlEnvironment } from '@sqlenv/sql-env';
+
+const resultsDir = join(dirname(fileURLToPath(import.meta.url)), 'results');
+const spiderDir = process.env['SPIDER_DIR'];
+const datasetSource = spiderDir === undefined || spiderDir === '' ? 'builtin' : spiderDir;
+/** Episodes in flight during the step benchmarks. */
+const concurrency = 256;
+/** Steps per measured action type (after a warm-up of a tenth of it). */
+const stepsPerKind = 30_000;
+const openEpisodes = 1_000;
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+interface StepRate {
+  kind: string;
+  argument: string;
+  steps: number;
+  seconds: number;
+  stepsPerSecond: number;
+}
+
+interface DirectRate {
+  sql: string;
+  runs: number;
+  seconds: number;
+  runsPerSecond: number;
+}
+
+async function timeLoad(cacheDir: string): Promise<{ runtime: SqlEnvRuntime; seconds: number }> {
+  const started = performance.now();
+  const runtime = await createSqlEnvRuntime({ dataset: datasetSource, cacheDir });
+  return { runtime, seconds: (performance.now() - started) / 1000 };
+}
+
+/** `concurrency` episodes each stepping `action` in a loop until `steps` steps are done in total. */
+async function measureSteps(runtime: SqlEnvRuntime, questionId: string, kind: string, action: SqlAction, steps: number): Promise<StepRate> {
+  const envs: SqlEnvironment[] = [];
+  for (let i = 0; i < concurrency; i += 1) {
+    const env = runtime.createEnvironment();
+    await env.reset({ question_id: questionId });
+    envs.push(env);
+  }
+  let remaining = steps;
+  const loop = async (env: SqlEnvironment): Promise<void> => {
+    while (remaining > 0) {
+      remaining -= 1;
+      const outcome = await env.step(action);
+      if (outcome.observation.error !== '') throw new Error(`${kind} failed: ${outcome.observation.error}`);
+      if (outcome.done) await env.reset({ question_id: questionId });
+    }
+  };
+  const started = performance.now();
+  await Promise.all(envs.map(loop));
+  const seconds = (performance.now() - started) / 1000;
+  for (const env of envs) env.close();
+  return { kind, argument: action.argument, steps, seconds, stepsPerSecond: steps / seconds };
+}
+
+/** The same query straight through the executor pool, as many in flight as in measureSteps. */
+async function measureExecutor(runtime: SqlEnvRuntime, dbPath: string, sql: string, runs: number): Promise<DirectRate> {
+  let remaining = runs;
+  const loop = async (): Promise<void> => {
+    while (remaining > 0) {
+      remaining -= 1;
+      await runtime.executor.query(dbPath, sql, { maxRows: runtime.config.queryMaxRows, timeoutMs: runtime.config.queryTimeoutMs });
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, loop));
+  const seconds = (performance.now() - started) / 1000;
+  return { sql, runs, seconds, runsPerSecond: runs / seconds };
+}
+
+function measureDirect(dbPath: string, sql: string, runs: number): DirectRate {
+  const db = new Database(dbPath, { readonly: true, fileMustExist: true });
+  const statement = db.prepare(sql).raw(true);
+  for (let i = 0; i < runs / 10; i += 1) statement.all();
+  const started = performance.now();
+  for (let i = 0; i < runs; i += 1) statement.all();
+  const seconds = (performance.now() - started) / 1000;
+  db.close();
+  return { sql, runs, seconds, runsPerSecond: runs / seconds };
+}
+
+/** RSS of the executor's child processes (Linux /proc), in bytes; 0 elsewhere. */
+async function childrenRssBytes(): Promise<number> {
+  let total = 0;
+  try {
+    for (const pid of await readdir('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+      if (!new RegExp(`^PPid:\\s+${process.pid}$`, 'm').test(status)) continue;
+      const rss = /^VmRSS:\s+(\d+) kB$/m.exec(status);
+      total += Number(rss?.[1] ?? 0) * 1024;
+    }
+  } catch {
+    return 0;
+  }
+  return total;
+}
+
+async function measureOpenEpisodes(runtime: SqlEnvRuntime, questionIds: readonly string[], queryFor: (dbId: string) => string) {
+  gc();
+  const before = process.memoryUsage();
+  const envs: SqlEnvironment[] = [];
+  for (let i = 0; i < openEpisodes; i += 1) envs.push(runtime.createEnvironment());
+  await Promise.all(
+    envs.map(async (env, i) => {
+      const questionId = questionIds[i % questionIds.length] as string;
+      await env.reset({ question_id: questionId });
+      const dbId = env.state().db_id as string;
+      const table = runtime.dataset.databases.get(dbId)?.tables[0]?.name as string;
+      await env.step({ action_type: 'DESCRIBE', argument: table });
+      await env.step({ action_type: 'QUERY', argument: queryFor(dbId) });
+    }),
+  );
+  gc();
+  const after = process.memoryUsage();
+  const result = {
+    episodes: openEpisodes,
+    rssBytes: after.rss,
+    rssDeltaBytes: after.rss - before.rss,
+    heapUsedDeltaBytes: after.heapUsed - before.heapUsed,
+    executorChildrenRssBytes: await childrenRssBytes(),
+  };
+  for (const env of envs) env.close();
+  return result;
+}
+
+const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1);
+
+async function main(): Promise<void> {
+  const cacheDir = await mkdtemp(join(tmpdir(), 'sqlenv-bench-'));
+  try {
+    const cold = await timeLoad(cacheDir);
+    await cold.runtime.close();
+    const { runtime, seconds: warmSeconds } = await timeLoad(cacheDir);
+    try {
+      const dataset = runtime.dataset;
+      // The database with the most playable questions, its largest-but-one table: a typical episode.
+      const counts = new Map<string, number>();
+      for (const q of dataset.questions) counts.set(q.database_name, (counts.get(q.database_name) ?? 0) + 1);
+      const dbId = [...counts].sort((a, b) => b[1] - a[1])[0]?.[0] as string;
+      const db = dataset.databases.get(dbId);
+      if (db === undefined) throw new Error('no database');
+      const table = [...db.tables].sort((a, b) => b.rowCount - a.rowCount)[Math.min(1, db.tables.length - 1)];
+      if (table === undefined) throw new Error('no table');
+      const question = dataset.questions.find((q) => q.database_name === dbId);
+      if (question === undefined) throw new Error('no question');
+      const quoted = quoteIdentifier(table.name);
+      const countSql = `SELECT count(*) FROM ${quoted}`;
+      const rowsSql = `SELECT * FROM ${quoted} LIMIT 20`;
+
+      const warmup = Math.round(stepsPerKind / 10);
+      const rates: StepRate[] = [];
+      for (const [kind, action] of [
+        ['DESCRIBE', { action_type: 'DESCRIBE', argument: table.name }],
+        ['SAMPLE', { action_type: 'SAMPLE', argument: table.name }],
+        ['QUERY count(*)', { action_type: 'QUERY', argument: countSql }],
+        ['QUERY 20 rows', { action_type: 'QUERY', argument: rowsSql }],
+      ] as const) {
+        await measureSteps(runtime, question.question_id, kind, action, warmup);
+        rates.push(await measureSteps(runtime, question.question_id, kind, action, stepsPerKind));
+      }
+      const executorOnly = [];
+      for (const sql of [countSql, rowsSql]) {
+        await measureExecutor(runtime, db.path, sql, warmup);
+        executorOnly.push(await measureExecutor(runtime, db.path, sql, stepsPerKind));
+      }
+      const direct = [measureDirect(db.path, countSql, 200_000), measureDirect(db.path, rowsSql, 100_000)];
+      const ratios = [
+        { query: 'count(*)', envStepsPerSecond: rates[2]?.stepsPerSecond ?? 0, executorRunsPerSecond: executorOnly[0]?.runsPerSecond ?? 0, directRunsPerSecond: direct[0]?.runsPerSecond ?? 0 },
+        { query: '20 rows', envStepsPerSecond: rates[3]?.stepsPerSecond ?? 0, executorRunsPerSecond: executorOnly[1]?.runsPerSecond ?? 0, directRunsPerSecond: direct[1]?.runsPerSecond ?? 0 },
+      ].map((r) => ({ ...r, ratio: r.directRunsPerSecond / r.envStepsPerSecond }));
+
+      const memory = await measureOpenEpisodes(
+        runtime,
+        dataset.questions.map((q) => q.question_id),
+        (id) => `SELECT count(*) FROM ${quoteIdentifier(dataset.databases.get(id)?.tables[0]?.name ?? 'x')}`,
+      );
+
+      const report = {
+        date: new Date().toISOString(),
+        machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', totalMemBytes: totalmem(), node: process.version, loadAverage1m: loadavg()[0] ?? 0 },
+        dataset: { source: datasetSource === 'builtin' ? 'builtin' : 'SPIDER_DIR', name: dataset.name, questions: dataset.questions.length, failures: dataset.failures.length, databases: dataset.databases.size },
+        load: { coldSeconds: cold.seconds, warmSeconds },
+        setup: { dbId, table: table.name, tableRows: table.rowCount, concurrency, stepsPerKind, executorPoolSize: 'default' },
+        rates,
+        executorOnly,
+        direct,
+        ratios,
+        memory,
+      };
+      await mkdir(resultsDir, { recursive: true });
+      await writeFile(join(resultsDir, 'env.json'), `${JSON.stringify(report, null, 2)}\n`);
+      await writeFile(join(resultsDir, 'env.md'), renderMarkdown(report));
+      process.stdout.write(renderMarkdown(report));
+    } finally {
+      await runtime.close();
+    }
+  } finally {
+    await rm(cacheDir, { recursive: true, force: true });
+  }
+}
+
+function renderMarkdown(r: {
+  date: string;
+  machine: { cpus: number; cpuModel: string; totalMemBytes: number; node: string; loadAverage1m: number };
+  dataset: { source: string; name: string; questions: number; failures: number; databases: number };
+  load: { coldSeconds: number; warmSeconds: number };
+  setup: { dbId: string; table: string; tableRows: number; concurrency: number; stepsPerKind: number };
+  rates: StepRate[];
+  direct: DirectRate[];
+  ratios: { query: string; envStepsPerSecond: number; executorRunsPerSecond: number; directRunsPerSecond: number; ratio: number }[];
+  memory: { episodes: number; rssBytes: number; rssDeltaBytes: number; heapUsedDeltaBytes: number; executorChildrenRssBytes: number };
+}): string {
+  const lines = [
+    '# bench:env: SqlEnvironment throughput and memory',
+    '',
+    `Run ${r.date} on ${r.machine.cpus} × ${r.machine.cpuModel}, ${mib(r.machine.totalMemBytes)} MiB RAM, Node ${r.machine.node}; 1-minute load average at the end: ${r.machine.loadAverage1m.toFixed(1)} (other work shares the cores).`,
+    `Dataset: ${r.dataset.name} (${r.dataset.source}): ${r.dataset.questions} playable questions, ${r.dataset.failures} not playable, ${r.dataset.databases} databases.`,
+    '',
+    '## Dataset load',
+    '',
+    '| load | seconds |',
+    '|---|---:|',
+    `| cold (empty cache dir: gold queries run${r.dataset.source === 'builtin' ? ', builtin generated' : ''}) | ${r.load.coldSeconds.toFixed(2)} |`,
+    `| warm (gold cache present) | ${r.load.warmSeconds.toFixed(2)} |`,
+    '',
+    `## Steps per second (${r.setup.concurrency} episodes in flight, 15-step episodes reset when done, ${r.setup.stepsPerKind} steps each kind, database ${r.setup.dbId}, table ${r.setup.table} with ${r.setup.tableRows} rows)`,
+    '',
+    '| step | argument | steps/s |',
+    '|---|---|---:|',
+    ...r.rates.map((s) => `| ${s.kind} | \`${s.argument}\` | ${Math.round(s.stepsPerSecond)} |`),
+    '',
+    '## QUERY step vs the executor pool alone vs the same prepared statement run directly with better-sqlite3 (in-process, one thread, no timeout)',
+    '',
+    '| query | env QUERY steps/s | executor.query runs/s | direct runs/s | ratio (direct ÷ env) |',
+    '|---|---:|---:|---:|---:|',
+    ...r.ratios.map((x) => `| ${x.query} | ${Math.round(x.envStepsPerSecond)} | ${Math.round(x.executorRunsPerSecond)} | ${Math.round(x.directRunsPerSecond)} | ${x.ratio.toFixed(2)} |`),
+    '',
+    `## Memory with ${r.memory.episodes} concurrent open episodes (each reset + DESCRIBE + QUERY)`,
+    '',
+    '| measure | MiB |',
+    '|---|---:|',
+    `| process RSS (dataset, schemas, ${r.memory.episodes} episodes) | ${mib(r.memory.rssBytes)} |`,
+    `| RSS growth for the episodes | ${mib(r.memory.rssDeltaBytes)} |`,
+    `| heap growth for the episodes (after GC) | ${mib(r.memory.heapUsedDeltaBytes)} |`,
+    `| executor child processes (separate, all of them) | ${mib(r.memory.executorChildrenRssBytes)} |`,
+    '',
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+await main();

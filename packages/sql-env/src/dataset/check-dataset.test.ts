@@ -1,0 +1,83 @@
+import { rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SqlExecutor } from '../sandbox/index.ts';
+import { writeTinySpider } from '../test-fixtures/tiny-spider.ts';
+import { checkDataset } from './check-dataset.ts';
+
+let executor: SqlExecutor;
+const cacheDir = join(tmpdir(), 'sqlenv-check-test-cache');
+beforeAll(() => {
+  executor = new SqlExecutor({ poolSize: 2 });
+});
+afterAll(async () => {
+  await executor.close();
+});
+
+describe('checkDataset', () => {
+  it('lists every problem of a directory: missing databases, tables.json mismatches, gold failures', async () => {
+    const dir = await writeTinySpider({
+      tablesJson: [
+        { db_id: 'shop', table_names_original: ['singer', 'order items', 'select', 'MixedCase'] },
+        { db_id: 'music', table_names_original: ['album', 'track'] },
+        { db_id: 'nowhere', table_names_original: ['x'] },
+      ],
+    });
+    const report = await checkDataset(dir, { executor, cacheDir });
+    expect(report.ok).toBe(false);
+    expect(report).toMatchObject({ questions: 9, playable: 6, databases: 2, splits: ['train', 'dev'] });
+    const summary = report.problems.map((p) => [p.kind, p.severity, p.db_id ?? '', p.question_id ?? '']);
+    expect(summary).toEqual([
+      ['missing_database', 'error', 'ghost', ''],
+      ['tables_json_mismatch', 'error', 'music', ''],
+      ['tables_json_mismatch', 'warning', 'nowhere', ''],
+      ['gold_failure', 'warning', 'shop', 'shop_train_3'],
+      ['gold_failure', 'error', 'shop', 'shop_train_4'],
+    ]);
+    expect(report.problems[1]?.message).toBe("tables.json entry 'music': listed but not in the database: track");
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('runs the gold queries once the structure is sound, with empty results as warnings', async () => {
+    const dir = await writeTinySpider({ tablesJson: [{ db_id: 'shop', table_names_original: ['singer', 'Order Items', 'select', 'MixedCase'] }] });
+    await writeFile(join(dir, 'train_spider.json'), JSON.stringify([
+      { db_id: 'shop', question: 'How many?', query: 'SELECT count(*) FROM singer' },
+      { db_id: 'shop', question: 'None?', query: 'SELECT name FROM singer WHERE age > 1000' },
+      { db_id: 'shop', question: 'Broken?', query: 'SELECT nope FROM singer' },
+    ]));
+    const report = await checkDataset(dir, { executor, cacheDir });
+    expect(report.problems.map((p) => [p.kind, p.severity, p.question_id])).toEqual([
+      ['gold_failure', 'warning', 'shop_train_1'],
+      ['gold_failure', 'error', 'shop_train_2'],
+    ]);
+    expect(report.problems[1]?.message).toMatch(/^sql_error: no such column: nope/);
+    expect(report.ok).toBe(false);
+    await writeFile(join(dir, 'train_spider.json'), JSON.stringify([{ db_id: 'shop', question: 'How many?', query: 'SELECT count(*) FROM singer' }]));
+    expect((await checkDataset(dir, { executor, cacheDir })).ok).toBe(true);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('reports malformed files and missing directories instead of throwing', async () => {
+    expect((await checkDataset(join(tmpdir(), 'sqlenv-no-such-dir'), { executor })).problems).toEqual([
+      expect.objectContaining({ kind: 'missing_directory', severity: 'error' }),
+    ]);
+    const dir = await writeTinySpider();
+    await writeFile(join(dir, 'dev.json'), '{not json');
+    await writeFile(join(dir, 'tables.json'), JSON.stringify({ db_id: 'shop' }));
+    const report = await checkDataset(dir, { executor, cacheDir });
+    expect(report.ok).toBe(false);
+    const bad = report.problems.filter((p) => p.kind === 'bad_file');
+    expect(bad.map((p) => p.file?.split(/[\\/]/).at(-1))).toEqual(['dev.json', 'tables.json']);
+    expect(bad[0]?.message).toMatch(/dev\.json: invalid JSON/);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('starts and closes its own executor when given none', async () => {
+    const dir = await writeTinySpider();
+    await writeFile(join(dir, 'train_spider.json'), JSON.stringify([{ db_id: 'shop', question: 'How many?', query: 'SELECT count(*) FROM singer' }]));
+    const report = await checkDataset(dir, { cacheDir });
+    expect(report).toMatchObject({ ok: true, playable: 2, problems: [] });
+    await rm(dir, { recursive: true, force: true });
+  });
+});
