@@ -1,1 +1,14 @@
-export {};
+export { DTYPES, isFloatDType, type DType, type FloatDType, type TypedArrayFor } from './dtype.ts';
+export { tensor, scalar, toNumbers, tensorBytes, tensorFromBytes, elementCount, floatToHalfBits, halfBitsToFloat, type TensorData, type TensorDataOf, type TensorValues } from './tensor-data.ts';
+export { formatShape, broadcastShapes, type Dim, type Shape } from './shape.ts';
+export { OPSET, IR_VERSION, OP_GRADIENT, isDifferentiableOp, type OpType, type DifferentiableOp, type NonDifferentiableOp } from './ops.ts';
+export { Tensor, attr, type GraphNode, type AttrValue, type Attrs, type BuiltModel, type ExternalDataFile, type InitializerOptions, type ToModelOptions, type TensorSpec, type ValueSpec } from './graph-core.ts';
+export { type Operand, type ReduceOptions, type GemmOptions } from './graph-math.ts';
+export { Graph, type SliceSpec, type LoopSpec, type LoopCarriedSpec, type LoopBodyArgs, type LoopBodyResult, type LoopResult } from './graph.ts';
+export { encodeModel } from './onnx-writer.ts';
+export { decodeModel } from './onnx-reader.ts';
+export type { ModelProto, GraphProto, NodeProto, TensorProto, ValueInfoProto, AttributeProto, OperatorSetId, StringStringEntry } from './onnx-proto.ts';
+export { createSession, type GraphSession, type ModelSource, type RunOptions, type Feeds } from './runtime/session.ts';
+export { PROVIDERS, RUN_MODES, resolveSessionConfig, type Provider, type RunMode, type SessionConfig, type ResolvedSessionConfig, type LogSeverityLevel } from './runtime/session-config.ts';
+export { parsePlacementLog, type PlacementReport, type ProviderPlacement } from './runtime/placement.ts';
+export { silu, rmsNorm, linear, maskedSoftmax, logSoftmaxLse, tokenLogProbs, crossEntropy, causalMask, attention, MASK_VALUE, type RmsNormOptions, type LogProbOptions, type CrossEntropyOptions } from './composites.ts';

@@ -1,0 +1,189 @@
+import * as ort from 'onnxruntime-node';
+import type { Worker } from 'node:worker_threads';
+import { AppError, ErrorCode, startWorker, toAppError, type Logger } from '@sqlenv/shared';
+import type { BuiltModel, ExternalDataFile, ValueSpec } from '../graph-core.ts';
+import { encodeModel } from '../onnx-writer.ts';
+import type { TensorData } from '../tensor-data.ts';
+import { checkFeeds, runOrt } from './ort-convert.ts';
+import { probePlacement, type PlacementReport } from './placement.ts';
+import { ortSessionOptions, resolveSessionConfig, sessionCreateError, type ResolvedSessionConfig, type SessionConfig } from './session-config.ts';
+import type { WorkerReply, WorkerRequest, WorkerSetup } from './session-worker.ts';
+
+/** Already encoded model bytes (plus external data and, optionally, the signature for feed checks). */
+export interface ModelSource {
+  bytes: Uint8Array;
+  externalData?: readonly ExternalDataFile[];
+  inputs?: readonly ValueSpec[];
+  outputs?: readonly ValueSpec[];
+}
+
+export interface RunOptions<K extends string = string> {
+  /** Fetch only these outputs (default: all). */
+  outputs?: readonly K[];
+}
+
+export type Feeds = Readonly<Record<string, TensorData>>;
+
+export interface GraphSession {
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  readonly config: ResolvedSessionConfig;
+  /** Node placement per execution provider; present when created with logSeverityLevel 0. */
+  readonly placement: PlacementReport | undefined;
+  run<K extends string = string>(feeds: Feeds, options?: RunOptions<K>): Promise<Record<K, TensorData>>;
+  /** Release the session (and its worker thread). Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Create an ONNX Runtime session from a built graph. In 'worker' mode (the
+ * default) the session lives on its own worker thread: session creation and
+ * every run happen there, so the caller's event loop keeps turning.
+ */
+export async function createSession(model: BuiltModel | ModelSource, config: SessionConfig = {}): Promise<GraphSession> {
+  const { resolved, logger } = resolveSessionConfig(config);
+  const source: ModelSource = 'proto' in model ? { bytes: encodeModel(model.proto), externalData: model.externalData, inputs: model.inputs, outputs: model.outputs } : model;
+  const externalData = source.externalData ?? [];
+  const options = ortSessionOptions(resolved, externalData);
+  const log = logger.child({ component: 'onnx-graph', provider: resolved.provider, mode: resolved.mode });
+  let placement: PlacementReport | undefined;
+  if (resolved.logSeverityLevel === 0) {
+    placement = await probePlacement(source.bytes, externalData, options, resolved.provider);
+    for (const p of placement.placements) log.info({ executionProvider: p.provider, nodeCount: p.nodeCount }, 'node placement');
+    if (placement.cpuFallback.length > 0) log.warn({ nodes: placement.cpuFallback }, 'nodes fell back to CPU');
+  }
+  const session = resolved.mode === 'direct' ? await DirectSession.create(source, options, resolved, placement) : await WorkerSession.create(source, options, resolved, placement, log);
+  log.debug({ inputs: session.inputNames, outputs: session.outputNames }, 'session created');
+  return session;
+}
+
+class DirectSession implements GraphSession {
+  private closed = false;
+
+  private constructor(
+    private readonly session: ort.InferenceSession,
+    private readonly inputs: readonly ValueSpec[] | undefined,
+    readonly config: ResolvedSessionConfig,
+    readonly placement: PlacementReport | undefined,
+  ) {}
+
+  static async create(source: ModelSource, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig, placement: PlacementReport | undefined): Promise<DirectSession> {
+    try {
+      const session = await ort.InferenceSession.create(source.bytes, options);
+      return new DirectSession(session, source.inputs, config, placement);
+    } catch (error) {
+      throw sessionCreateError(config, error);
+    }
+  }
+
+  get inputNames(): readonly string[] {
+    return this.session.inputNames;
+  }
+  get outputNames(): readonly string[] {
+    return this.session.outputNames;
+  }
+
+  async run<K extends string = string>(feeds: Feeds, options: RunOptions<K> = {}): Promise<Record<K, TensorData>> {
+    if (this.closed) throw new AppError(ErrorCode.RUNTIME, 'run: the session is closed');
+    checkFeeds(feeds, this.inputs);
+    return runOrt(this.session, feeds, options.outputs) as Record<K, TensorData>;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.session.release();
+  }
+}
+
+interface Pending {
+  resolve: (outputs: Record<string, TensorData>) => void;
+  reject: (error: AppError) => void;
+}
+
+class WorkerSession implements GraphSession {
+  private nextId = 0;
+  private readonly pending = new Map<number, Pending>();
+  private closed = false;
+  private crashed: AppError | undefined;
+
+  private constructor(
+    private readonly worker: Worker,
+    readonly inputNames: readonly string[],
+    readonly outputNames: readonly string[],
+    private readonly inputs: readonly ValueSpec[] | undefined,
+    readonly config: ResolvedSessionConfig,
+    readonly placement: PlacementReport | undefined,
+    log: Logger,
+  ) {
+    worker.on('message', (reply: WorkerReply) => this.onReply(reply));
+    const fail = (error: AppError): void => {
+      if (this.closed) return;
+      this.crashed = error;
+      log.error({ err: error }, 'session worker died');
+      for (const p of this.pending.values()) p.reject(error);
+      this.pending.clear();
+    };
+    worker.on('error', (e) => fail(new AppError(ErrorCode.EXECUTOR_CRASHED, `session worker failed: ${e.message}`, { cause: e })));
+    worker.on('exit', (code) => fail(new AppError(ErrorCode.EXECUTOR_CRASHED, `session worker exited with code ${code}`)));
+  }
+
+  static async create(source: ModelSource, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig, placement: PlacementReport | undefined, log: Logger): Promise<WorkerSession> {
+    const setup: WorkerSetup = { bytes: source.bytes, options };
+    const worker = startWorker(new URL('./session-worker.ts', import.meta.url), { data: setup });
+    let onMessage: ((reply: WorkerReply) => void) | undefined;
+    let onError: ((e: Error) => void) | undefined;
+    const ready = await new Promise<Extract<WorkerReply, { type: 'ready' }>>((resolve, reject) => {
+      onMessage = (reply: WorkerReply): void => {
+        if (reply.type === 'ready') resolve(reply);
+        else if (reply.type === 'init-error') reject(sessionCreateError(config, new Error(reply.message)));
+        else reject(new AppError(ErrorCode.INTERNAL, `session worker: expected 'ready', got '${reply.type}'`));
+      };
+      onError = (e: Error): void => reject(new AppError(ErrorCode.EXECUTOR_CRASHED, `session worker failed to start: ${e.message}`, { cause: e }));
+      worker.once('message', onMessage);
+      worker.once('error', onError);
+    }).catch(async (error: unknown) => {
+      await worker.terminate();
+      throw toAppError(error, ErrorCode.RUNTIME);
+    });
+    // Remove only our listeners: removeAllListeners() would also drop the Worker's own
+    // 'newListener' bookkeeping that refs its message port, and replies would never arrive.
+    if (onError) worker.off('error', onError);
+    if (onMessage) worker.off('message', onMessage);
+    return new WorkerSession(worker, ready.inputNames, ready.outputNames, source.inputs, config, placement, log);
+  }
+
+  run<K extends string = string>(feeds: Feeds, options: RunOptions<K> = {}): Promise<Record<K, TensorData>> {
+    if (this.closed) return Promise.reject(new AppError(ErrorCode.RUNTIME, 'run: the session is closed'));
+    if (this.crashed) return Promise.reject(this.crashed);
+    try {
+      checkFeeds(feeds, this.inputs);
+    } catch (error) {
+      return Promise.reject(toAppError(error));
+    }
+    const id = this.nextId++;
+    return new Promise<Record<K, TensorData>>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (o: Record<string, TensorData>) => void, reject });
+      // Feeds are copied (structured clone): the caller keeps its buffers.
+      const request: WorkerRequest = { type: 'run', id, feeds, ...(options.outputs ? { outputs: [...options.outputs] } : {}) };
+      this.worker.postMessage(request);
+    });
+  }
+
+  private onReply(reply: WorkerReply): void {
+    if (reply.type !== 'result' && reply.type !== 'run-error') return;
+    const p = this.pending.get(reply.id);
+    if (!p) return;
+    this.pending.delete(reply.id);
+    if (reply.type === 'result') p.resolve(reply.outputs);
+    else p.reject(new AppError(ErrorCode.RUNTIME, reply.message));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const p of this.pending.values()) p.reject(new AppError(ErrorCode.ABORTED, 'session closed while a run was pending'));
+    this.pending.clear();
+    await this.worker.terminate();
+  }
+}
