@@ -1,0 +1,105 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, mkdir, writeFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/** These tests run the real `sqlenv` bin as a child process, as a user would. */
+const bin = fileURLToPath(new URL('../bin/sqlenv.js', import.meta.url));
+let cacheDir: string;
+let scratch: string;
+
+function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [bin, ...args], { env: { ...process.env, SQLENV_CACHE_DIR: cacheDir }, timeout: 120_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(os.tmpdir(), 'sqlenv-cli-'));
+  cacheDir = path.join(scratch, 'cache');
+});
+afterAll(async () => {
+  await rm(scratch, { recursive: true, force: true });
+});
+
+describe('sqlenv CLI', () => {
+  it('eval --json prints one summary object as its last line', async () => {
+    const { code, stdout } = await run(['eval', '--policy', 'oracle', '--episodes', '12', '--seed', '3', '--json']);
+    expect(code).toBe(0);
+    const last = stdout.trim().split('\n').at(-1) ?? '';
+    const summary = JSON.parse(last) as Record<string, number>;
+    expect(summary['episodes']).toBe(12);
+    expect(summary['success_rate']).toBe(1);
+    expect(summary['mean_reward']).toBeGreaterThan(1.05);
+    expect(summary['errors']).toBe(0);
+    expect(summary).toHaveProperty('mean_steps');
+  });
+
+  it('random policy almost never succeeds', async () => {
+    const { code, stdout } = await run(['eval', '--policy', 'random', '--episodes', '30', '--json']);
+    expect(code).toBe(0);
+    const summary = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, number>;
+    expect(summary['success_rate']).toBeLessThan(0.1);
+  });
+
+  it('bad arguments give a one-line error and exit code 2', async () => {
+    for (const args of [['eval', '--policy', 'genius'], ['eval', '--episodes', '-3'], ['eval', '--nope'], ['frobnicate'], ['play', '--split', 'test']]) {
+      const { code, stderr } = await run(args);
+      expect(code, args.join(' ')).toBe(2);
+      expect(stderr.trim().split('\n')).toHaveLength(1);
+    }
+  });
+
+  it('a missing dataset directory gives a clear message naming it', async () => {
+    const missing = path.join(scratch, 'no-such-dataset');
+    const { code, stderr } = await run(['eval', '--dataset', missing, '--episodes', '1']);
+    expect(code).not.toBe(0);
+    expect(stderr).toContain('no-such-dataset');
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('play --actions FILE --json prints one step result per line', async () => {
+    const actions = path.join(scratch, 'actions.jsonl');
+    await writeFile(
+      actions,
+      [
+        JSON.stringify({ action_type: 'DESCRIBE', argument: 'customers' }),
+        JSON.stringify({ action_type: 'QUERY', argument: 'SELECT COUNT(*) FROM customers' }),
+        JSON.stringify({ action_type: 'DESCRIBE', argument: 'no_such_table' }),
+        JSON.stringify({ action_type: 'ANSWER', argument: '42' }),
+      ].join('\n'),
+    );
+    const { code, stdout } = await run(['play', '--question-id', 'retail_shop_train_0', '--actions', actions, '--json']);
+    expect(code).toBe(0);
+    const lines = stdout.trim().split('\n').map((l) => JSON.parse(l) as { observation: { error: string; step_count: number }; reward: number | null; done: boolean });
+    expect(lines).toHaveLength(5);
+    expect(lines[0]?.reward).toBeNull();
+    expect(lines[1]?.observation.step_count).toBe(1);
+    expect(lines[3]?.observation.error).toMatch(/no_such_table.*Customers/);
+    expect(lines[4]?.done).toBe(true);
+  });
+
+  it('play rejects a malformed actions file naming the line', async () => {
+    const actions = path.join(scratch, 'bad.jsonl');
+    await writeFile(actions, `${JSON.stringify({ action_type: 'DESCRIBE', argument: 'x' })}\n{"action_type": "DROP", "argument": "x"}\n`);
+    const { code, stderr } = await run(['play', '--actions', actions, '--json']);
+    expect(code).toBe(2);
+    expect(stderr).toContain('bad.jsonl:2');
+  });
+
+  it('datasets check reports what is wrong with a broken directory', async () => {
+    const dir = path.join(scratch, 'broken');
+    await mkdir(path.join(dir, 'database', 'ghost'), { recursive: true });
+    await writeFile(path.join(dir, 'train_spider.json'), JSON.stringify([{ db_id: 'ghost', question: 'How many?', query: 'SELECT 1' }]));
+    const { code, stdout } = await run(['datasets', 'check', dir, '--json']);
+    expect(code).toBe(1);
+    const report = JSON.parse(stdout) as { ok: boolean; problems: Array<{ kind: string }> };
+    expect(report.ok).toBe(false);
+    expect(report.problems.map((p) => p.kind)).toContain('missing_database');
+  });
+});
