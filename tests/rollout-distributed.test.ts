@@ -53,6 +53,27 @@ function worker(name: string): AppProcess {
   return app;
 }
 
+/** A worker configured the way docker-compose configures one: environment variables only. */
+const envWorkerMetricsPort = 30_000 + Math.floor(Math.random() * 20_000);
+function envWorker(name: string): AppProcess {
+  const app = startApp('worker', name, [], {
+    REDIS_URL,
+    RUN_ID: runId,
+    SQLENV_KEY_BASE: keyBase,
+    SQLENV_CONCURRENCY: '8',
+    SQLENV_WORKER_ID: name,
+    SQLENV_EXECUTOR_POOL_SIZE: '1',
+    SQLENV_DISCOVERY_MS: '200',
+    SQLENV_LOCK_DURATION_MS: '2000',
+    SQLENV_STALLED_INTERVAL_MS: '1000',
+    SQLENV_POLL_MS: '100',
+    METRICS_PORT: String(envWorkerMetricsPort),
+    METRICS_HOST: '127.0.0.1',
+  });
+  apps.push(app);
+  return app;
+}
+
 function trainer(name: string): AppProcess {
   const app = startApp('trainer', name, [...common, '--run', runId], {});
   apps.push(app);
@@ -64,7 +85,7 @@ describe('distributed rollout across processes', () => {
     const episodesQueue = new Queue('episodes', { connection: { url: REDIS_URL }, prefix });
     try {
       const firstTrainer = trainer('trainer-1');
-      const workers = [worker('worker-1'), worker('worker-2'), worker('worker-3')];
+      const workers = [worker('worker-1'), worker('worker-2'), envWorker('worker-3')];
       const coordinator = startApp(
         'coordinator',
         'coordinator',
@@ -87,6 +108,12 @@ describe('distributed rollout across processes', () => {
       );
       workers[0]?.child.kill('SIGKILL');
       worker('worker-4');
+
+      // The env-configured worker serves metrics and status like a compose container.
+      const metricsUrl = `http://127.0.0.1:${envWorkerMetricsPort}/metrics`;
+      await waitFor(async () => /sqlenv_episodes_completed_total\{run="dist-[0-9a-f]+"\} [1-9]/.test(await (await fetch(metricsUrl)).text()), 60_000, `worker-3 metrics\n${logs()}`);
+      const status = (await (await fetch(`http://127.0.0.1:${envWorkerMetricsPort}/status`)).json()) as { worker_id: string; runs: string[] };
+      expect(status).toMatchObject({ worker_id: 'worker-3', runs: [runId] });
 
       // Kill the trainer once it has trained a few batches; start another.
       await waitFor(async () => Number((await state())['version'] ?? 0) >= 3, 60_000, `trainer progress\n${logs()}`);

@@ -57,5 +57,6 @@ export {
   RuntimeCache,
   scheduledQuestions,
   POLICY_NAMES,
+  environmentVariables,
   type RolloutCommandIo,
 } from './commands/index.ts';

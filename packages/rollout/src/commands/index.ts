@@ -4,3 +4,4 @@ export { trainerCommand, trainerUsage } from './trainer-command.ts';
 export { trainCommand, trainUsage, formatSummary } from './train-command.ts';
 export type { RolloutCommandIo } from './command-io.ts';
 export { createPolicy, createRunResolver, remoteEnvironments, RuntimeCache, scheduledQuestions, POLICY_NAMES } from './run-resources.ts';
+export { environmentVariables } from './environment-variables.ts';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import type { OptionSpec } from './command-io.ts';
+import { totalGroups } from '../coordinator.ts';
 import { booleanText } from './shared-options.ts';
 
 /** Run-spec options of `sqlenv coordinator` and `sqlenv train`; their defaults live in RolloutRunSpecSchema. */
@@ -46,5 +47,6 @@ export function runSpecFrom(options: z.infer<typeof SpecOptionsSchema>, fallback
   const raw = Object.fromEntries(Object.entries({ ...options, run_id: options.run_id ?? fallbackRunId() }).filter(([key, value]) => value !== undefined && key in RolloutRunSpecSchema.shape));
   const parsed = RolloutRunSpecSchema.safeParse(raw);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid run: ${formatZodIssues(parsed.error)}`);
+  totalGroups(parsed.data); // episodes must fill whole groups: fail before loading anything
   return parsed.data;
 }

@@ -9,7 +9,7 @@ import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from '.
 
 export const trainerUsage = 'sqlenv trainer --redis URL --run ID [--metrics-port P]';
 
-const trainerOptionSpecs: Record<string, OptionSpec> = {
+export const trainerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
   'run-wait-ms': { key: 'runWaitMs', env: 'SQLENV_RUN_WAIT_MS' },
 };

@@ -12,7 +12,7 @@ import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOpt
 
 export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--env-url ws://HOST:8000] [--metrics-port P]';
 
-const workerOptionSpecs: Record<string, OptionSpec> = {
+export const workerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
   concurrency: { key: 'concurrency', env: 'SQLENV_CONCURRENCY' },
   'env-url': { key: 'envUrl', env: 'SQLENV_ENV_URL' },

@@ -1,0 +1,193 @@
+/**
+ * bench:rollout: end-to-end episodes/s of the distributed rollout with the
+ * oracle policy on the built-in dataset, against the same episodes played in
+ * one process without any queue.
+ *
+ *   npm run bench:rollout        (REDIS_URL, default redis://127.0.0.1:6379; BENCH_EPISODES, default 400)
+ *
+ * Rows:
+ * - direct: one process, `concurrency` episodes in flight, playEpisode on the
+ *   runtime — no transport, no Redis (the baseline);
+ * - in-process transport: coordinator + worker + trainer in one process (what `sqlenv train` runs);
+ * - BullMQ with 1, 2 and 4 worker processes (apps/worker/src/main.ts), coordinator and
+ *   trainer in this process. Each configuration first plays a warm-up run so the
+ *   workers' dataset load and executor start-up are not timed.
+ * Queue overhead per episode = 1000 × (1/rate(BullMQ, 1 worker) − 1/rate(direct)) ms at the
+ * same in-flight count. Writes bench/results/rollout.md and bench/results/rollout.json.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { OraclePolicy } from '@sqlenv/agents';
+import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
+import {
+  BullmqTransport,
+  buildGroup,
+  InProcessTransport,
+  playEpisode,
+  QuestionSchedule,
+  RolloutWorker,
+  runCoordinator,
+  runTrainer,
+  scheduledQuestions,
+  StatsPolicyUpdater,
+  type Transport,
+} from '@sqlenv/rollout';
+import { createSqlEnvRuntime } from '@sqlenv/sql-env';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const resultsDir = join(root, 'bench', 'results');
+const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+const episodes = Number(process.env['BENCH_EPISODES'] ?? 400);
+const warmupEpisodes = 64;
+/** Episodes in flight per worker process (and in the direct baseline). */
+const concurrency = 16;
+const workerCounts = [1, 2, 4];
+
+interface Row {
+  name: string;
+  workers: number;
+  episodes: number;
+  seconds: number;
+  episodesPerSecond: number;
+}
+
+function spec(runId: string, n: number): RolloutRunSpec {
+  // Staleness bound wide open and groups trained (not dropped): the bench measures the queue, not admission waits.
+  return RolloutRunSpecSchema.parse({ run_id: runId, policy: 'oracle', episodes: n, group_size: 4, groups_per_batch: 8, max_staleness: 1_000, drop_zero_variance: false });
+}
+
+const runtime = await createSqlEnvRuntime({ dataset: 'builtin' });
+const questions = scheduledQuestions(runtime.dataset, 'train');
+const policy = new OraclePolicy(runtime.dataset);
+const rows: Row[] = [];
+
+async function direct(n: number): Promise<Row> {
+  const s = spec(`direct-${randomBytes(3).toString('hex')}`, n);
+  const schedule = new QuestionSchedule(questions, s.seed);
+  const jobs = Array.from({ length: n / s.group_size }, (_, seq) => buildGroup(s, schedule, seq, 0).episodes).flat();
+  const started = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < jobs.length) {
+        const job = jobs[next++];
+        if (job) await playEpisode(job, { attempt: 1, queueWaitMs: 0 }, { environments: { create: () => runtime.createEnvironment() }, policy, currentVersion: () => 0, workerId: 'direct', maxTurns: 40 });
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  return { name: 'direct (no queue, one process)', workers: 1, episodes: n, seconds, episodesPerSecond: n / seconds };
+}
+
+async function coordinated(transport: Transport, trainerTransport: Transport, runId: string, n: number): Promise<number> {
+  const s = spec(runId, n);
+  await transport.registerRun(s);
+  const trainer = runTrainer({ transport: trainerTransport, runId, updater: new StatsPolicyUpdater(), pollMs: 50, runWaitMs: 10_000 });
+  const summary = await runCoordinator({ transport, spec: s, questions, pollMs: 50 });
+  await trainer;
+  if (summary.episodes_consumed !== n || summary.lost_episodes !== 0 || summary.duplicate_trajectories !== 0) throw new Error(`run ${runId} incomplete: ${JSON.stringify(summary)}`);
+  return summary.elapsed_s;
+}
+
+async function inProcess(n: number): Promise<Row> {
+  const transport = new InProcessTransport();
+  const worker = new RolloutWorker({ transport, resolveRun: () => Promise.resolve({ policy, environments: { create: () => runtime.createEnvironment() } }), concurrency, workerId: 'embedded', discoveryMs: 20 });
+  await worker.start();
+  try {
+    await coordinated(transport, transport, `warm-${randomBytes(3).toString('hex')}`, warmupEpisodes);
+    const seconds = await coordinated(transport, transport, `inproc-${randomBytes(3).toString('hex')}`, n);
+    return { name: 'in-process transport (sqlenv train)', workers: 1, episodes: n, seconds, episodesPerSecond: n / seconds };
+  } finally {
+    await worker.close();
+    await transport.close();
+  }
+}
+
+function startWorker(keyBase: string, i: number): ChildProcess {
+  return fork(join(root, 'apps', 'worker', 'src', 'main.ts'), ['--redis', redisUrl, '--key-base', keyBase, '--concurrency', String(concurrency), '--worker-id', `bench-${i}`, '--discovery-ms', '100'], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+}
+
+async function bullmq(workers: number, n: number): Promise<Row> {
+  const keyBase = `bench-${randomBytes(4).toString('hex')}`;
+  const transport = new BullmqTransport({ redisUrl, keyBase });
+  const trainerTransport = new BullmqTransport({ redisUrl, keyBase });
+  const children = Array.from({ length: workers }, (_, i) => startWorker(keyBase, i));
+  try {
+    await coordinated(transport, trainerTransport, `warm-${randomBytes(3).toString('hex')}`, warmupEpisodes * workers);
+    const seconds = await coordinated(transport, trainerTransport, `bench-${randomBytes(3).toString('hex')}`, n);
+    return { name: `BullMQ, ${workers} worker process${workers > 1 ? 'es' : ''}`, workers, episodes: n, seconds, episodesPerSecond: n / seconds };
+  } finally {
+    for (const child of children) child.kill('SIGTERM');
+    await Promise.all(children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve(null) : c.once('exit', resolve)))));
+    await transport.close();
+    await trainerTransport.close();
+    const redis = new Redis(redisUrl);
+    let cursor = '0';
+    do {
+      const [nextCursor, keys] = await redis.scan(cursor, 'MATCH', `${keyBase}:*`, 'COUNT', 1000);
+      cursor = nextCursor;
+      if (keys.length > 0) await redis.del(...keys);
+    } while (cursor !== '0');
+    await redis.quit();
+  }
+}
+
+const loadBefore = loadavg();
+process.stderr.write(`bench:rollout: ${episodes} oracle episodes per configuration, ${concurrency} in flight per process\n`);
+await direct(warmupEpisodes);
+rows.push(await direct(episodes));
+process.stderr.write(`  ${rows.at(-1)?.name}: ${rows.at(-1)?.episodesPerSecond.toFixed(1)} episodes/s\n`);
+rows.push(await inProcess(episodes));
+process.stderr.write(`  ${rows.at(-1)?.name}: ${rows.at(-1)?.episodesPerSecond.toFixed(1)} episodes/s\n`);
+for (const workers of workerCounts) {
+  rows.push(await bullmq(workers, episodes));
+  process.stderr.write(`  ${rows.at(-1)?.name}: ${rows.at(-1)?.episodesPerSecond.toFixed(1)} episodes/s\n`);
+}
+await runtime.close();
+
+const directRate = rows[0]?.episodesPerSecond ?? 0;
+const oneWorker = rows.find((r) => r.name.startsWith('BullMQ, 1 '));
+const inProcessRow = rows.find((r) => r.name.startsWith('in-process'));
+const overheadMs = (rate: number | undefined): number | null => (rate === undefined || directRate === 0 ? null : 1000 * (1 / rate - 1 / directRate));
+const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, loadAverageBefore: loadBefore.map((l) => Math.round(l * 100) / 100), loadAverageAfter: loadavg().map((l) => Math.round(l * 100) / 100) };
+const result = {
+  date: new Date().toISOString(),
+  machine,
+  episodesPerConfiguration: episodes,
+  concurrencyPerProcess: concurrency,
+  rows,
+  queueOverheadMsPerEpisode: overheadMs(oneWorker?.episodesPerSecond),
+  inProcessOverheadMsPerEpisode: overheadMs(inProcessRow?.episodesPerSecond),
+  targets: { episodesPerSecondWith4Workers: 300, queueOverheadMsPerEpisode: 3 },
+};
+
+const fmt = (x: number | null): string => (x === null ? '—' : x.toFixed(2));
+const md = [
+  '# bench:rollout — distributed rollout throughput',
+  '',
+  `Run ${result.date} on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}. Load average before/after: ${machine.loadAverageBefore.join(' ')} / ${machine.loadAverageAfter.join(' ')} (the machine is shared: other jobs ran at the same time).`,
+  '',
+  `Oracle policy on the built-in dataset, ${episodes} episodes per configuration (groups of 4), ${concurrency} episodes in flight per process; every run checked complete (0 lost, 0 duplicated). Warm-up runs precede each timed run.`,
+  '',
+  '| configuration | worker processes | episodes | seconds | episodes/s | × direct |',
+  '| --- | ---: | ---: | ---: | ---: | ---: |',
+  ...rows.map((r) => `| ${r.name} | ${r.workers} | ${r.episodes} | ${r.seconds.toFixed(2)} | ${r.episodesPerSecond.toFixed(1)} | ${(r.episodesPerSecond / directRate).toFixed(2)} |`),
+  '',
+  `Queue overhead per episode (BullMQ, 1 worker vs direct, same in-flight count): **${fmt(result.queueOverheadMsPerEpisode)} ms**. In-process transport overhead: ${fmt(result.inProcessOverheadMsPerEpisode)} ms.`,
+  '',
+  `Targets from the issue: ≥ 300 episodes/s with 4 workers, ≤ 3 ms queue overhead per episode.`,
+  '',
+].join('\n');
+await mkdir(resultsDir, { recursive: true });
+await writeFile(join(resultsDir, 'rollout.json'), `${JSON.stringify(result, null, 2)}\n`);
+await writeFile(join(resultsDir, 'rollout.md'), md);
+process.stdout.write(md);

@@ -1,0 +1,42 @@
+import { readFileSync } from 'node:fs';
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { AppError } from '@sqlenv/shared';
+import { readOptions } from './command-io.ts';
+import { environmentVariables } from './environment-variables.ts';
+import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
+import { coordinatorCommand } from './coordinator-command.ts';
+
+describe('readOptions + runSpecFrom', () => {
+  it('takes the command line over the environment and leaves defaults to the spec schema', () => {
+    const options = readOptions(['--episodes', '64', '--drop-zero-variance', 'false'], { SQLENV_EPISODES: '8', SQLENV_GROUP_SIZE: '2', RUN_ID: 'r1' }, specOptionSpecs, SpecOptionsSchema);
+    const spec = runSpecFrom(options, () => 'fallback');
+    expect(spec).toMatchObject({ run_id: 'r1', episodes: 64, group_size: 2, drop_zero_variance: false, max_staleness: 0, policy: 'oracle', dataset: 'builtin' });
+  });
+
+  it('names the bad option', () => {
+    expect(() => runSpecFrom(readOptions(['--episodes', 'many'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r')).toThrow(/episodes/);
+    expect(() => readOptions(['--no-such-flag', '1'], {}, specOptionSpecs, SpecOptionsSchema)).toThrow(AppError);
+    expect(() => runSpecFrom(readOptions(['--run', 'bad id!', '--episodes', '4'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r')).toThrow(/run id/);
+  });
+
+  it('fails a coordinator with a bad spec before touching Redis, exit code 2', async () => {
+    let err = '';
+    const stderr = new Writable({ write: (chunk: Buffer, _enc, done) => ((err += chunk.toString()), done()) });
+    const code = await coordinatorCommand(['--episodes', '10', '--group-size', '4', '--redis', 'redis://127.0.0.1:1'], { stdout: new Writable({ write: (_c, _e, d) => d() }), stderr, env: {} });
+    expect(code).toBe(2);
+    expect(err).toMatch(/VALIDATION: .*multiple of group_size/);
+  });
+});
+
+describe('docker-compose.yml', () => {
+  it('sets only environment variables the rollout apps read', () => {
+    const compose = readFileSync(new URL('../../../../docker-compose.yml', import.meta.url), 'utf8');
+    // The rollout services' environment keys (the env-server section has its own settings).
+    const rollout = compose.split(/\n  env-server:\n/)[0] ?? '';
+    const names = [...rollout.matchAll(/^\s+(?:#\s*)?([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1] as string);
+    const known = environmentVariables();
+    expect(names.length).toBeGreaterThan(8);
+    expect(names.filter((n) => !known.has(n))).toEqual([]);
+  });
+});
