@@ -1,10 +1,16 @@
 /**
  * The closed set of ONNX ops the builder emits (default domain, opset 17),
- * each declared differentiable or not. The gradient rule table in
- * grad-rules.ts is typed `{ [K in DifferentiableOp]: GradRule }`, so adding a
- * differentiable op here without a rule is a compile error; ops declared
- * 'none' have no gradient and backprop through them fails with a GRAPH error.
+ * each declared with its gradient behaviour:
+ * - 'differentiable': has an entry in the rule table (grad-rules.ts), which is
+ *   typed `{ [K in DifferentiableOp]: GradRule }`, so a missing rule is a compile error;
+ * - 'zero': the output does not vary smoothly with any float input (shapes,
+ *   indices, comparisons, random draws): gradients stop here, contributing zero;
+ * - 'unsupported': a gradient exists in principle but is not implemented
+ *   (control flow): backprop through it throws a GRAPH error instead of
+ *   silently dropping a dependency.
  */
+export type GradientKind = 'differentiable' | 'zero' | 'unsupported';
+
 export const OP_GRADIENT = {
   // elementwise arithmetic (broadcasting)
   Add: 'differentiable',
@@ -53,24 +59,25 @@ export const OP_GRADIENT = {
   Unsqueeze: 'differentiable',
   Where: 'differentiable',
   Trilu: 'differentiable',
-  // no gradient: constants, shapes, indices, comparisons, randomness, control flow
-  Constant: 'none',
-  ConstantOfShape: 'none',
-  Shape: 'none',
-  Size: 'none',
-  Range: 'none',
-  Equal: 'none',
-  Less: 'none',
-  Greater: 'none',
-  Not: 'none',
-  And: 'none',
-  Or: 'none',
-  Sign: 'none',
-  ArgMax: 'none',
-  RandomUniformLike: 'none',
-  Loop: 'none',
-  If: 'none',
-} as const satisfies Record<string, 'differentiable' | 'none'>;
+  // zero gradient: constants, shapes, indices, comparisons, randomness
+  Constant: 'zero',
+  ConstantOfShape: 'zero',
+  Shape: 'zero',
+  Size: 'zero',
+  Range: 'zero',
+  Equal: 'zero',
+  Less: 'zero',
+  Greater: 'zero',
+  Not: 'zero',
+  And: 'zero',
+  Or: 'zero',
+  Sign: 'zero',
+  ArgMax: 'zero',
+  RandomUniformLike: 'zero',
+  // not differentiated: control flow (the loss must not depend on float Loop/If outputs)
+  Loop: 'unsupported',
+  If: 'unsupported',
+} as const satisfies Record<string, GradientKind>;
 
 export type OpType = keyof typeof OP_GRADIENT;
 export type DifferentiableOp = { [K in OpType]: (typeof OP_GRADIENT)[K] extends 'differentiable' ? K : never }[OpType];
