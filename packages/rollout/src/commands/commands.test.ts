@@ -33,7 +33,7 @@ describe('docker-compose.yml', () => {
   it('sets only environment variables the rollout apps read', () => {
     const compose = readFileSync(new URL('../../../../docker-compose.yml', import.meta.url), 'utf8');
     // The rollout services' environment keys (the env-server section has its own settings).
-    const rollout = compose.split(/\n  env-server:\n/)[0] ?? '';
+    const rollout = compose.split(/\n {2}env-server:\n/)[0] ?? '';
     const names = [...rollout.matchAll(/^\s+(?:#\s*)?([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1] as string);
     const known = environmentVariables();
     expect(names.length).toBeGreaterThan(8);
