@@ -29,9 +29,13 @@ const runner = new QueryRunner({ ...limits, applyHeapLimit: true });
  * watchdog thread notices the re-parenting and kills this process.
  */
 const watchdog = new Worker(
-  `const p0 = process.ppid;
-   setInterval(() => { if (process.ppid !== p0) process.kill(process.pid, 'SIGKILL'); }, 250);`,
-  { eval: true },
+  `const { workerData: parentPid } = require('node:worker_threads');
+   const check = () => { if (process.ppid !== parentPid) process.kill(process.pid, 'SIGKILL'); };
+   check();
+   setInterval(check, 250);`,
+  // The parent's pid is read here, not in the thread: the thread may start
+  // after the parent has already died.
+  { eval: true, workerData: process.ppid },
 );
 watchdog.unref();
 

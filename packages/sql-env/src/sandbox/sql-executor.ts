@@ -96,7 +96,7 @@ interface ChildSlot {
 const CHILD_ENTRY = new URL('./executor-child.ts', import.meta.url);
 /** Resolved here so a child finds tsx whatever the caller's working directory. */
 const TSX_LOADER = import.meta.resolve('tsx');
-/** A child whose running query is older than this gets no new requests while another child can take them. */
+/** A child whose running query is older than this gets no new requests (see pickChild). */
 const SLOW_HEAD_MS = 50;
 const knownCodes = new Set<string>(Object.values(ErrorCode));
 
@@ -215,8 +215,10 @@ export class SqlExecutor {
   }
 
   /**
-   * Least-loaded child with room; a ready child beats a booting one, and a
-   * child stuck on a slow query is only used when no other has room.
+   * Least-loaded child with room; a ready child beats a starting one. A child
+   * whose current query has run longer than SLOW_HEAD_MS takes nothing new:
+   * the request would only wait behind it (perhaps until its timeout), while
+   * in the executor queue it goes to whichever child frees up first.
    */
   private pickChild(): ChildSlot | undefined {
     const nowMs = performance.now();
@@ -225,8 +227,8 @@ export class SqlExecutor {
     for (const child of this.children) {
       const load = child.inFlight.length;
       if (child.dead || load >= this.config.pipelineDepth) continue;
-      const slow = child.ready && load > 0 && nowMs - child.headStartedMs > SLOW_HEAD_MS;
-      const score = load + (child.ready ? 0 : this.config.pipelineDepth) + (slow ? 2 * this.config.pipelineDepth : 0);
+      if (child.ready && load > 0 && nowMs - child.headStartedMs > SLOW_HEAD_MS) continue;
+      const score = load + (child.ready ? 0 : this.config.pipelineDepth);
       if (score < bestScore) {
         best = child;
         bestScore = score;
@@ -344,7 +346,12 @@ export class SqlExecutor {
 
   private onFrame(child: ChildSlot, line: string): void {
     if (child.dead) return;
-    const frame: unknown = JSON.parse(line);
+    let frame: unknown;
+    try {
+      frame = JSON.parse(line);
+    } catch {
+      frame = undefined;
+    }
     if (!Array.isArray(frame) || typeof frame[0] !== 'number' || typeof frame[1] !== 'number') {
       this.replace(child, undefined, 'sent a malformed frame');
       return;
