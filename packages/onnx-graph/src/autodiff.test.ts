@@ -1,0 +1,176 @@
+import { describe, expect, it } from 'vitest';
+import { AppError } from '@sqlenv/shared';
+import { gradients } from './autodiff.ts';
+import { attention, causalMask, crossEntropy, linear, maskedSoftmax, rmsNorm, silu, tokenLogProbs } from './composites.ts';
+import type { Tensor } from './graph-core.ts';
+import { Graph } from './graph.ts';
+import type { GradInput } from './grad-cases.ts';
+import { gradCheck, relativeError, sampleInputs } from './grad-check.ts';
+import { tensor, toNumbers } from './tensor-data.ts';
+import { randn, rng, runOnce } from './test-utils.ts';
+
+type Build = (g: Graph, x: readonly Tensor[]) => Tensor;
+
+function at(x: readonly Tensor[], i: number): Tensor {
+  const t = x[i];
+  if (!t) throw new Error(`missing input ${i}`);
+  return t;
+}
+
+/** A constant with fixed pseudo-random values, dtype taken from a reference tensor. */
+function randConst(g: Graph, like: Tensor, dims: number[], seed: number, scale = 0.5): Tensor {
+  const n = dims.reduce((a, b) => a * b, 1);
+  return g.constant(tensor(like.dtype, dims, randn(rng(seed), n).map((v) => Math.fround(v * scale))));
+}
+
+/**
+ * Two pre-norm attention layers whose q and v projections carry LoRA adapters
+ * (Hu et al. 2021: W x + B A x · α/r). Inputs are only the LoRA tensors; the
+ * hidden states and all base weights are constants, so gradients flow to A and B only.
+ */
+const D = 4;
+const H = 2;
+const R = 2;
+const loraBlock: Build = (g, lora) => {
+  const ref = at(lora, 0);
+  let h = randConst(g, ref, [2, 3, D], 7, 1); // (B, T, D)
+  const mask = causalMask(g, 3, ref.dtype); // (T, T)
+  for (let layer = 0; layer < 2; layer++) {
+    const w = (name: number): Tensor => randConst(g, ref, [D, D], 100 * layer + name);
+    const [aq, bq, av, bv] = [at(lora, 4 * layer), at(lora, 4 * layer + 1), at(lora, 4 * layer + 2), at(lora, 4 * layer + 3)];
+    const xn = rmsNorm(h, randConst(g, ref, [D], 50 + layer, 1)); // (B, T, D)
+    const adapt = (base: Tensor, a: Tensor, b: Tensor): Tensor => g.add(linear(xn, base), g.mul(linear(linear(xn, a), b), 2 / R)); // (B, T, D)
+    const heads = (t: Tensor): Tensor => g.transpose(g.reshape(t, [2, 3, H, D / H]), [0, 2, 1, 3]); // (B, H, T, Dh)
+    const q = heads(adapt(w(1), aq, bq));
+    const k = heads(linear(xn, w(2)));
+    const v = heads(adapt(w(3), av, bv));
+    const ctx = g.reshape(g.transpose(attention(q, k, v, mask), [0, 2, 1, 3]), [2, 3, D]); // (B, T, D)
+    h = g.add(h, linear(ctx, w(4))); // residual
+    h = g.add(h, linear(silu(linear(h, w(5))), w(6))); // small MLP with SiLU
+  }
+  return h;
+};
+const loraInputs: GradInput[] = Array.from({ length: 8 }, (_, i) => ({ shape: i % 2 === 0 ? [R, D] : [D, R] }));
+
+const composites: { name: string; inputs: GradInput[]; build: Build }[] = [
+  { name: 'broadcast add of a bias over batch and time', inputs: [{ shape: [2, 3, 4] }, { shape: [4] }], build: (g, x) => g.tanh(g.add(at(x, 0), at(x, 1))) },
+  { name: 'broadcast mul with size-1 axes on both sides', inputs: [{ shape: [2, 1, 4] }, { shape: [3, 1] }], build: (g, x) => g.mul(at(x, 0), at(x, 1)) },
+  {
+    name: 'a tensor used by several consumers',
+    inputs: [{ shape: [3, 4] }],
+    build: (g, x) => {
+      const t = at(x, 0);
+      // t feeds Exp, Mul, MatMul and Transpose: four gradient contributions to sum.
+      return g.add(g.reduceSum(g.mul(g.exp(t), t), [1]), g.reduceSum(g.matMul(t, g.transpose(t)), [1])); // (3)
+    },
+  },
+  {
+    name: 'masked softmax (bool mask and additive mask)',
+    inputs: [{ shape: [2, 3, 3] }],
+    build: (g, x) => {
+      const s = at(x, 0);
+      const keep = g.constant(tensor('bool', [3, 3], [true, false, false, true, true, false, true, true, true]));
+      return g.add(maskedSoftmax(s, keep), maskedSoftmax(s, causalMask(g, 3, s.dtype)));
+    },
+  },
+  { name: 'RMSNorm (input and weight)', inputs: [{ shape: [2, 3, 4] }, { shape: [4] }], build: (g, x) => rmsNorm(at(x, 0), at(x, 1)) },
+  {
+    name: 'cross-entropy and token log-probs',
+    inputs: [{ shape: [2, 3, 5] }],
+    build: (g, x) => {
+      const logits = at(x, 0);
+      const targets = g.constant(tensor('int64', [2, 3], [0, 4, 2, 1, 1, 3]));
+      const weights = g.constant(tensor(logits.dtype, [2, 3], [1, 1, 0, 1, 0, 1]));
+      return g.add(g.unsqueeze(crossEntropy(logits, targets, { weights }), [0]), g.reduceSum(tokenLogProbs(logits, targets, { lse: false }), [1]));
+    },
+  },
+  { name: 'two-layer attention block, gradients w.r.t. LoRA A/B only', inputs: loraInputs, build: loraBlock },
+];
+
+describe('composite gradients match finite differences (float64)', () => {
+  it.each(composites.map((c, i) => [c.name, c, i] as const))('%s', async (_name, c, i) => {
+    const next = rng(500 + i);
+    const values = sampleInputs(c.inputs, next).map((v) => v.map((x) => x * 0.5));
+    const result = await gradCheck(c.build, c.inputs, { dtype: 'float64', values, projection: randn(next, 256), numeric: true });
+    result.analytic.forEach((a, k) => {
+      expect(Math.max(...(result.numeric[k] ?? []).map(Math.abs))).toBeGreaterThan(1e-4);
+      expect(relativeError(a, result.numeric[k] ?? [])).toBeLessThanOrEqual(1e-6);
+    });
+  });
+
+  it('float32 gradients of the LoRA block agree with float64', async () => {
+    const next = rng(42);
+    const values = sampleInputs(loraInputs, next).map((v) => v.map((x) => Math.fround(x * 0.5)));
+    const projection = randn(next, 256).map(Math.fround);
+    const f64 = await gradCheck(loraBlock, loraInputs, { dtype: 'float64', values, projection, numeric: false });
+    const f32 = await gradCheck(loraBlock, loraInputs, { dtype: 'float32', values, projection, numeric: false });
+    f64.analytic.forEach((a, k) => expect(relativeError(f32.analytic[k] ?? [], a)).toBeLessThanOrEqual(1e-4));
+  });
+});
+
+describe('gradients()', () => {
+  it('emits gradients only for the requested tensors (LoRA), none for frozen weights', () => {
+    const build = (withBase: boolean): { backward: ReturnType<Graph['nodes']['slice']>; frozen: Tensor[] } => {
+      const g = new Graph();
+      const x = g.input('x', 'float32', ['B', 4]);
+      const w = g.initializer('w', tensor('float32', [4, 4], new Float32Array(16).fill(0.1)));
+      const a = g.input('lora_a', 'float32', [2, 4]);
+      const b = g.input('lora_b', 'float32', [4, 2]);
+      const wT = g.transpose(w, [1, 0]);
+      const y = g.add(g.matMul(x, wT), linear(linear(x, a), b)); // (B, 4)
+      const loss = g.reduceSum(g.mul(y, y));
+      const before = g.nodes.length;
+      const grads = gradients(loss, withBase ? [a, b, w] : [a, b]);
+      expect(grads[0]?.shape).toEqual([2, 4]);
+      expect(grads[1]?.shape).toEqual([4, 2]);
+      return { backward: g.nodes.slice(before), frozen: [w, wT] };
+    };
+    const lora = build(false);
+    // dy/d(xAᵀ) = dy·B, dBᵀ = (xAᵀ)ᵀ·dy, dAᵀ = xᵀ·(dy·B): three products, and nothing touches W.
+    expect(lora.backward.filter((n) => n.opType === 'MatMul').length).toBe(3);
+    expect(lora.backward.some((n) => n.inputs.some((t) => t !== null && lora.frozen.includes(t)))).toBe(false);
+    // Asking for W too adds its product (xᵀ·dy).
+    expect(build(true).backward.filter((n) => n.opType === 'MatMul').length).toBe(4);
+  });
+
+  it('returns zeros for a tensor the loss does not depend on', async () => {
+    const g = new Graph();
+    const x = g.input('x', 'float32', [3]);
+    const unused = g.input('unused', 'float32', [2, 2]);
+    const [dx, du] = gradients(g.reduceSum(g.mul(x, x)), [x, unused]);
+    g.output('dx', dx!);
+    g.output('du', du!);
+    const out = await runOnce(g, { x: tensor('float32', [3], [1, 2, 3]), unused: tensor('float32', [2, 2], [1, 1, 1, 1]) });
+    expect(toNumbers(out.dx!)).toEqual([2, 4, 6]);
+    expect(toNumbers(out.du!)).toEqual([0, 0, 0, 0]);
+  });
+
+  it('refuses to differentiate through a Loop (even via an outer-scope capture)', () => {
+    const g = new Graph();
+    const x = g.input('x', 'float32', [3]);
+    const { carried } = g.loop({ maxTrips: 2, carried: [g.zerosLike(x)], body: (b, { carried: [acc] }) => ({ carried: [b.add(acc!, x)] }) });
+    const loss = g.reduceSum(carried[0]!);
+    expect(() => gradients(loss, [x])).toThrow(/op Loop .* has no gradient rule/);
+  });
+
+  it('rejects a non-scalar loss without a seed, saying what it expected', () => {
+    const g = new Graph();
+    const x = g.input('x', 'float32', [3]);
+    expect(() => gradients(g.mul(x, 2), [x])).toThrow(AppError);
+    expect(() => gradients(g.mul(x, 2), [x])).toThrow(/expected a scalar loss/);
+  });
+
+  it('stops at zero-gradient ops (comparisons, random draws) instead of failing', async () => {
+    const g = new Graph();
+    const x = g.input('x', 'float32', [4]);
+    const noise = g.randomUniformLike(x, { seed: 3 });
+    const gate = g.cast(g.greater(x, 0), 'float32');
+    const loss = g.reduceSum(g.mul(g.mul(x, gate), noise));
+    const [dx] = gradients(loss, [x]);
+    g.output('dx', dx!);
+    g.output('noise', noise);
+    const out = await runOnce(g, { x: tensor('float32', [4], [1, -1, 2, -2]) });
+    const n = toNumbers(out.noise!);
+    expect(toNumbers(out.dx!)).toEqual([n[0], 0, n[2], 0]);
+  });
+});
