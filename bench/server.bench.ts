@@ -18,7 +18,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
@@ -61,6 +61,8 @@ interface RunReport {
   maxMs: number;
   runawayQueries: number;
   runawayMeanMs: number | null;
+  /** Every reset and step sent during the run, warm-up included (for CPU per request). */
+  totalRequests: number;
 }
 
 // ---------------------------------------------------------------------------
@@ -133,6 +135,7 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
   let episodes = 0;
   let correct = 0;
   let errors = 0;
+  let totalRequests = 0;
   const start = performance.now();
   const measureFrom = start + command.warmupMs;
   const stopAt = measureFrom + command.durationMs;
@@ -141,6 +144,7 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
     const t0 = performance.now();
     const reply = await session.request(frame);
     const t1 = performance.now();
+    totalRequests += 1;
     if (t0 >= measureFrom && t1 <= stopAt) {
       latencies.push(t1 - t0);
       steps += 1;
@@ -156,6 +160,7 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
       i += 1;
       await session.request({ type: 'reset', data: { question_id: episode.questionId } });
       resets += 1;
+      totalRequests += 1;
       for (const table of episode.tables) await timed(session, { type: 'step', data: { action_type: 'DESCRIBE', argument: table } });
       await timed(session, { type: 'step', data: { action_type: 'QUERY', argument: episode.goldSql } });
       const last = await timed(session, { type: 'step', data: { action_type: 'ANSWER', argument: episode.goldAnswer } });
@@ -196,6 +201,7 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
     maxMs: latencies[latencies.length - 1] ?? Number.NaN,
     runawayQueries: runawayDurations.length,
     runawayMeanMs: runawayDurations.length === 0 ? null : runawayDurations.reduce((a, b) => a + b, 0) / runawayDurations.length,
+    totalRequests,
   };
 }
 
@@ -275,12 +281,16 @@ async function serverMain(): Promise<void> {
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${clients} active clients for ${durationMs / 1000} s...\n`);
+  const activeLoad = serverLoad();
   const active = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: false, plan });
+  const activeServer = withPerRequest(activeLoad.end(), active);
   const rssActiveBytes = process.memoryUsage().rss;
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${clients} active clients + 1 runaway query for ${durationMs / 1000} s...\n`);
+  const runawayLoad = serverLoad();
   const runaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: true, plan });
+  const runawayServer = withPerRequest(runawayLoad.end(), runaway);
 
   child.send({ cmd: 'exit' } satisfies Command);
   await server.close();
@@ -288,11 +298,11 @@ async function serverMain(): Promise<void> {
 
   const result = {
     date: new Date().toISOString(),
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 1024 ** 3), node: process.version },
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 1024 ** 3), node: process.version, loadAvg1m: Math.round((loadavg()[0] ?? 0) * 10) / 10 },
     dataset: { name: runtime.dataset.name, questions: runtime.dataset.questions.length, source: process.env['SPIDER_DIR'] === undefined ? 'builtin' : 'SPIDER_DIR' },
     held: { target: heldTarget, opened: hold.opened, failed: hold.failed, serverSessions: heldSessions, openMs: Math.round(hold.openMs), rssIdleMB: mb(rssIdleBytes), rssHeldMB: mb(rssHeldBytes), heapHeldMB: mb(heapHeldBytes), perSessionKB: Math.round((rssHeldBytes - rssIdleBytes) / 1024 / Math.max(1, hold.opened)) },
-    active: { ...active, rssMB: mb(rssActiveBytes) },
-    runaway,
+    active: { ...active, rssMB: mb(rssActiveBytes), server: activeServer },
+    runaway: { ...runaway, server: runawayServer },
     p99Ratio: runaway.p99Ms / active.p99Ms,
   };
   mkdirSync(join(import.meta.dirname, 'results'), { recursive: true });
@@ -301,22 +311,55 @@ async function serverMain(): Promise<void> {
   process.stdout.write(renderMarkdown(result));
 }
 
+interface ServerLoad {
+  /** Share of wall time the server's event loop was busy (1 = saturated). */
+  eventLoopUtilization: number;
+  /** CPU time of the server process (main thread + libuv), as a share of one core. */
+  cpuCores: number;
+  /** CPU time of the server process per request served (steps and resets), in microseconds. */
+  cpuUsPerRequest?: number;
+}
+
+/** Measure how busy the server process itself was, to tell a slow server from a crowded machine. */
+function serverLoad(): { end: () => ServerLoad & { cpuMs: number } } {
+  const elu = performance.eventLoopUtilization();
+  const cpu = process.cpuUsage();
+  const t0 = performance.now();
+  return {
+    end: () => {
+      const used = process.cpuUsage(cpu);
+      const wallMs = performance.now() - t0;
+      return {
+        eventLoopUtilization: Math.round(performance.eventLoopUtilization(elu).utilization * 100) / 100,
+        cpuCores: Math.round(((used.user + used.system) / 1000 / wallMs) * 100) / 100,
+        cpuMs: (used.user + used.system) / 1000,
+      };
+    },
+  };
+}
+
+/** Server CPU time per request served (resets and steps of the whole run). */
+function withPerRequest(load: ServerLoad & { cpuMs: number }, report: RunReport): ServerLoad {
+  const { cpuMs, ...rest } = load;
+  return { ...rest, cpuUsPerRequest: Math.round((cpuMs * 1000) / Math.max(1, report.totalRequests)) };
+}
+
 function renderMarkdown(r: {
   date: string;
-  machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string };
+  machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string; loadAvg1m: number };
   dataset: { name: string; questions: number; source: string };
   held: { target: number; opened: number; failed: number; serverSessions: number; openMs: number; rssIdleMB: number; rssHeldMB: number; heapHeldMB: number; perSessionKB: number };
-  active: RunReport & { rssMB: number };
-  runaway: RunReport;
+  active: RunReport & { rssMB: number; server: ServerLoad };
+  runaway: RunReport & { server: ServerLoad };
   p99Ratio: number;
 }): string {
   const f = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
   const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
   return `# bench:server
 
-${r.date} · ${r.machine.cpus} CPU cores (${r.machine.cpuModel}), ${r.machine.memoryGiB} GiB, Node ${r.machine.node}
-Dataset: ${r.dataset.name} (${r.dataset.questions} questions, from ${r.dataset.source}). Server and clients share the machine:
-the clients run in a separate process on the same cores, so every number here includes their CPU load.
+${r.date} · ${r.machine.cpus} CPU cores (${r.machine.cpuModel}), ${r.machine.memoryGiB} GiB, Node ${r.machine.node}, load average (1 min) at the end: ${r.machine.loadAvg1m}
+Dataset: ${r.dataset.name} (${r.dataset.questions} questions, from ${r.dataset.source}). Server, SQL executor children and clients share the machine:
+the clients run in a separate process on the same cores, so every number here includes their CPU load (and that of anything else running).
 
 ## 1. Sessions held
 
@@ -329,12 +372,15 @@ Target: server RSS ≤ 500 MB with 1,000 sessions held — ${verdict(r.held.rssH
 
 ## 2. Active clients (oracle episodes: DESCRIBE gold tables, QUERY gold SQL, ANSWER)
 
-| scenario | clients | steps measured | steps/s | p50 | p90 | p99 | max | episodes (correct) | error frames | server RSS |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-| active | ${r.active.clients} | ${r.active.steps} | ${f(r.active.stepsPerS, 0)} | ${f(r.active.p50Ms)} ms | ${f(r.active.p90Ms)} ms | ${f(r.active.p99Ms)} ms | ${f(r.active.maxMs)} ms | ${r.active.episodes} (${r.active.correct}) | ${r.active.errors} | ${r.active.rssMB} MB |
-| active + runaway | ${r.runaway.clients} + 1 | ${r.runaway.steps} | ${f(r.runaway.stepsPerS, 0)} | ${f(r.runaway.p50Ms)} ms | ${f(r.runaway.p90Ms)} ms | ${f(r.runaway.p99Ms)} ms | ${f(r.runaway.maxMs)} ms | ${r.runaway.episodes} (${r.runaway.correct}) | ${r.runaway.errors} | |
+| scenario | clients | steps measured | steps/s | p50 | p90 | p99 | max | episodes (correct) | error frames | server event loop busy | server CPU (cores) | server CPU per request | server RSS |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| active | ${r.active.clients} | ${r.active.steps} | ${f(r.active.stepsPerS, 0)} | ${f(r.active.p50Ms)} ms | ${f(r.active.p90Ms)} ms | ${f(r.active.p99Ms)} ms | ${f(r.active.maxMs)} ms | ${r.active.episodes} (${r.active.correct}) | ${r.active.errors} | ${Math.round(r.active.server.eventLoopUtilization * 100)} % | ${r.active.server.cpuCores} | ${r.active.server.cpuUsPerRequest ?? 'n/a'} µs | ${r.active.rssMB} MB |
+| active + runaway | ${r.runaway.clients} + 1 | ${r.runaway.steps} | ${f(r.runaway.stepsPerS, 0)} | ${f(r.runaway.p50Ms)} ms | ${f(r.runaway.p90Ms)} ms | ${f(r.runaway.p99Ms)} ms | ${f(r.runaway.maxMs)} ms | ${r.runaway.episodes} (${r.runaway.correct}) | ${r.runaway.errors} | ${Math.round(r.runaway.server.eventLoopUtilization * 100)} % | ${r.runaway.server.cpuCores} | ${r.runaway.server.cpuUsPerRequest ?? 'n/a'} µs | |
 
 Measured over ${r.active.measuredMs / 1000} s after a 2 s warm-up; latency = client-side time from sending a step frame to its reply.
+Each client is a closed loop (next request as soon as the reply arrives), so mean latency ≈ clients ÷ throughput (Little's law):
+with 256 clients, p99 ≤ 50 ms needs well over 5,000 steps/s. "Server event loop busy" and "server CPU" show how much of that time
+the server process itself was working; the rest of the machine's time went to the clients, the SQL executor children and other load.
 The runaway client kept \`${RUNAWAY_SQL}\` in flight the whole time (${r.runaway.runawayQueries} such queries, each cut off by the executor after ${r.runaway.runawayMeanMs === null ? 'n/a' : f(r.runaway.runawayMeanMs, 0)} ms on average).
 
 Targets: ≥ 3,000 steps/s — ${verdict(r.active.stepsPerS >= 3000)}; p99 ≤ 50 ms — ${verdict(r.active.p99Ms <= 50)}; p99 with a runaway query < 2x without — ${verdict(r.p99Ratio < 2)} (ratio ${f(r.p99Ratio, 2)}).

@@ -210,7 +210,7 @@ describe('WS /ws: errors that end the session', () => {
     const idle = await startHarness(runtime, { idleTimeoutS: 0.3 });
     try {
       const ws = await RawWs.open(idle.wsUrl);
-      await expectSessionAlive(ws);
+      // No request at all: the very next frame must be the reaper's.
       const frame = errorData(await ws.next(10_000));
       expect(frame.code).toBe('SESSION_ERROR');
       expect(frame.message).toMatch(/idle/);
