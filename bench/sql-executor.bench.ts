@@ -8,7 +8,7 @@
  * generated database in a temp dir. Writes bench/results/sql-executor.md.
  */
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
@@ -79,7 +79,7 @@ const runnerQps = timeLoop((i) => runner.run(dbPath, queries[i % queries.length]
 runner.close();
 
 const executor = new SqlExecutor({ poolSize, pipelineDepth });
-await executor.query(dbPath, 'SELECT 1'); // boot the children
+await executor.whenReady();
 await Promise.all(Array.from({ length: poolSize * 4 }, (_, i) => executor.query(dbPath, queries[i % queries.length] as string)));
 const rows: string[] = [];
 for (const concurrency of [1, 4, 16, 64, 256]) {
@@ -92,7 +92,7 @@ cleanup();
 const report = [
   '# SQL executor throughput',
   '',
-  `Machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.version}. Database: ${label}.`,
+  `Run ${new Date().toISOString()} on ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.version}; 1-minute load average at the end: ${loadavg()[0]?.toFixed(1)} (the cores are shared with other work). Database: ${label}.`,
   `Executor: ${poolSize} child processes, pipeline depth ${pipelineDepth}. ${seconds} s per measurement; queries rotate over ${queries.length} simple SELECTs (maxRows 20).`,
   '',
   `- better-sqlite3 in-process, same prepared statements, \`.raw().all()\`: **${Math.round(directQps).toLocaleString('en-US')} queries/s**`,

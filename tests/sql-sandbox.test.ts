@@ -127,8 +127,10 @@ describe('adversarial corpus', () => {
   afterAll(() => executor.close());
 
   it('refuses, cuts off or caps every case, each within timeout + 1 s', async () => {
-    for (const db of dbs) {
-      for (const [sql, expected] of corpus(db, fixture.dir)) {
+    for (const [index, db] of dbs.entries()) {
+      // Runaways that do not touch a table behave the same on every database: run them once.
+      const cases = corpus(db, fixture.dir).filter(([sql, expected]) => index === 0 || expected !== Expect.STOPPED || sql.includes(db.table));
+      for (const [sql, expected] of cases) {
         await executor.whenReady();
         // Only runaways get the short timeout: a refusal or a capped answer
         // must not turn into a TIMEOUT just because the machine is busy.

@@ -295,14 +295,14 @@ export class SqlExecutor {
         return;
       }
       this.counters.timeouts += 1;
-      this.logger.warn({ pid: child.pid, timeoutMs: head.timeoutMs, dbPath: head.dbPath }, 'query timed out; killing its executor child');
+      this.logger.info({ pid: child.pid, timeoutMs: head.timeoutMs, dbPath: head.dbPath }, 'query timed out; killing its executor child');
       this.replace(child, new AppError(ErrorCode.TIMEOUT, `query cut off after its ${head.timeoutMs} ms timeout`, { details: { timeoutMs: head.timeoutMs } }));
     });
   }
 
   // ---- children -----------------------------------------------------------
 
-  /** Bring the pool back to poolSize (promoting a spare, ready ones first) and the spares to spareChildren. */
+  /** Bring the pool back to poolSize (promoting a spare, ready ones first), then the spares to spareChildren. */
   private refill(): void {
     if (this.closing !== undefined) return;
     while (this.children.length < this.config.poolSize) {
@@ -315,6 +315,9 @@ export class SqlExecutor {
         if (spare.ready) this.logger.debug({ pid: spare.pid }, 'spare executor child promoted');
       }
     }
+    // Spares start only once the working children are up: on two cores, a
+    // third cold start would slow down the ones that matter.
+    if (this.children.some((c) => !c.ready)) return;
     while (this.spares.length < this.config.spareChildren) this.spawn(this.spares);
   }
 
@@ -360,6 +363,7 @@ export class SqlExecutor {
       child.ready = true;
       child.markSettled();
       this.startFailures = 0;
+      this.refill();
       if (child.inFlight.length > 0) this.headStarted(child, performance.now());
       this.dispatch();
       return;
