@@ -9,6 +9,7 @@
  * - direct: one process, `concurrency` episodes in flight, playEpisode on the
  *   runtime — no transport, no Redis (the baseline);
  * - in-process transport: coordinator + worker + trainer in one process (what `sqlenv train` runs);
+ * - BullMQ alone: the same flows with no-op processors (the queue's own floor on this machine);
  * - BullMQ with 1, 2 and 4 worker processes (apps/worker/src/main.ts), coordinator and
  *   trainer in this process. Each configuration first plays a warm-up run so the
  *   workers' dataset load and executor start-up are not timed.
@@ -21,6 +22,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { FlowProducer, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { OraclePolicy } from '@sqlenv/agents';
 import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
@@ -108,6 +110,39 @@ async function inProcess(n: number): Promise<Row> {
   }
 }
 
+/** BullMQ's own cost: the same flows (group + 4 children) with no-op processors, all in this process. */
+async function bullmqFloor(n: number): Promise<Row> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  const prefix = `bench-floor-${randomBytes(4).toString('hex')}`;
+  const flows = new FlowProducer({ connection: redis });
+  let groupsDone = 0;
+  let episodesWorker: Worker | undefined;
+  let groupsWorker: Worker | undefined;
+  const started = performance.now();
+  const finished = new Promise<void>((resolve) => {
+    episodesWorker = new Worker('episodes', () => Promise.resolve({ ok: true }), { connection: redis, prefix, concurrency });
+    groupsWorker = new Worker('groups', () => {
+      if (++groupsDone >= n / 4) resolve();
+      return Promise.resolve(true);
+    }, { connection: redis, prefix, concurrency: 8 });
+  });
+  for (let k = 0; k < n / 4; k++) {
+    await flows.add({
+      name: 'group', queueName: 'groups', prefix, data: { k }, opts: { jobId: `g${k}` },
+      children: Array.from({ length: 4 }, (_, i) => ({ name: 'episode', queueName: 'episodes', prefix, data: { k, i }, opts: { jobId: `g${k}.e${i}`, failParentOnFailure: true } })),
+    });
+  }
+  await finished;
+  const seconds = (performance.now() - started) / 1000;
+  await episodesWorker?.close();
+  await groupsWorker?.close();
+  await flows.close();
+  const keys = await redis.keys(`${prefix}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  await redis.quit();
+  return { name: 'BullMQ alone: same flows, no-op processors, one process', workers: 1, episodes: n, seconds, episodesPerSecond: n / seconds };
+}
+
 function startWorker(keyBase: string, i: number): ChildProcess {
   return fork(join(root, 'apps', 'worker', 'src', 'main.ts'), ['--redis', redisUrl, '--key-base', keyBase, '--concurrency', String(concurrency), '--worker-id', `bench-${i}`, '--discovery-ms', '100'], {
     execArgv: ['--import', 'tsx'],
@@ -147,6 +182,9 @@ await direct(warmupEpisodes);
 rows.push(await direct(episodes));
 process.stderr.write(`  ${rows.at(-1)?.name}: ${rows.at(-1)?.episodesPerSecond.toFixed(1)} episodes/s\n`);
 rows.push(await inProcess(episodes));
+process.stderr.write(`  ${rows.at(-1)?.name}: ${rows.at(-1)?.episodesPerSecond.toFixed(1)} episodes/s\n`);
+await bullmqFloor(warmupEpisodes);
+rows.push(await bullmqFloor(episodes));
 process.stderr.write(`  ${rows.at(-1)?.name}: ${rows.at(-1)?.episodesPerSecond.toFixed(1)} episodes/s\n`);
 for (const workers of workerCounts) {
   rows.push(await bullmq(workers, episodes));

@@ -76,7 +76,10 @@ export class RolloutWorker {
     const tick = (): void => {
       this.#timer = setTimeout(() => {
         this.#discover()
-          .catch((error: unknown) => this.#logger.warn({ err: toAppError(error) }, 'run discovery failed'))
+          .catch((error: unknown) => {
+            // A discovery caught by shutdown fails on the closing connection: not worth a warning.
+            if (!this.#closing) this.#logger.warn({ err: toAppError(error) }, 'run discovery failed');
+          })
           .finally(() => {
             if (!this.#closing) tick();
           });
