@@ -81,6 +81,24 @@ describe('WS /ws: frames and replies', () => {
     ws.close();
   });
 
+  it('keeps order under backpressure (socket paused while the session queue is full)', async () => {
+    const tight = await startHarness(runtime, { maxQueuedRequests: 2 });
+    try {
+      const ws = await RawWs.open(tight.wsUrl);
+      ws.send({ type: 'reset', data: { question_id: oracle.questionId } });
+      for (let i = 0; i < 10; i += 1) ws.send({ type: 'step', data: { action_type: 'DESCRIBE', argument: oracle.tables[0] } });
+      ws.send({ type: 'state' });
+      const replies = [];
+      for (let i = 0; i < 12; i += 1) replies.push(await ws.next());
+      const counts = replies.slice(1, 11).map((r) => ObservationFrameSchema.parse(r).data.observation.step_count);
+      expect(counts).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      expect(StateReplyFrameSchema.parse(replies[11]).data.step_count).toBe(10);
+      ws.close();
+    } finally {
+      await tight.close();
+    }
+  });
+
   it('answers mcp with JSON-RPC -32603 "Environment does not support MCP" in an mcp frame', async () => {
     const ws = await RawWs.open(harness.wsUrl);
     const reply = McpReplyFrameSchema.parse(await ws.request({ type: 'mcp', data: { jsonrpc: '2.0', id: 7, method: 'tools/list' } }));

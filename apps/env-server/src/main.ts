@@ -4,27 +4,33 @@
  * SQLENV_DATASET, SQLENV_API_KEY, SQLENV_MAX_SESSIONS, SQLENV_IDLE_TIMEOUT_S,
  * SQLENV_CACHE_DIR, SQLENV_WEB, LOG_LEVEL); see apps/env-server/README.md.
  */
-import { createRootLogger, toAppError } from '@sqlenv/shared';
+import { createRootLogger, toAppError, type Logger } from '@sqlenv/shared';
 import { parseServeConfig, serveUntilSignal } from './serve-command.ts';
 
-async function main(): Promise<void> {
+function flushed(logger: Logger): Promise<void> {
+  return new Promise((resolve) => logger.flush(() => resolve()));
+}
+
+async function main(): Promise<number> {
   const config = parseServeConfig([], process.env);
-  if (config === 'help') return;
+  if (config === 'help') return 0;
   const logger = createRootLogger('env-server', { level: config.logLevel });
   try {
     await serveUntilSignal(config, logger);
   } catch (error) {
     logger.fatal({ err: toAppError(error) }, 'env server failed');
-    logger.flush();
-    process.exitCode = 1;
-    return;
+    await flushed(logger);
+    return 1;
   }
-  logger.flush();
-  // Everything is closed; exit explicitly so a stray timer in a dependency cannot keep the container up.
-  setImmediate(() => process.exit(0));
+  await flushed(logger);
+  return 0;
 }
 
-void main().catch((error: unknown) => {
-  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(2);
-});
+// Exit explicitly once everything is closed, so a stray timer in a dependency cannot keep the container up.
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(2);
+  },
+);
