@@ -1,0 +1,122 @@
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { AppError, ErrorCode } from '@sqlenv/shared';
+import { attention, rmsNorm } from '../composites.ts';
+import { Graph } from '../graph.ts';
+import { tensor, type TensorData } from '../tensor-data.ts';
+import { randn, rng } from '../test-utils.ts';
+import { parsePlacementLog } from './placement.ts';
+import { createSession } from './session.ts';
+
+function smallModel(): Graph {
+  const g = new Graph();
+  const x = g.input('x', 'float32', ['B', 'T', 8]);
+  const w = g.initializer('w', tensor('float32', [8], randn(rng(1), 8)));
+  const h = rmsNorm(x, w);
+  const q = g.reshape(h, ['B', 'T', 2, 4]);
+  const qh = g.transpose(q, [0, 2, 1, 3]); // (B, 2, T, 4)
+  g.output('y', attention(qh, qh, qh));
+  g.output('top', g.topK(x, 3).indices);
+  return g;
+}
+
+const feeds = { x: tensor('float32', [2, 5, 8], randn(rng(2), 80)) };
+
+async function expectAppError(p: Promise<unknown>, code: string, message: RegExp): Promise<void> {
+  const error = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(AppError);
+  expect((error as AppError).code).toBe(code);
+  expect((error as AppError).message).toMatch(message);
+}
+
+describe('createSession', () => {
+  it('worker-thread mode gives outputs identical to direct mode', async () => {
+    const model = smallModel().toModel();
+    const direct = await createSession(model, { mode: 'direct', intraOpThreads: 1 });
+    const worker = await createSession(model, { mode: 'worker', intraOpThreads: 1 });
+    const [a, b] = [await direct.run(feeds), await worker.run(feeds)];
+    // Several runs in flight on the worker come back in order and correct.
+    const many = await Promise.all([worker.run(feeds), worker.run(feeds, { outputs: ['y'] })]);
+    await direct.close();
+    await worker.close();
+    await worker.close(); // idempotent
+    expect(b.y!.dims).toEqual([2, 2, 5, 4]);
+    expect(b.y!.data).toEqual(a.y!.data);
+    expect(b.top!.data).toEqual(a.top!.data);
+    expect(many[0].y!.data).toEqual(a.y!.data);
+    expect(Object.keys(many[1])).toEqual(['y']);
+    await expectAppError(worker.run(feeds), ErrorCode.RUNTIME, /session is closed/);
+  });
+
+  it('keeps the event loop turning while a worker run is in flight', async () => {
+    const g = new Graph();
+    const x = g.input('x', 'float32', [256, 256]);
+    let h = x;
+    for (let i = 0; i < 40; i++) h = g.tanh(g.matMul(h, x));
+    g.output('y', h);
+    const session = await createSession(g.toModel(), { mode: 'worker' });
+    const input: Record<string, TensorData> = { x: tensor('float32', [256, 256], new Float32Array(256 * 256).fill(0.01)) };
+    let turned = false;
+    const run = session.run(input);
+    setImmediate(() => (turned = true));
+    await run;
+    await session.close();
+    expect(turned).toBe(true);
+  });
+
+  it('checks feeds against the graph inputs before running', async () => {
+    const session = await createSession(smallModel().toModel(), { mode: 'worker' });
+    await expectAppError(session.run({}), ErrorCode.VALIDATION, /missing input 'x'/);
+    await expectAppError(session.run({ x: tensor('float64', [1, 1, 8], new Float64Array(8)) }), ErrorCode.VALIDATION, /expected dtype float32, got float64/);
+    await expectAppError(session.run({ x: tensor('float32', [1, 8], new Float32Array(8)) }), ErrorCode.VALIDATION, /expected shape \['B', 'T', 8\], got \[1, 8\]/);
+    await session.close();
+  });
+
+  it('rejects an unknown provider or bad thread count naming what it expected', async () => {
+    const model = smallModel().toModel();
+    await expectAppError(createSession(model, { provider: 'tpu' as never }), ErrorCode.VALIDATION, /'provider': expected cpu \| cuda \| webgpu, got "tpu"/);
+    await expectAppError(createSession(model, { intraOpThreads: 0 }), ErrorCode.VALIDATION, /'intraOpThreads': expected an integer >= 1, got 0/);
+  });
+
+  const ortDir = dirname(createRequire(import.meta.url).resolve('onnxruntime-node'));
+  const hasCuda = existsSync(join(ortDir, '..', 'bin', 'napi-v6', 'linux', 'x64', 'libonnxruntime_providers_cuda.so'));
+  it.skipIf(hasCuda)('turns a provider that cannot load into a clear RUNTIME error (CUDA build absent)', async () => {
+    for (const mode of ['direct', 'worker'] as const) {
+      await expectAppError(createSession(smallModel().toModel(), { provider: 'cuda', mode }), ErrorCode.RUNTIME, /execution provider 'cuda' could not be loaded: .*ONNXRUNTIME_NODE_INSTALL=cuda12/);
+    }
+  });
+
+  it('reports node placement when created with logSeverityLevel 0', async () => {
+    const session = await createSession(smallModel().toModel(), { mode: 'direct', logSeverityLevel: 0 });
+    await session.close();
+    expect(session.placement?.placements[0]?.provider).toBe('CPUExecutionProvider');
+    expect(session.placement?.placements[0]?.nodeCount).toBeGreaterThan(0);
+    expect(session.placement?.cpuFallback).toEqual([]);
+  });
+});
+
+describe('parsePlacementLog', () => {
+  it('lists nodes per provider and the CPU fallbacks', () => {
+    const log = [
+      '2026-01-01 [V:onnxruntime:, session_state.cc:1377 VerifyEachNodeIsAssignedToAnEp] Node placements',
+      '2026-01-01 [V:onnxruntime:, session_state.cc:1380 VerifyEachNodeIsAssignedToAnEp]  Node(s) placed on [WebGpuExecutionProvider]. Number of nodes: 2',
+      '  MatMul (MatMul_3)',
+      '  Softmax (Softmax_4)',
+      '',
+      '2026-01-01 [V:onnxruntime:, session_state.cc:1380 VerifyEachNodeIsAssignedToAnEp]  Node(s) placed on [CPUExecutionProvider]. Number of nodes: 1',
+      '  LogSoftmax (LogSoftmax_5)',
+      '2026-01-01 [I:onnxruntime:, inference_session.cc:1 Initialize] Session successfully initialized.',
+    ].join('\n');
+    const report = parsePlacementLog(log, 'webgpu');
+    expect(report.placements.map((p) => [p.provider, p.nodeCount, p.nodes.length])).toEqual([
+      ['WebGpuExecutionProvider', 2, 2],
+      ['CPUExecutionProvider', 1, 1],
+    ]);
+    expect(report.cpuFallback).toEqual([{ opType: 'LogSoftmax', name: 'LogSoftmax_5' }]);
+  });
+});
