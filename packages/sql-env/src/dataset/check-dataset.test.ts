@@ -26,14 +26,14 @@ describe('checkDataset', () => {
     });
     const report = await checkDataset(dir, { executor, cacheDir });
     expect(report.ok).toBe(false);
-    expect(report).toMatchObject({ questions: 9, playable: 6, databases: 2, splits: ['train', 'dev'] });
+    expect(report).toMatchObject({ questions: 9, playable: 7, databases: 2, splits: ['train', 'dev'] });
     const summary = report.problems.map((p) => [p.kind, p.severity, p.db_id ?? '', p.question_id ?? '']);
     expect(summary).toEqual([
       ['missing_database', 'error', 'ghost', ''],
       ['tables_json_mismatch', 'error', 'music', ''],
       ['tables_json_mismatch', 'warning', 'nowhere', ''],
-      ['gold_failure', 'warning', 'shop', 'shop_train_3'],
       ['gold_failure', 'error', 'shop', 'shop_train_4'],
+      ['empty_gold', 'warning', 'shop', 'shop_train_3'],
     ]);
     expect(report.problems[1]?.message).toBe("tables.json entry 'music': listed but not in the database: track");
     await rm(dir, { recursive: true, force: true });
@@ -48,10 +48,10 @@ describe('checkDataset', () => {
     ]));
     const report = await checkDataset(dir, { executor, cacheDir });
     expect(report.problems.map((p) => [p.kind, p.severity, p.question_id])).toEqual([
-      ['gold_failure', 'warning', 'shop_train_1'],
       ['gold_failure', 'error', 'shop_train_2'],
+      ['empty_gold', 'warning', 'shop_train_1'],
     ]);
-    expect(report.problems[1]?.message).toMatch(/^sql_error: no such column: nope/);
+    expect(report.problems[0]?.message).toMatch(/^sql_error: no such column: nope/);
     expect(report.ok).toBe(false);
     await writeFile(join(dir, 'train_spider.json'), JSON.stringify([{ db_id: 'shop', question: 'How many?', query: 'SELECT count(*) FROM singer' }]));
     expect((await checkDataset(dir, { executor, cacheDir })).ok).toBe(true);

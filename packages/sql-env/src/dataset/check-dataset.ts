@@ -16,6 +16,7 @@ export const DatasetProblemKind = {
   UNREADABLE_DATABASE: 'unreadable_database',
   TABLES_JSON_MISMATCH: 'tables_json_mismatch',
   GOLD_FAILURE: 'gold_failure',
+  EMPTY_GOLD: 'empty_gold',
   LOAD_FAILED: 'load_failed',
 } as const;
 export type DatasetProblemKind = (typeof DatasetProblemKind)[keyof typeof DatasetProblemKind];
@@ -169,10 +170,19 @@ async function checkGold(dir: string, options: CheckDatasetOptions, report: Data
     for (const failure of dataset.failures.filter((f) => f.reason !== GoldFailureReason.MISSING_DATABASE)) {
       report.problems.push({
         kind: DatasetProblemKind.GOLD_FAILURE,
-        severity: failure.reason === GoldFailureReason.EMPTY_RESULT ? 'warning' : 'error',
+        severity: 'error',
         message: `${failure.reason}: ${failure.message}`,
         question_id: failure.question_id,
         db_id: failure.database_name,
+      });
+    }
+    for (const question of dataset.questions.filter((q) => q.gold_rows.length === 0)) {
+      report.problems.push({
+        kind: DatasetProblemKind.EMPTY_GOLD,
+        severity: 'warning',
+        message: 'gold SQL returns no rows: playable, the expected answer is "none"',
+        question_id: question.question_id,
+        db_id: question.database_name,
       });
     }
   } catch (error) {

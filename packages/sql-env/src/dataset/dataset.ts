@@ -31,8 +31,6 @@ export interface DatabaseInfo {
 
 /** Why a question is not playable. */
 export const GoldFailureReason = {
-  /** The gold SQL returned no rows: the reference verifier treats an empty answer as wrong, so it could never be answered. */
-  EMPTY_RESULT: 'empty_result',
   /** SQLite failed on the gold SQL. */
   SQL_ERROR: 'sql_error',
   /** The sandbox refused the gold SQL (not read-only, several statements...). */
@@ -64,7 +62,7 @@ export interface Dataset {
   /** Absolute path of the Spider-layout directory. */
   readonly dir: string;
   readonly databases: ReadonlyMap<string, DatabaseInfo>;
-  /** Playable questions (gold SQL ran and returned rows), in file order, train before dev. */
+  /** Playable questions (gold SQL ran; an empty result is answered "none"), in file order, train before dev. */
   readonly questions: readonly QuestionRecord[];
   /** Splits with at least one playable question. */
   readonly splits: readonly SplitName[];

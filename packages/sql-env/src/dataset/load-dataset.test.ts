@@ -41,7 +41,7 @@ describe('loadDataset on a Spider-layout directory', () => {
     const dataset = await loadDataset(dir, { executor, cacheDir: join(scratch, 'a') });
     expect(dataset.splits).toEqual(['train', 'dev']);
     expect(dataset.defaultSplit).toBe('train');
-    expect(dataset.questions.map((q) => q.question_id)).toEqual(['shop_train_0', 'shop_train_1', 'shop_train_2', 'shop_train_6', 'shop_train_7', 'music_dev_0']);
+    expect(dataset.questions.map((q) => q.question_id)).toEqual(['shop_train_0', 'shop_train_1', 'shop_train_2', 'shop_train_3', 'shop_train_6', 'shop_train_7', 'music_dev_0']);
 
     const count = dataset.question('shop_train_0');
     expect(count).toMatchObject({ gold_answer: '50', answer_type: 'integer', tables_involved: ['singer'], difficulty: 'easy', split: 'train' });
@@ -66,9 +66,11 @@ describe('loadDataset on a Spider-layout directory', () => {
     const dir = await writeTinySpider();
     const dataset = await loadDataset(dir, { executor, cacheDir: join(scratch, 'b') });
     const reasons = Object.fromEntries(dataset.failures.map((f) => [f.question_id, f.reason]));
-    expect(reasons).toEqual({ shop_train_3: 'empty_result', shop_train_4: 'sql_error', ghost_train_5: 'missing_database' });
+    expect(reasons).toEqual({ shop_train_4: 'sql_error', ghost_train_5: 'missing_database' });
     expect(dataset.failures.find((f) => f.question_id === 'shop_train_4')?.message).toMatch(/no such column/);
-    expect(dataset.question('shop_train_3')).toBeUndefined();
+    expect(dataset.question('shop_train_4')).toBeUndefined();
+    // An empty gold result stays playable: the expected answer is "none".
+    expect(dataset.question('shop_train_3')).toMatchObject({ gold_rows: [], gold_answer: 'none' });
   });
 
   it('caches gold results: a second load runs no gold query', async () => {
@@ -98,7 +100,7 @@ describe('loadDataset on a Spider-layout directory', () => {
     const before = executor.calls;
     const dataset = await loadDataset(dir, { executor, cacheDir });
     expect(executor.calls).toBeGreaterThan(before);
-    expect(dataset.questions).toHaveLength(6);
+    expect(dataset.questions).toHaveLength(7);
   });
 });
 
@@ -122,7 +124,7 @@ describe('loadDataset on malformed directories', () => {
 
   it('fails when no question is playable', async () => {
     const dir = await writeTinySpider();
-    await writeFile(join(dir, 'train_spider.json'), JSON.stringify([{ db_id: 'shop', question: 'q', query: 'SELECT 1 WHERE 0' }]));
+    await writeFile(join(dir, 'train_spider.json'), JSON.stringify([{ db_id: 'shop', question: 'q', query: 'SELECT nope FROM singer' }]));
     await rm(join(dir, 'dev.json'));
     await expectDatasetError(loadDataset(dir, { executor, cacheDir: scratch }), /no playable question/);
   });
@@ -147,12 +149,12 @@ describe('loadDataset builtin', () => {
 
 const spiderDir = process.env['SPIDER_DIR'];
 describe.runIf(spiderDir !== undefined && spiderDir !== '')('loadDataset on the shared Spider subset (SPIDER_DIR)', () => {
-  it('loads 2,253 questions: 2,207 playable, 46 empty results reported; the second load is served from the cache', async () => {
+  it('loads all 2,253 questions as playable (46 with an empty gold result, answered "none"); the second load is served from the cache', async () => {
     const cacheDir = join(scratch, 'spider');
     const dataset = await loadDataset(spiderDir as string, { executor, cacheDir });
-    expect(dataset.questions.length + dataset.failures.length).toBe(2253);
-    expect(dataset.failures.filter((f) => f.reason !== 'empty_result')).toEqual([]);
-    expect(dataset.failures).toHaveLength(46);
+    expect(dataset.failures).toEqual([]);
+    expect(dataset.questions).toHaveLength(2253);
+    expect(dataset.questions.filter((q) => q.gold_rows.length === 0)).toHaveLength(46);
     expect(dataset.databases.size).toBe(23);
     expect(dataset.splits).toEqual(['train']);
     const first = dataset.question('flight_1_train_0');

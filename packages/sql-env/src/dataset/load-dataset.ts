@@ -104,6 +104,10 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
     logger.warn({ failures: failures.length, byReason, examples: failures.slice(0, 5).map((f) => `${f.question_id}: ${f.reason}`) }, 'questions left out of the playable set');
     for (const failure of failures) logger.debug({ questionId: failure.question_id, reason: failure.reason, message: failure.message }, 'question not playable');
   }
+  const emptyGold = questions.filter((q) => q.gold_rows.length === 0);
+  if (emptyGold.length > 0) {
+    logger.info({ count: emptyGold.length, examples: emptyGold.slice(0, 5).map((q) => q.question_id) }, 'questions whose gold result is empty: expected answer "none"');
+  }
   return createDataset(name, dir, databases, questions, failures);
 }
 
@@ -220,7 +224,8 @@ function buildRecord(
   if (db === undefined || entry === undefined) return fail(GoldFailureReason.MISSING_DATABASE, `database file for '${q.dbId}' is missing`);
   if (!entry.ok) return fail(failureReasonByCode[entry.code] ?? GoldFailureReason.EXECUTOR, entry.message);
   if (entry.truncated) return fail(GoldFailureReason.TOO_LARGE, `gold result has more than ${entry.rows.length} rows`);
-  if (entry.rows.length === 0) return fail(GoldFailureReason.EMPTY_RESULT, 'gold SQL returned no rows');
+  // An empty gold result stays playable: the expected answer is "none" (see
+  // verifier EMPTY_RESULT_ANSWER). The load reports these questions by count.
   const tables = tablesInvolved(q.goldSql, db.tables.map((t) => t.name));
   const answerType = deriveAnswerType(entry.columns, entry.rows);
   return {

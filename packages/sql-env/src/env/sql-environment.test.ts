@@ -64,7 +64,7 @@ describe('reset', () => {
     for (const seed of [0, 1, 7, 123456]) expect(await picks(seed)).toBe(await picks(seed));
     const seen = new Set<string | null>();
     for (let seed = 0; seed < 40; seed += 1) seen.add(await picks(seed));
-    expect(seen.size).toBe(5); // every playable train question of the tiny dataset
+    expect(seen.size).toBe(6); // every playable train question of the tiny dataset
     expect([...seen].every((id) => id?.includes('_train_'))).toBe(true);
   });
 
@@ -74,7 +74,7 @@ describe('reset', () => {
     expect(e.state().question_id).toBe('music_dev_0');
     await e.reset({ db_id: 'shop', seed: 3 });
     expect(e.state().db_id).toBe('shop');
-    await expectCode(() => e.reset({ question_id: 'shop_train_3' }), ErrorCode.NOT_FOUND); // empty gold: not playable
+    await expectCode(() => e.reset({ question_id: 'shop_train_4' }), ErrorCode.NOT_FOUND); // gold SQL fails: not playable
     await expectCode(() => e.reset({ db_id: 'ghost' }), ErrorCode.NOT_FOUND);
     await expectCode(() => e.reset({ db_id: 'music' }), ErrorCode.NOT_FOUND); // music only has dev questions
     await expectCode(() => e.reset({ seed: -1 }), ErrorCode.VALIDATION);

@@ -12,7 +12,9 @@
  * connections and a prepared-statement LRU (query-runner.ts); the parent
  * writes requests to it and kills it when a query overstays. A warm spare
  * child (already started, idle) takes the dead one's place at once, and a new
- * spare starts in the background: a cold start of node + tsx costs 0.3-1 s.
+ * spare starts in the background: a cold start of node + tsx costs ~0.4 s of
+ * CPU (1-2 s of wall time on a busy two-core machine). A watchdog thread in
+ * each child kills it if the parent dies, even mid-query (executor-child.ts).
  *
  * Throughput: requests are pipelined (up to `pipelineDepth` per child, a FIFO
  * that the child runs one at a time), writes to a child are batched per tick,

@@ -27,7 +27,7 @@ describe('formatGoldAnswer', () => {
     expect(formatGoldAnswer('list', [['x, y'], ['z']])).toBe('x, y\nz');
     expect(formatGoldAnswer('list', [[''], ['z']])).toBe('"", z');
     expect(formatGoldAnswer('table', [['a', 1], ['b|c', null]])).toBe('a | 1\nb\\|c | NULL');
-    expect(formatGoldAnswer('list', [])).toBe('');
+    expect(formatGoldAnswer('list', [])).toBe('none');
   });
 });
 

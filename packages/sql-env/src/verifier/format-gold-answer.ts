@@ -2,6 +2,29 @@ import type { AnswerType, Cell } from '@sqlenv/protocol';
 
 /** How SQL NULL is written in answers. */
 export const NULL_TEXT = 'NULL';
+/**
+ * The canonical answer to a question whose gold query returns no rows (Spider
+ * has such questions: "Which students have no pets?" on a database where all
+ * have one). The verifier accepts it and a few spellings of "nothing"
+ * (EMPTY_RESULT_ANSWERS); an empty string stays wrong.
+ */
+export const EMPTY_RESULT_ANSWER = 'none';
+/** Answers (after unwrapping, lower-cased, trailing period dropped) that mean "no rows". */
+export const EMPTY_RESULT_ANSWERS: ReadonlySet<string> = new Set([
+  'none',
+  '(none)',
+  'no rows',
+  '(no rows)',
+  'no result',
+  'no results',
+  'empty',
+  'empty result',
+  'nothing',
+  '[]',
+  '0 rows',
+  'n/a',
+]);
+
 /** Separator between the cells of one table row. */
 export const TABLE_CELL_SEPARATOR = ' | ';
 
@@ -37,10 +60,10 @@ function formatTableCell(cell: Cell | undefined): string {
  * - list: first cells joined with ", " — or one per line when any item holds
  *   a comma, so that the items can be split back unambiguously;
  * - table: one row per line, cells joined with " | ".
- * Zero rows give "" (such a question cannot be answered: an empty answer is
- * always wrong, so dataset builders should drop it).
+ * Zero rows give EMPTY_RESULT_ANSWER ("none").
  */
 export function formatGoldAnswer(answerType: AnswerType, rows: Cell[][]): string {
+  if (rows.length === 0) return EMPTY_RESULT_ANSWER;
   switch (answerType) {
     case 'integer':
     case 'float':

@@ -260,3 +260,21 @@ describe('verifyAnswer (examples)', () => {
     expect(verifyAnswer('a', none)).toEqual({ correct: false, reason: 'no gold items' });
   });
 });
+
+describe('empty gold results', () => {
+  const emptyGold = { answer_type: 'list' as const, gold_answer: formatGoldAnswer('list', []), gold_rows: [], gold_columns: ['name'] };
+  it('are answered by saying there is nothing, never by an empty string', () => {
+    expect(emptyGold.gold_answer).toBe('none');
+    for (const answer of ['none', 'None.', 'Answer: no rows', '```\n[]\n```', 'No results', 'EMPTY']) {
+      expect(verifyAnswer(answer, emptyGold).correct, answer).toBe(true);
+    }
+    for (const answer of ['', '0', 'Alice', 'none, Bob', 'NULL?']) {
+      expect(verifyAnswer(answer, emptyGold).correct, answer).toBe(false);
+    }
+  });
+  it('do not change a gold NULL cell, which is a row', () => {
+    const nullGold = { answer_type: 'string' as const, gold_answer: 'NULL', gold_rows: [[null]], gold_columns: ['x'] };
+    expect(verifyAnswer('NULL', nullGold).correct).toBe(true);
+    expect(verifyAnswer('no rows', nullGold).correct).toBe(false);
+  });
+});

@@ -11,6 +11,7 @@ import {
   type PreparedPrediction,
 } from './match-cell.ts';
 import { matchMultiset } from './match-multiset.ts';
+import { EMPTY_RESULT_ANSWER, EMPTY_RESULT_ANSWERS } from './format-gold-answer.ts';
 import { normaliseAnswerText } from './normalise-answer-text.ts';
 import { listReadings, splitGoldList, tableReadings } from './split-answer.ts';
 
@@ -134,7 +135,15 @@ function verifyTable(text: string, gold: GoldAnswer): Verdict {
   return { correct: false, reason: reason ?? `table mismatch: expected ${expected.length} rows, got ${got}` };
 }
 
+/** A gold query that returned no rows is answered by saying so ("none", "no rows", ...). */
+function verifyEmpty(text: string): Verdict {
+  const folded = text.trim().toLowerCase().replace(/\s+/g, ' ').replace(/\.$/, '');
+  const correct = EMPTY_RESULT_ANSWERS.has(folded);
+  return { correct, reason: correct ? 'empty result match' : `expected an empty result ("${EMPTY_RESULT_ANSWER}"), got ${show(text)}` };
+}
+
 function verifyText(text: string, gold: GoldAnswer): Verdict {
+  if (gold.gold_rows.length === 0 && gold.gold_answer.trim().toLowerCase() === EMPTY_RESULT_ANSWER) return verifyEmpty(text);
   switch (gold.answer_type) {
     case 'integer':
     case 'float':
