@@ -181,6 +181,10 @@ describe('adversarial corpus', () => {
     const text = 'ÿþ – 😀 \u00a0 \\ " \n';
     expect((await executor.query(db.path, `SELECT '${text}'`)).rows).toEqual([[text]]);
     expect((await outcome(executor.query(db.path, "SELECT 'a\ud800b'"))).error?.code).toBe(ErrorCode.SQL_REJECTED);
+    // Invalid UTF-8 stored in the database comes back with replacement characters.
+    const [[mangled]] = (await executor.query(db.path, "SELECT CAST(x'41ff28c3' AS TEXT)")).rows as [[string]];
+    expect(mangled.startsWith('A')).toBe(true);
+    expect(mangled).toContain('\ufffd');
   });
 
   it('wrote nothing: same checksums, no journal, WAL or new files', () => {
