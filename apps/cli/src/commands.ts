@@ -2,6 +2,8 @@ import type { CommandIo } from './io.ts';
 import { evalCommand, evalUsage } from './commands/eval.ts';
 import { playCommand, playUsage } from './commands/play.ts';
 import { datasetsCommand, datasetsUsage } from './commands/datasets.ts';
+import { coordinatorUsage, trainerUsage, trainUsage, workerUsage } from '@sqlenv/rollout';
+import { withShutdownSignal } from './shutdown-signal.ts';
 
 export interface Command {
   summary: string;
@@ -9,7 +11,7 @@ export interface Command {
   run(argv: string[], io: CommandIo): Promise<number>;
 }
 
-/** Every sub-command of `sqlenv`. Heavy modules are imported lazily so `sqlenv eval` never loads ONNX Runtime. */
+/** Every sub-command of `sqlenv`. Command bodies are imported lazily: `sqlenv eval` never starts a server or loads ONNX Runtime. */
 export const commands: Record<string, Command> = {
   eval: { summary: 'evaluate a baseline policy on a dataset', usage: evalUsage, run: evalCommand },
   play: { summary: 'play one episode in the terminal (or a scripted one)', usage: playUsage, run: playCommand },
@@ -20,6 +22,38 @@ export const commands: Record<string, Command> = {
     run: async (argv, io) => {
       const { serveCommand } = await import('@sqlenv/env-server');
       return serveCommand(argv, { stdout: (text) => void io.stdout.write(text), stderr: (text) => void io.stderr.write(text) });
+    },
+  },
+  train: {
+    summary: 'embedded run: coordinator, workers and trainer in one process (no Redis)',
+    usage: trainUsage,
+    run: async (argv, io) => {
+      const { trainCommand } = await import('@sqlenv/rollout');
+      return withShutdownSignal((signal) => trainCommand(argv, { ...io, env: process.env, signal }));
+    },
+  },
+  coordinator: {
+    summary: 'distributed run: admit GRPO groups into Redis and report the run',
+    usage: coordinatorUsage,
+    run: async (argv, io) => {
+      const { coordinatorCommand } = await import('@sqlenv/rollout');
+      return withShutdownSignal((signal) => coordinatorCommand(argv, { ...io, env: process.env, signal }));
+    },
+  },
+  worker: {
+    summary: 'distributed run: play episode jobs from Redis until SIGTERM',
+    usage: workerUsage,
+    run: async (argv, io) => {
+      const { workerCommand } = await import('@sqlenv/rollout');
+      return withShutdownSignal((signal) => workerCommand(argv, { ...io, env: process.env, signal }));
+    },
+  },
+  trainer: {
+    summary: 'distributed run: consume scored groups, update and publish the policy',
+    usage: trainerUsage,
+    run: async (argv, io) => {
+      const { trainerCommand } = await import('@sqlenv/rollout');
+      return withShutdownSignal((signal) => trainerCommand(argv, { ...io, env: process.env, signal }));
     },
   },
 };
