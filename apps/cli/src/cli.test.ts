@@ -103,3 +103,28 @@ describe('sqlenv CLI', () => {
     expect(report.problems.map((p) => p.kind)).toContain('missing_database');
   });
 });
+
+describe('sqlenv model', () => {
+  it('writes a random checkpoint, prints its logits as one JSON array and generates from it', async () => {
+    const dir = path.join(scratch, 'tiny-model');
+    const init = await run(['model', 'init', '--config', 'tiny-llama', '--out', dir, '--seed', '7']);
+    expect(init.code, init.stderr).toBe(0);
+    const logits = await run(['model', 'logits', '--model', dir, '--tokens', '1,2,3', '--json']);
+    expect(logits.code, logits.stderr).toBe(0);
+    const values = JSON.parse(logits.stdout) as number[];
+    expect(values.length).toBeGreaterThan(100);
+    expect(values.every((v) => Number.isFinite(v))).toBe(true);
+    const again = await run(['model', 'logits', '--model', dir, '--tokens', '1,2,3', '--json']);
+    expect(JSON.parse(again.stdout)).toEqual(values);
+    const gen = await run(['model', 'generate', '--model', dir, '--prompt', 'hi', '--max-new-tokens', '5', '--json', '--seed', '1']);
+    expect(gen.code, gen.stderr).toBe(0);
+    const result = JSON.parse(gen.stdout) as { tokens: number[]; logprobs: number[] };
+    expect(result.tokens.length).toBeGreaterThan(0);
+    expect(result.logprobs.every((lp) => lp <= 0)).toBe(true);
+    const bad = await run(['model', 'logits', '--model', dir, '--tokens', '1,x']);
+    expect(bad.code).toBe(2);
+    const missing = await run(['model', 'logits', '--model', path.join(scratch, 'nope'), '--tokens', '1']);
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toContain('nope');
+  });
+});

@@ -4,6 +4,7 @@ import { playCommand, playUsage } from './commands/play.ts';
 import { datasetsCommand, datasetsUsage } from './commands/datasets.ts';
 import { coordinatorUsage, trainerUsage, trainUsage, workerUsage } from '@sqlenv/rollout';
 import { withShutdownSignal } from './shutdown-signal.ts';
+import { modelCommand, modelUsage } from './commands/model.ts';
 
 export interface Command {
   summary: string;
@@ -24,6 +25,7 @@ export const commands: Record<string, Command> = {
       return serveCommand(argv, { stdout: (text) => void io.stdout.write(text), stderr: (text) => void io.stderr.write(text) });
     },
   },
+  model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, run: modelCommand },
   train: {
     summary: 'embedded run: coordinator, workers and trainer in one process (no Redis)',
     usage: trainUsage,

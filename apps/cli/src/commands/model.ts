@@ -1,0 +1,91 @@
+import { z } from 'zod';
+import { intFlag, parseFlags, positiveIntFlag } from '../args.ts';
+import { UsageError } from '../cli-error.ts';
+import type { CommandIo } from '../io.ts';
+
+export const modelUsage = `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16]
+            sqlenv model logits --model DIR --tokens 1,2,3 [--json]
+            sqlenv model generate --model DIR --prompt "..." [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--raw] [--json]`;
+
+const numberFlag = z.coerce.number().finite();
+
+/**
+ * `sqlenv model init|logits|generate`: random checkpoints, final-position
+ * logits for external parity checks, and a continuation of a prompt. The model
+ * package is imported lazily (it loads ONNX Runtime).
+ */
+export async function modelCommand(argv: string[], io: CommandIo): Promise<number> {
+  const [sub, ...rest] = argv;
+  const model = await import('@sqlenv/model');
+  switch (sub) {
+    case 'init': {
+      const { flags } = parseFlags(
+        'model init',
+        rest,
+        { config: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' }, dtype: { type: 'string' } },
+        z.object({ config: z.string().min(1), out: z.string().min(1), seed: intFlag.optional(), dtype: z.enum(['F32', 'F16', 'BF16']).optional() }),
+      );
+      const result = await model.modelInit({
+        config: flags.config,
+        out: flags.out,
+        ...(flags.seed === undefined ? {} : { seed: flags.seed }),
+        ...(flags.dtype === undefined ? {} : { dtype: flags.dtype }),
+      });
+      io.stdout.write(`${result.summary}\n`);
+      return 0;
+    }
+    case 'logits': {
+      const { flags } = parseFlags(
+        'model logits',
+        rest,
+        { model: { type: 'string' }, tokens: { type: 'string' }, json: { type: 'boolean' } },
+        z.object({ model: z.string().min(1), tokens: z.string().min(1), json: z.boolean().default(false) }),
+      );
+      const result = await model.modelLogits({ model: flags.model, tokens: flags.tokens, json: flags.json });
+      io.stdout.write(`${result.output}\n`);
+      return 0;
+    }
+    case 'generate': {
+      const { flags } = parseFlags(
+        'model generate',
+        rest,
+        {
+          model: { type: 'string' },
+          prompt: { type: 'string' },
+          'max-new-tokens': { type: 'string' },
+          temperature: { type: 'string' },
+          'top-p': { type: 'string' },
+          'top-k': { type: 'string' },
+          seed: { type: 'string' },
+          raw: { type: 'boolean' },
+          json: { type: 'boolean' },
+        },
+        z.object({
+          model: z.string().min(1),
+          prompt: z.string(),
+          'max-new-tokens': positiveIntFlag.default(64),
+          temperature: numberFlag.nonnegative().default(0.7),
+          'top-p': numberFlag.gt(0).max(1).default(1),
+          'top-k': intFlag.default(0),
+          seed: intFlag.default(0),
+          raw: z.boolean().default(false),
+          json: z.boolean().default(false),
+        }),
+      );
+      const result = await model.modelGenerate({
+        model: flags.model,
+        prompt: flags.prompt,
+        maxNewTokens: flags['max-new-tokens'],
+        temperature: flags.temperature,
+        topP: flags['top-p'],
+        topK: flags['top-k'],
+        seed: flags.seed,
+        raw: flags.raw,
+      });
+      io.stdout.write(flags.json ? `${JSON.stringify(result)}\n` : `${result.text}\n`);
+      return 0;
+    }
+    default:
+      throw new UsageError(`model: expected init, logits or generate, got '${sub ?? ''}'`);
+  }
+}
