@@ -339,8 +339,9 @@ export class SqlExecutor {
     this.counters.spawnedChildren += 1;
     proc.stdout?.setEncoding('utf8');
     proc.stdout?.on('data', (chunk: string) => child.lines.push(chunk, (line) => this.onFrame(child, line)));
-    // EPIPE after a kill is expected; the 'close' handler does the bookkeeping.
+    // EPIPE and resets after a kill are expected; the 'close' handler does the bookkeeping.
     proc.stdin?.on('error', () => {});
+    proc.stdout?.on('error', () => {});
     proc.on('error', (error) => this.onDeath(child, error.message));
     proc.on('close', (code, signal) => {
       closed.resolve();
