@@ -224,6 +224,23 @@ describe('pipelining, timeouts and crashes (one child)', () => {
     expect(executor.childPids()).not.toEqual(before);
   });
 
+  it('enforces the deadline of a request that starts after others in the pipeline, even a shorter one', async () => {
+    const db = fixture.dbPath;
+    await executor.whenReady();
+    // One tick, one child: a fast head with a long timeout, then a runaway
+    // with a short one, then another fast query.
+    const first = executor.query(db, 'SELECT 1', { timeoutMs: 60_000 });
+    const runaway = outcome(executor.query(db, `${FOREVER} SELECT count(*) FROM c`, { timeoutMs: TIMEOUT_MS }));
+    const last = executor.query(db, 'SELECT 3', { timeoutMs: 60_000 });
+    // Generous bound: only an executor that waited for the first request's
+    // 60 s deadline (instead of the runaway's own) could lose this race.
+    const winner = await Promise.race([runaway.then(() => 'runaway'), new Promise((resolve) => setTimeout(resolve, 20_000, 'slow'))]);
+    expect(winner).toBe('runaway');
+    expect((await runaway).error?.code).toBe(ErrorCode.TIMEOUT);
+    expect((await first).rows).toEqual([[1]]);
+    expect((await last).rows).toEqual([[3]]);
+  });
+
   it('fails only the running query with EXECUTOR_CRASHED when its child is killed, then recovers', async () => {
     const db = fixture.dbPath;
     await executor.whenReady();
