@@ -50,11 +50,19 @@ export function rmsNorm(x: Tensor, weight: Tensor, options: RmsNormOptions = {})
   return g.mul(back, weight);
 }
 
-/** y = x·Wᵀ + b with W stored [out, in] (PyTorch/HF layout). */
+/**
+ * y = x·Wᵀ + b with W stored [out, in] (PyTorch/HF layout), as one Gemm(transB) over
+ * the flattened leading dims: the runtime pre-packs W, and the backward pass is two
+ * plain 2-D Gemms (dX = dY·W, dW = dYᵀ·X) with no batched products to sum or transposes to copy.
+ */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor): Tensor {
   const g = graphOf(x);
-  const y = g.matMul(x, g.transpose(weight, [1, 0])); // (..., out)
-  return bias ? g.add(y, bias) : y;
+  if (weight.rank !== 2) throw graphError(`linear: expected a 2-D weight [out, in], got ${weight.toString()}`);
+  const [out, inner] = weight.shape as [Dim, Dim];
+  if (x.rank < 1 || x.shape[x.rank - 1] !== inner) throw graphError(`linear: expected input last dim ${String(inner)} (from weight ${weight.toString()}), got ${x.toString()}`);
+  const flat = x.rank === 2 ? x : g.reshape(x, [-1, inner]); // (N, in)
+  const y = g.gemm(flat, weight, bias ?? null, { transB: true }); // (N, out)
+  return x.rank === 2 ? y : g.reshape(y, [...x.shape.slice(0, -1), out]); // (..., out)
 }
 
 /**

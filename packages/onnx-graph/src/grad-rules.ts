@@ -120,7 +120,16 @@ export const GRAD_RULES: { readonly [K in DifferentiableOp]: GradRule } = {
   Cast: (c) => [isFloatDType(input(c, 0).dtype) ? c.g.cast(c.dy, input(c, 0).dtype) : null],
 
   // C = A·B: dA = dC·Bᵀ, dB = Aᵀ·dC (batch dims broadcast; the engine sums them back).
-  MatMul: (c) => [c.needs[0] ? c.g.matMul(c.dy, swapLast(c.g, input(c, 1))) : null, c.needs[1] ? c.g.matMul(swapLast(c.g, input(c, 0)), c.dy) : null],
+  MatMul: (c) => {
+    const { g, dy } = c;
+    const [a, b] = [input(c, 0), input(c, 1)];
+    const da = c.needs[0] ? g.matMul(dy, swapLast(g, b)) : null;
+    if (!c.needs[1]) return [da, null];
+    // A 2-D B shared by every batch (a weight): Σ_batch Aᵀ·dC is one GEMM over the flattened
+    // batch, (K, B·M)·(B·M, N), instead of B small GEMMs plus a ReduceSum. Same sum, same shape.
+    if (b.rank === 2 && a.rank > 2) return [da, g.matMul(g.transpose(g.reshape(a, [-1, a.shape[a.rank - 1] as Dim])), g.reshape(dy, [-1, dy.shape[dy.rank - 1] as Dim]))];
+    return [da, g.matMul(swapLast(g, a), dy)];
+  },
   // Y = α·op(A)·op(B) + β·C, written back as Gemms with the transposes folded in.
   Gemm: (c) => {
     const { g, node, dy } = c;
