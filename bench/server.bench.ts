@@ -12,15 +12,18 @@
  *   1. held:    1,000 sessions open at once, each reset once → server RSS (target ≤ 500 MB)
  *   2. active:  256 clients stepping as fast as they can → steps/s (target ≥ 3,000), p50/p99 (target p99 ≤ 50 ms)
  *   3. runaway: as 2, plus one client keeping a never-ending query in flight → p99 must move by < 2x
+ *   (plus a light run with 32 clients, to show latency when the machine is not saturated)
  *
  * Dataset: SPIDER_DIR when set, else the builtin dataset. Writes bench/results/server.md and .json.
- * Run: npm run bench:server  (options: --clients N --held N --duration-s S)
+ * Run: npm run bench:server  (options: --clients N --light-clients N --held N --duration-s S --pipeline-depth N)
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import WebSocket from 'ws';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { createEnvServer } from '../apps/env-server/src/env-server.ts';
@@ -247,21 +250,39 @@ function ask<T>(child: ChildProcess, command: Command): Promise<T> {
 
 const mb = (bytes: number): number => Math.round((bytes / 1024 / 1024) * 10) / 10;
 
+/** A full GC before each memory reading, so "per session" compares live heaps, not GC timing. */
+function collectGarbage(): void {
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
+}
+
 async function waitForSessions(count: () => number, target: number): Promise<void> {
   while (count() > target) await new Promise((r) => setTimeout(r, 50));
 }
 
 async function serverMain(): Promise<void> {
   const { values } = parseArgs({
-    options: { clients: { type: 'string', default: '256' }, held: { type: 'string', default: '1000' }, 'duration-s': { type: 'string', default: '12' } },
+    options: {
+      clients: { type: 'string', default: '256' },
+      'light-clients': { type: 'string', default: '32' },
+      held: { type: 'string', default: '1000' },
+      'duration-s': { type: 'string', default: '12' },
+      'pipeline-depth': { type: 'string' },
+    },
   });
   const clients = Number(values.clients);
+  const lightClients = Number(values['light-clients']);
   const heldTarget = Number(values.held);
   const durationMs = Number(values['duration-s']) * 1000;
   const warmupMs = 2_000;
   const dataset = process.env['SPIDER_DIR'] ?? 'builtin';
 
-  const runtime = await createSqlEnvRuntime({ dataset, cacheDir: join(tmpdir(), 'sqlenv-bench-cache') });
+  const pipelineDepth = values['pipeline-depth'] === undefined ? undefined : Number(values['pipeline-depth']);
+  const runtime = await createSqlEnvRuntime({
+    dataset,
+    cacheDir: join(tmpdir(), 'sqlenv-bench-cache'),
+    ...(pipelineDepth === undefined ? {} : { executor: { pipelineDepth } }),
+  });
   const plan: PlannedEpisode[] = runtime.dataset.questions
     .filter((q) => q.tables_involved.length > 0)
     .map((q) => ({ questionId: q.question_id, tables: [...q.tables_involved], goldSql: q.gold_sql, goldAnswer: q.gold_answer }));
@@ -271,9 +292,12 @@ async function serverMain(): Promise<void> {
   const child = fork(new URL(import.meta.url).pathname, ['--client'], { execArgv: ['--import', 'tsx'] });
   process.stderr.write(`bench:server dataset=${runtime.dataset.name} (${runtime.dataset.questions.length} questions, ${plan.length} in plan) url=${url}\n`);
 
+  collectGarbage();
   const rssIdleBytes = process.memoryUsage().rss;
+  const heapIdleBytes = process.memoryUsage().heapUsed;
   process.stderr.write(`holding ${heldTarget} sessions...\n`);
   const hold = await ask<HoldReport>(child, { cmd: 'hold', url, sessions: heldTarget, plan });
+  collectGarbage();
   const rssHeldBytes = process.memoryUsage().rss;
   const heapHeldBytes = process.memoryUsage().heapUsed;
   const heldSessions = server.sessionCount();
@@ -285,6 +309,12 @@ async function serverMain(): Promise<void> {
   const active = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: false, plan });
   const activeServer = withPerRequest(activeLoad.end(), active);
   const rssActiveBytes = process.memoryUsage().rss;
+  await waitForSessions(() => server.sessionCount(), 0);
+
+  process.stderr.write(`${lightClients} active clients for ${durationMs / 1000} s...\n`);
+  const lightLoad = serverLoad();
+  const light = await ask<RunReport>(child, { cmd: 'run', url, clients: lightClients, durationMs, warmupMs, runaway: false, plan });
+  const lightServer = withPerRequest(lightLoad.end(), light);
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${clients} active clients + 1 runaway query for ${durationMs / 1000} s...\n`);
@@ -300,9 +330,10 @@ async function serverMain(): Promise<void> {
     date: new Date().toISOString(),
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 1024 ** 3), node: process.version, loadAvg1m: Math.round((loadavg()[0] ?? 0) * 10) / 10 },
     dataset: { name: runtime.dataset.name, questions: runtime.dataset.questions.length, source: process.env['SPIDER_DIR'] === undefined ? 'builtin' : 'SPIDER_DIR' },
-    held: { target: heldTarget, opened: hold.opened, failed: hold.failed, serverSessions: heldSessions, openMs: Math.round(hold.openMs), rssIdleMB: mb(rssIdleBytes), rssHeldMB: mb(rssHeldBytes), heapHeldMB: mb(heapHeldBytes), perSessionKB: Math.round((rssHeldBytes - rssIdleBytes) / 1024 / Math.max(1, hold.opened)) },
+    held: { target: heldTarget, opened: hold.opened, failed: hold.failed, serverSessions: heldSessions, openMs: Math.round(hold.openMs), rssIdleMB: mb(rssIdleBytes), rssHeldMB: mb(rssHeldBytes), heapIdleMB: mb(heapIdleBytes), heapHeldMB: mb(heapHeldBytes), heapPerSessionKB: Math.round((heapHeldBytes - heapIdleBytes) / 1024 / Math.max(1, hold.opened) * 10) / 10, rssPerSessionKB: Math.round((rssHeldBytes - rssIdleBytes) / 1024 / Math.max(1, hold.opened) * 10) / 10 },
     active: { ...active, rssMB: mb(rssActiveBytes), server: activeServer },
     runaway: { ...runaway, server: runawayServer },
+    light: { ...light, server: lightServer },
     p99Ratio: runaway.p99Ms / active.p99Ms,
   };
   mkdirSync(join(import.meta.dirname, 'results'), { recursive: true });
@@ -348,9 +379,10 @@ function renderMarkdown(r: {
   date: string;
   machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string; loadAvg1m: number };
   dataset: { name: string; questions: number; source: string };
-  held: { target: number; opened: number; failed: number; serverSessions: number; openMs: number; rssIdleMB: number; rssHeldMB: number; heapHeldMB: number; perSessionKB: number };
+  held: { target: number; opened: number; failed: number; serverSessions: number; openMs: number; rssIdleMB: number; rssHeldMB: number; heapIdleMB: number; heapHeldMB: number; heapPerSessionKB: number; rssPerSessionKB: number };
   active: RunReport & { rssMB: number; server: ServerLoad };
   runaway: RunReport & { server: ServerLoad };
+  light: RunReport & { server: ServerLoad };
   p99Ratio: number;
 }): string {
   const f = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
@@ -363,18 +395,19 @@ the clients run in a separate process on the same cores, so every number here in
 
 ## 1. Sessions held
 
-| sessions requested | opened | refused/failed | server sessions | time to open + reset | server RSS idle | server RSS held | heap held | RSS per session |
+| sessions requested | opened | refused/failed | server sessions | time to open + reset | server RSS idle → held | JS heap idle → held | heap per session | RSS per session |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-| ${r.held.target} | ${r.held.opened} | ${r.held.failed} | ${r.held.serverSessions} | ${r.held.openMs} ms | ${r.held.rssIdleMB} MB | ${r.held.rssHeldMB} MB | ${r.held.heapHeldMB} MB | ${r.held.perSessionKB} KB |
+| ${r.held.target} | ${r.held.opened} | ${r.held.failed} | ${r.held.serverSessions} | ${r.held.openMs} ms | ${r.held.rssIdleMB} → ${r.held.rssHeldMB} MB | ${r.held.heapIdleMB} → ${r.held.heapHeldMB} MB | ${r.held.heapPerSessionKB} KB | ${r.held.rssPerSessionKB} KB |
 
-Target: server RSS ≤ 500 MB with 1,000 sessions held — ${verdict(r.held.rssHeldMB <= 500 && r.held.opened >= r.held.target)}.
-(The SQL executor's child processes are not included: they are a fixed pool, independent of the session count.)
+Target: server RSS ≤ 500 MB with 1,000 sessions held — ${r.held.target >= 1000 ? verdict(r.held.rssHeldMB <= 500 && r.held.opened >= r.held.target) : `not measured (only ${r.held.target} requested)`}.
+(Both readings follow a full GC. The SQL executor's child processes are not included: they are a fixed pool, independent of the session count.)
 
 ## 2. Active clients (oracle episodes: DESCRIBE gold tables, QUERY gold SQL, ANSWER)
 
 | scenario | clients | steps measured | steps/s | p50 | p90 | p99 | max | episodes (correct) | error frames | server event loop busy | server CPU (cores) | server CPU per request | server RSS |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 | active | ${r.active.clients} | ${r.active.steps} | ${f(r.active.stepsPerS, 0)} | ${f(r.active.p50Ms)} ms | ${f(r.active.p90Ms)} ms | ${f(r.active.p99Ms)} ms | ${f(r.active.maxMs)} ms | ${r.active.episodes} (${r.active.correct}) | ${r.active.errors} | ${Math.round(r.active.server.eventLoopUtilization * 100)} % | ${r.active.server.cpuCores} | ${r.active.server.cpuUsPerRequest ?? 'n/a'} µs | ${r.active.rssMB} MB |
+| light (for comparison) | ${r.light.clients} | ${r.light.steps} | ${f(r.light.stepsPerS, 0)} | ${f(r.light.p50Ms)} ms | ${f(r.light.p90Ms)} ms | ${f(r.light.p99Ms)} ms | ${f(r.light.maxMs)} ms | ${r.light.episodes} (${r.light.correct}) | ${r.light.errors} | ${Math.round(r.light.server.eventLoopUtilization * 100)} % | ${r.light.server.cpuCores} | ${r.light.server.cpuUsPerRequest ?? 'n/a'} µs | |
 | active + runaway | ${r.runaway.clients} + 1 | ${r.runaway.steps} | ${f(r.runaway.stepsPerS, 0)} | ${f(r.runaway.p50Ms)} ms | ${f(r.runaway.p90Ms)} ms | ${f(r.runaway.p99Ms)} ms | ${f(r.runaway.maxMs)} ms | ${r.runaway.episodes} (${r.runaway.correct}) | ${r.runaway.errors} | ${Math.round(r.runaway.server.eventLoopUtilization * 100)} % | ${r.runaway.server.cpuCores} | ${r.runaway.server.cpuUsPerRequest ?? 'n/a'} µs | |
 
 Measured over ${r.active.measuredMs / 1000} s after a 2 s warm-up; latency = client-side time from sending a step frame to its reply.
