@@ -412,8 +412,10 @@ Target: server RSS ≤ 500 MB with 1,000 sessions held — ${r.held.target >= 10
 
 Measured over ${r.active.measuredMs / 1000} s after a 2 s warm-up; latency = client-side time from sending a step frame to its reply.
 Each client is a closed loop (next request as soon as the reply arrives), so mean latency ≈ clients ÷ throughput (Little's law):
-with 256 clients, p99 ≤ 50 ms needs well over 5,000 steps/s. "Server event loop busy" and "server CPU" show how much of that time
-the server process itself was working; the rest of the machine's time went to the clients, the SQL executor children and other load.
+with 256 clients, p99 ≤ 50 ms needs well over 5,000 steps/s. "Server CPU" is the CPU time the server process got (in cores);
+"event loop busy" near 100 % with CPU well under one core means the server was runnable but waiting for a CPU, i.e. the machine,
+not the server, was the limit (the rest went to the clients, the SQL executor children and other load on the machine).
+"Server CPU per request" (resets + steps) is the machine-independent cost: at ~100 µs one dedicated core serves ~10,000 requests/s.
 The runaway client kept \`${RUNAWAY_SQL}\` in flight the whole time (${r.runaway.runawayQueries} such queries, each cut off by the executor after ${r.runaway.runawayMeanMs === null ? 'n/a' : f(r.runaway.runawayMeanMs, 0)} ms on average).
 
 Targets: ≥ 3,000 steps/s — ${verdict(r.active.stepsPerS >= 3000)}; p99 ≤ 50 ms — ${verdict(r.active.p99Ms <= 50)}; p99 with a runaway query < 2x without — ${verdict(r.p99Ratio < 2)} (ratio ${f(r.p99Ratio, 2)}).
