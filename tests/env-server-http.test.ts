@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { EpisodeStateSchema, HttpStepResponseSchema, StepResultSchema, SqlActionSchema, toJsonSchema } from '@sqlenv/protocol';
 import { CatalogDocumentSchema } from '../apps/env-server/src/catalog.ts';
-import { startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
+import { RawWs, startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
 import { createTestRuntime, oracleEpisodes, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
 
 // The HTTP face of the server: OpenEnv's routes and shapes, plus the session-id extension.
@@ -135,6 +135,20 @@ describe('HTTP: multi-step episodes with session_id', () => {
       expect(small.server.sessionCount()).toBe(2);
       expect((await get(`/state?session_id=${first}`, {}, small.baseUrl)).status).toBe(404);
       expect((await get(`/state?session_id=${second}`, {}, small.baseUrl)).status).toBe(200);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('answers 503 when WebSocket sessions fill the server (they are never evicted)', async () => {
+    const small = await startHarness(runtime, { maxSessions: 1 });
+    try {
+      const ws = await RawWs.open(small.wsUrl);
+      expect((await ws.request({ type: 'state' }))['type']).toBe('state');
+      const refused = await post('/reset', {}, {}, small.baseUrl);
+      expect(refused.status).toBe(503);
+      expect(String(refused.json['detail'])).toMatch(/capacity/);
+      ws.close();
     } finally {
       await small.close();
     }
