@@ -177,7 +177,9 @@ describe('WS /ws: errors that keep the session open', () => {
     expect(reply.message).toMatch(/exceeds the limit of 1048576 bytes/);
     const after = ObservationFrameSchema.parse(await ws.request({ type: 'step', data: { action_type: 'DESCRIBE', argument: oracle.tables[0] } }));
     expect(after.data.observation.step_count).toBe(1);
-    ws.close();
+    // Past 4x the limit the frame is not even buffered: the socket is closed with 1009 (message too big).
+    ws.send('x'.repeat(4 * 1024 * 1024 + 1));
+    expect((await ws.closed).code).toBe(1009);
   });
 
   it('a runaway query on one session does not hold up another session', async () => {

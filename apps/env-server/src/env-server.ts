@@ -80,7 +80,8 @@ export function createEnvServer(options: EnvServerOptions): EnvServer {
   });
 
   // Frames between maxFrameBytes and this hard cap get an error frame; beyond it ws drops the socket (1009).
-  const hardMaxPayloadBytes = Math.max(16 * 1024 * 1024, limits.maxFrameBytes * 4);
+  // Kept at a small multiple: every connection may buffer one frame this big.
+  const hardMaxPayloadBytes = limits.maxFrameBytes * 4;
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: hardMaxPayloadBytes,
