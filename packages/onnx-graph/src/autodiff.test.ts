@@ -125,12 +125,28 @@ describe('gradients()', () => {
       expect(grads[1]?.shape).toEqual([4, 2]);
       return { backward: g.nodes.slice(before), frozen: [w, wT] };
     };
+    const products = (nodes: readonly { opType: string }[]): number => nodes.filter((n) => n.opType === 'MatMul' || n.opType === 'Gemm').length;
     const lora = build(false);
-    // dy/d(xAᵀ) = dy·B, dBᵀ = (xAᵀ)ᵀ·dy, dAᵀ = xᵀ·(dy·B): three products, and nothing touches W.
-    expect(lora.backward.filter((n) => n.opType === 'MatMul').length).toBe(3);
+    // u = x·Aᵀ, v = u·Bᵀ: du = dv·B, dB = dvᵀ·u, dA = duᵀ·x: three products, and nothing touches W.
+    expect(products(lora.backward)).toBe(3);
     expect(lora.backward.some((n) => n.inputs.some((t) => t !== null && lora.frozen.includes(t)))).toBe(false);
     // Asking for W too adds its product (xᵀ·dy).
-    expect(build(true).backward.filter((n) => n.opType === 'MatMul').length).toBe(4);
+    expect(products(build(true).backward)).toBe(4);
+  });
+
+  it('differentiates through Concat, Slice and Reshape over symbolic dims', async () => {
+    const g = new Graph();
+    const x = g.input('x', 'float32', ['B', 'T', 3]);
+    const y = g.concat([x, g.mul(x, 2)], 1); // (B, T+T, 3)
+    const z = g.reshape(g.slice(y, { axis: 1, start: 1, end: Infinity }), [-1, 3]); // (?, 3)
+    const [dx] = gradients(g.reduceSum(g.mul(z, z)), [x]);
+    g.output('dx', dx!);
+    const values = [1, 2, 3, 4, 5, 6, -1, -2, -3, 0.5, 1.5, 2.5, 7, 8, 9, 1, 1, 1];
+    const out = await runOnce(g, { x: tensor('float32', [2, 3, 3], values) });
+    // Position t of x appears at t in the first copy (dropped when t = 0) and doubled in the second: d/dx = [t > 0]·2x + 8x.
+    const expected = values.map((v, i) => (Math.floor(i / 3) % 3 > 0 ? 2 * v : 0) + 8 * v);
+    expect(out.dx!.dims).toEqual([2, 3, 3]);
+    expect(toNumbers(out.dx!)).toEqual(expected);
   });
 
   it('returns zeros for a tensor the loss does not depend on', async () => {

@@ -93,7 +93,7 @@ function nonNegative(g: Graph, idx: Tensor, data: Tensor, axis: number): Tensor 
 /** Every gradient rule. Derivatives as in any calculus table; sources cited where not textbook. */
 export const GRAD_RULES: { readonly [K in DifferentiableOp]: GradRule } = {
   Add: ({ dy }) => [dy, dy],
-  Sub: ({ g, dy }) => [dy, g.neg(dy)],
+  Sub: ({ g, dy, needs }) => [dy, needs[1] ? g.neg(dy) : null],
   Mul: (c) => [c.needs[0] ? c.g.mul(c.dy, input(c, 1)) : null, c.needs[1] ? c.g.mul(c.dy, input(c, 0)) : null],
   // d(a/b) = da/b − (a/b²) db = da/b − y·db/b
   Div: (c) => {
@@ -140,9 +140,9 @@ export const GRAD_RULES: { readonly [K in DifferentiableOp]: GradRule } = {
     const beta = betaAttr?.kind === 'float' ? betaAttr.value : 1;
     const ta = intAttr(node, 'transA', 0) === 1;
     const tb = intAttr(node, 'transB', 0) === 1;
-    const da = ta ? g.gemm(b, dy, null, { alpha, transA: tb, transB: true }) : g.gemm(dy, b, null, { alpha, transB: !tb });
-    const db = tb ? g.gemm(dy, a, null, { alpha, transA: true, transB: ta }) : g.gemm(a, dy, null, { alpha, transA: !ta });
-    return [c.needs[0] ? da : null, c.needs[1] ? db : null, c.needs[2] ? g.mul(dy, beta) : null];
+    const da = (): Tensor => (ta ? g.gemm(b, dy, null, { alpha, transA: tb, transB: true }) : g.gemm(dy, b, null, { alpha, transB: !tb }));
+    const db = (): Tensor => (tb ? g.gemm(dy, a, null, { alpha, transA: true, transB: ta }) : g.gemm(a, dy, null, { alpha, transA: !ta }));
+    return [c.needs[0] ? da() : null, c.needs[1] ? db() : null, c.needs[2] ? g.mul(dy, beta) : null];
   },
 
   ReduceSum: (c) => [spread(c, constInts(c.x[1], 'ReduceSum axes')), null],
@@ -206,15 +206,15 @@ export const GRAD_RULES: { readonly [K in DifferentiableOp]: GradRule } = {
     const axis = intAttr(node, 'axis', 0);
     const [idx, upd] = [input(c, 1), input(c, 2)];
     const overwrite = node.attrs.reduction?.kind === 'string' && node.attrs.reduction.value === 'none';
-    const dData = overwrite ? g.scatterElements(dy, idx, g.zerosLike(upd), axis, 'none') : dy;
-    return [c.needs[0] ? dData : null, null, c.needs[2] ? g.gatherElements(dy, idx, axis) : null];
+    const dData = (): Tensor => (overwrite ? g.scatterElements(dy, idx, g.zerosLike(upd), axis, 'none') : dy);
+    return [c.needs[0] ? dData() : null, null, c.needs[2] ? g.gatherElements(dy, idx, axis) : null];
   },
   ScatterND: (c) => {
     const { g, node, dy } = c;
     const [idx, upd] = [input(c, 1), input(c, 2)];
     const overwrite = node.attrs.reduction?.kind === 'string' && node.attrs.reduction.value === 'none';
-    const dData = overwrite ? g.scatterND(dy, idx, g.zerosLike(upd), 'none') : dy;
-    return [c.needs[0] ? dData : null, null, c.needs[2] ? g.gatherND(dy, idx) : null];
+    const dData = (): Tensor => (overwrite ? g.scatterND(dy, idx, g.zerosLike(upd), 'none') : dy);
+    return [c.needs[0] ? dData() : null, null, c.needs[2] ? g.gatherND(dy, idx) : null];
   },
   // Only the values output is differentiable: route dy back to the selected positions.
   TopK: (c) => {
@@ -232,11 +232,14 @@ export const GRAD_RULES: { readonly [K in DifferentiableOp]: GradRule } = {
   Concat: (c) => {
     const { g, node, dy } = c;
     const axis = intAttr(node, 'axis', 0);
-    let offset: Tensor = g.ints([0]);
+    const last = c.needs.lastIndexOf(true);
+    const asTensor = (v: Tensor | number): Tensor => (typeof v === 'number' ? g.ints([v]) : v);
+    let offset: Tensor | number = 0;
     return c.x.map((t, i) => {
-      if (!t) return null;
-      const end = g.add(offset, g.shape(t, axis, axis + 1));
-      const piece = c.needs[i] ? sliceKnown(g, dy, axis, offset, end, t) : null;
+      if (!t || i > last) return null;
+      const len = t.shape[axis] as Dim;
+      const end: Tensor | number = typeof offset === 'number' && typeof len === 'number' ? offset + len : g.add(asTensor(offset), typeof len === 'number' ? g.ints([len]) : g.shape(t, axis, axis + 1));
+      const piece = c.needs[i] ? sliceKnown(g, dy, axis, asTensor(offset), asTensor(end), t) : null;
       offset = end;
       return piece;
     });
