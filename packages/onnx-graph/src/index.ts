@@ -14,3 +14,5 @@ export { parsePlacementLog, type PlacementReport, type ProviderPlacement } from 
 export { silu, rmsNorm, linear, maskedSoftmax, logSoftmaxLse, tokenLogProbs, crossEntropy, causalMask, attention, MASK_VALUE, type RmsNormOptions, type LogProbOptions, type CrossEntropyOptions } from './composites.ts';
 export { gradients, type GradientsOptions } from './autodiff.ts';
 export { GRAD_RULES, type GradRule, type GradContext } from './grad-rules.ts';
+export { gradCheck, relativeError, sampleInputs, type GradCheckOptions, type GradCheckResult } from './grad-check.ts';
+export { GRAD_CASES, type GradCase, type GradInput } from './grad-cases.ts';
