@@ -93,6 +93,9 @@ describe('ops run in ONNX Runtime with the inferred shapes', () => {
     const x = g.input('x', 'float32', [2, 4]);
     const { values, indices } = g.topK(x, 2);
     g.output('values', values);
+    const dynamicK = g.topK(x, g.input('k', 'int64', []), { largest: false });
+    expect(dynamicK.values.shape[1]).toMatch(/^top_k/);
+    g.output('smallest', dynamicK.values);
     g.output('indices', indices);
     g.output('argmax', g.argMax(x, -1));
     g.output('cumsum', g.cumSum(x, 1));
@@ -101,8 +104,9 @@ describe('ops run in ONNX Runtime with the inferred shapes', () => {
     g.output('eq', g.cast(g.equal(x, 3), 'int32'));
     g.output('mask', causalMask(g, 3));
     g.output('expanded', g.expand(g.range(0, 3, 1, 'float32'), [2, 3]));
-    const out = await runOnce(g, { x: tensor('float32', [2, 4], [1, 3, -2, 0, 5, -1, 4, 3]) });
+    const out = await runOnce(g, { x: tensor('float32', [2, 4], [1, 3, -2, 0, 5, -1, 4, 3]), k: tensor('int64', [], [1]) });
     expect(toNumbers(out.values!)).toEqual([3, 1, 5, 4]);
+    expect(toNumbers(out.smallest!)).toEqual([-2, -1]);
     expect(toNumbers(out.indices!)).toEqual([1, 0, 0, 2]);
     expect(toNumbers(out.argmax!)).toEqual([1, 0]);
     expect(toNumbers(out.cumsum!)).toEqual([1, 4, 2, 2, 5, 4, 8, 11]);

@@ -222,14 +222,24 @@ export class Graph extends MathGraph {
     return this.one('ScatterND', [data, indices, updates], { reduction: attr.string(reduction) }, data.dtype, data.shape);
   }
 
-  /** The k largest (or smallest) values along `axis` and their int64 indices. */
-  topK(x: Tensor, k: number, options: { axis?: number; largest?: boolean; sorted?: boolean } = {}): { values: Tensor; indices: Tensor } {
+  /**
+   * The k largest (or smallest) values along `axis` and their int64 indices. `k` is a number
+   * or a run-time int64 tensor of shape [] or [1] (then the axis gets a fresh symbolic dim).
+   */
+  topK(x: Tensor, k: number | Tensor, options: { axis?: number; largest?: boolean; sorted?: boolean } = {}): { values: Tensor; indices: Tensor } {
     const ax = normalizeAxis(options.axis ?? -1, x.rank, 'TopK');
     const d = x.shape[ax] as Dim;
-    if (typeof d === 'number' && k > d) throw graphError(`TopK: expected k <= ${d} (axis ${ax} of ${x.toString()}), got ${k}`);
-    const shape = x.shape.map((s, i) => (i === ax ? k : s));
+    if (typeof k === 'number' && typeof d === 'number' && k > d) throw graphError(`TopK: expected k <= ${d} (axis ${ax} of ${x.toString()}), got ${k}`);
+    let kInput: Tensor;
+    if (typeof k === 'number') kInput = this.ints([k]);
+    else {
+      if (k.dtype !== 'int64' || k.rank > 1 || (k.rank === 1 && k.shape[0] !== 1)) throw graphError(`TopK: expected k as an int64 tensor of shape [] or [1], got ${k.toString()}`);
+      kInput = k.rank === 0 ? this.unsqueeze(k, [0]) : k;
+    }
+    const kDim: Dim = typeof k === 'number' ? k : this.freshDim('top_k');
+    const shape = x.shape.map((s, i) => (i === ax ? kDim : s));
     const attrs = { axis: attr.int(ax), largest: attr.int(options.largest === false ? 0 : 1), sorted: attr.int(options.sorted === false ? 0 : 1) };
-    const [values, indices] = this.addNode('TopK', [x, this.ints([k])], attrs, [
+    const [values, indices] = this.addNode('TopK', [x, kInput], attrs, [
       { dtype: x.dtype, shape },
       { dtype: 'int64', shape },
     ]);
