@@ -176,6 +176,24 @@ describe('adversarial corpus', () => {
     expect(order).toEqual(['fast', 'runaway']);
   });
 
+  it('moves queries pipelined behind a runaway to another child instead of letting them wait for its timeout', async () => {
+    await executor.whenReady();
+    const db = dbs[0] as TestDb;
+    let runawaySettled = false;
+    // Same tick: least-loaded dispatch puts every other fast query behind the runaway.
+    const runaway = outcome(executor.query(db.path, `${FOREVER} SELECT count(*) FROM c`, { timeoutMs: 4_000 })).then((o) => {
+      runawaySettled = true;
+      return o;
+    });
+    const fast = Array.from({ length: 8 }, (_, i) => executor.query(db.path, `SELECT ${i} AS n`).then((r) => ({ r, beforeRunaway: !runawaySettled })));
+    const answers = await Promise.all(fast);
+    expect(answers.map((a) => a.r.rows[0]?.[0])).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(answers.every((a) => a.beforeRunaway)).toBe(true);
+    expect((await runaway).error?.code).toBe(ErrorCode.TIMEOUT);
+    // The pool is whole again and answers normally.
+    expect((await executor.query(db.path, 'SELECT count(*) FROM singer')).rows).toEqual([[5]]);
+  });
+
   it('round-trips non-ASCII text and refuses what SQLite would silently mangle', async () => {
     const db = dbs[0] as TestDb;
     const text = 'ÿþ – 😀 \u00a0 \\ " \n';

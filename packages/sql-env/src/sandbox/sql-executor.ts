@@ -82,6 +82,12 @@ interface ChildSlot {
   dead: boolean;
   /** Sent and not yet answered, oldest first; [0] is running (once ready). */
   inFlight: Job[];
+  /**
+   * Ids of requests taken back from behind a slow head (see reclaimQueued):
+   * the child still has them in its input and will answer them; those
+   * answers are dropped. The child takes nothing new until they are all back.
+   */
+  abandoned: Set<number>;
   /** When inFlight[0] started running, by the reasoning in the header (performance.now() ms). */
   headStartedMs: number;
   timer: NodeJS.Timeout | undefined;
@@ -209,6 +215,7 @@ export class SqlExecutor {
 
   /** Move waiting jobs to children with room, best child first. */
   private dispatch(): void {
+    this.reclaimQueued();
     while (this.waiting.length > 0) {
       const child = this.pickChild();
       if (child === undefined) return;
@@ -228,7 +235,7 @@ export class SqlExecutor {
     let bestScore = Infinity;
     for (const child of this.children) {
       const load = child.inFlight.length;
-      if (child.dead || load >= this.config.pipelineDepth) continue;
+      if (child.dead || load >= this.config.pipelineDepth || child.abandoned.size > 0) continue;
       if (child.ready && load > 0 && nowMs - child.headStartedMs > SLOW_HEAD_MS) continue;
       const score = load + (child.ready ? 0 : this.config.pipelineDepth);
       if (score < bestScore) {
@@ -237,6 +244,26 @@ export class SqlExecutor {
       }
     }
     return best;
+  }
+
+  /**
+   * Requests pipelined behind a query that has run longer than SLOW_HEAD_MS
+   * would wait for it — until its timeout when it is a runaway. Take them back
+   * (they have not started: the child runs its input in order) and put them
+   * at the front of the queue for another child. The slow child may still
+   * answer them later; those answers are ignored (reads are idempotent).
+   */
+  private reclaimQueued(): void {
+    const nowMs = performance.now();
+    for (const child of this.children) {
+      if (child.dead || !child.ready || child.inFlight.length < 2 || nowMs - child.headStartedMs <= SLOW_HEAD_MS) continue;
+      const queued = child.inFlight.splice(1);
+      const unsent = new Set(child.outbox.map((frame) => Number(frame.slice(1, frame.indexOf(',')))));
+      // Frames not yet written are simply dropped; written ones will be answered and ignored.
+      child.outbox = child.outbox.filter((frame) => !queued.some((job) => frame.startsWith(`[${job.id},`)));
+      for (const job of queued) if (!unsent.has(job.id)) child.abandoned.add(job.id);
+      this.waiting.unshift(...queued);
+    }
   }
 
   private send(child: ChildSlot, job: Job): void {
@@ -332,7 +359,7 @@ export class SqlExecutor {
     const settled = signal();
     const closed = signal();
     const child: ChildSlot = {
-      proc, pid: proc.pid ?? -1, ready: false, dead: false, inFlight: [], headStartedMs: 0, timer: undefined, timerDueMs: Infinity,
+      proc, pid: proc.pid ?? -1, ready: false, dead: false, inFlight: [], abandoned: new Set(), headStartedMs: 0, timer: undefined, timerDueMs: Infinity,
       outbox: [], lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
     };
     into.push(child);
@@ -369,6 +396,11 @@ export class SqlExecutor {
       this.refill();
       if (child.inFlight.length > 0) this.headStarted(child, performance.now());
       this.dispatch();
+      return;
+    }
+    if (child.abandoned.delete(frame[0])) {
+      // An answer to a request re-dispatched elsewhere (reclaimQueued).
+      if (child.abandoned.size === 0) this.dispatch();
       return;
     }
     const job = child.inFlight[0];
