@@ -49,6 +49,15 @@ export interface DecoderParams {
   invFreq: Tensor; // (D/2) RoPE inverse frequencies
   /** The LoRA graph inputs in declaration order (name → tensor). */
   loraInputs: Map<string, Tensor>;
+  /** Linear layers read their weights in place (one copy in ORT); see `linear`. */
+  inPlaceWeights: boolean;
+}
+
+export interface DecoderBuildOptions {
+  /** Declare LoRA A/B inputs for these settings (default: none). */
+  lora?: LoraConfig;
+  /** Keep ONNX Runtime from holding a second, pre-packed copy of every weight (see `linear`). Default false. */
+  inPlaceWeights?: boolean;
 }
 
 /** Per-layer key/value cache. */
@@ -65,7 +74,8 @@ export interface KvCache {
  * float32 initializers in their stored layout, LoRA A/B as inputs when
  * `lora` is given.
  */
-export function declareDecoderParams(g: Graph, config: ModelConfig, weights: ModelWeights, lora?: LoraConfig): DecoderParams {
+export function declareDecoderParams(g: Graph, config: ModelConfig, weights: ModelWeights, options: DecoderBuildOptions = {}): DecoderParams {
+  const lora = options.lora;
   // The graph references the caller's Float32Arrays (no copies): a 0.6B model is 2.4 GB in float32.
   const init = (name: string): Tensor => {
     const w = weights.get(name);
@@ -112,7 +122,16 @@ export function declareDecoderParams(g: Graph, config: ModelConfig, weights: Mod
   const lmHead = config.tieWordEmbeddings ? embed : init('lm_head.weight');
   // inv_freq_i = θ^(−2i/D), computed in float32 like transformers' default RoPE init.
   const invFreq = Float32Array.from({ length: D / 2 }, (_, i) => 1 / config.ropeTheta ** ((2 * i) / D));
-  return { config, embed, layers, finalNorm, lmHead, invFreq: g.constant(tensor('float32', [D / 2], invFreq)), loraInputs };
+  return {
+    config,
+    embed,
+    layers,
+    finalNorm,
+    lmHead,
+    invFreq: g.constant(tensor('float32', [D / 2], invFreq)),
+    loraInputs,
+    inPlaceWeights: options.inPlaceWeights ?? false,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -125,17 +144,34 @@ export function rmsNorm(g: Graph, x: Tensor, w: Tensor, eps: number): Tensor {
   return g.mul(g.mul(x, inv), w); // (..., H)
 }
 
-/** x (..., in) → (..., out): flattened to 2-D for Gemm(transB) with the bias as its C input. */
-function linear(g: Graph, x: Tensor, p: Linear): Tensor {
+/**
+ * x (..., in) → (..., out), flattened to 2-D.
+ *
+ * Default: y = x·Wᵀ + b as Gemm(transB) with the bias as C. ONNX Runtime
+ * pre-packs that constant B input and keeps the original too, so the model
+ * sits in memory twice (Qwen3-0.6B: 7.4 GB peak). With `inPlaceWeights`,
+ * yᵀ = W·xᵀ as MatMul with W as the A input, which is read where it lies:
+ * one copy (5.4 GB peak), about a quarter slower per token on CPU. (ORT's
+ * `session.disable_prepacking` would give one copy at full speed; onnx-graph
+ * does not expose session config entries yet.)
+ */
+function linear(g: Graph, params: DecoderParams, x: Tensor, p: Linear): Tensor {
   const lead = x.shape.slice(0, -1);
   const inSize = x.shape[x.rank - 1] as number;
+  const outSize = p.weight.shape[0] as number;
   const x2d = g.reshape(x, [-1, inSize]); // (N, in)
-  let y = g.gemm(x2d, p.weight, p.bias ?? null, { transB: true }); // (N, out)
+  let y: Tensor;
+  if (params.inPlaceWeights) {
+    const yT = g.matMul(p.weight, g.transpose(x2d, [1, 0])); // (out, N)
+    y = g.transpose(p.bias === undefined ? yT : g.add(yT, g.unsqueeze(p.bias, [1])), [1, 0]); // (N, out)
+  } else {
+    y = g.gemm(x2d, p.weight, p.bias ?? null, { transB: true }); // (N, out)
+  }
   if (p.lora !== undefined) {
     const down = g.gemm(x2d, p.lora.a, null, { transB: true }); // (N, r)
     y = g.gemm(down, p.lora.b, y, { transB: true, alpha: p.lora.scale }); // (N, out): y + (α/r)·x·Aᵀ·Bᵀ
   }
-  return g.reshape(y, [...lead, p.weight.shape[0] as number]); // (..., out)
+  return g.reshape(y, [...lead, outSize]); // (..., out)
 }
 
 /** cos/sin tables for positions: each (B, T, 1, D), broadcast over heads. */
@@ -163,9 +199,9 @@ function applyRope(g: Graph, x: Tensor, rope: { cos: Tensor; sin: Tensor }, head
 function attention(g: Graph, params: DecoderParams, layer: LayerParams, x: Tensor, rope: { cos: Tensor; sin: Tensor }, bias: Tensor, past: KvCache | undefined): { out: Tensor; present: KvCache } {
   const { headDim: D, numHeads: Hq, numKvHeads: Hkv, rmsNormEps: eps } = params.config;
   const R = Hq / Hkv;
-  let q = g.reshape(linear(g, x, layer.q), [0, 0, Hq, D]); // (B, T, Hq, D)
-  let k = g.reshape(linear(g, x, layer.k), [0, 0, Hkv, D]); // (B, T, Hkv, D)
-  const v = g.reshape(linear(g, x, layer.v), [0, 0, Hkv, D]); // (B, T, Hkv, D)
+  let q = g.reshape(linear(g, params, x, layer.q), [0, 0, Hq, D]); // (B, T, Hq, D)
+  let k = g.reshape(linear(g, params, x, layer.k), [0, 0, Hkv, D]); // (B, T, Hkv, D)
+  const v = g.reshape(linear(g, params, x, layer.v), [0, 0, Hkv, D]); // (B, T, Hkv, D)
   if (layer.qNorm !== undefined && layer.kNorm !== undefined) {
     q = rmsNorm(g, q, layer.qNorm, eps); // (B, T, Hq, D)  Qwen3: per-head norm before RoPE
     k = rmsNorm(g, k, layer.kNorm, eps); // (B, T, Hkv, D)
@@ -188,14 +224,14 @@ function attention(g: Graph, params: DecoderParams, layer: LayerParams, x: Tenso
   const probs = g.softmax(scores, -1); // (B, Hkv, R, T, S)
   const ctx = g.matMul(probs, g.unsqueeze(vHeads, [2])); // (B, Hkv, R, T, D)
   const merged = g.reshape(g.transpose(ctx, [0, 3, 1, 2, 4]), [0, 0, Hq * D]); // (B, T, Hq·D)
-  return { out: linear(g, merged, layer.o), present: { k: kHeads, v: vHeads } }; // (B, T, H)
+  return { out: linear(g, params, merged, layer.o), present: { k: kHeads, v: vHeads } }; // (B, T, H)
 }
 
 /** SwiGLU MLP: down(silu(gate(x)) · up(x)). */
-function mlp(g: Graph, layer: LayerParams, x: Tensor): Tensor {
-  const gate = linear(g, x, layer.gate); // (B, T, F)
+function mlp(g: Graph, params: DecoderParams, layer: LayerParams, x: Tensor): Tensor {
+  const gate = linear(g, params, x, layer.gate); // (B, T, F)
   const silu = g.mul(gate, g.sigmoid(gate)); // (B, T, F)
-  return linear(g, g.mul(silu, linear(g, x, layer.up)), layer.down); // (B, T, H)
+  return linear(g, params, g.mul(silu, linear(g, params, x, layer.up)), layer.down); // (B, T, H)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -226,7 +262,7 @@ export function decoderForward(
   params.layers.forEach((layer, i) => {
     const attn = attention(g, params, layer, rmsNorm(g, x, layer.inputNorm, eps), rope, bias, past?.[i]);
     x = g.add(x, attn.out); // (B, T, H)
-    x = g.add(x, mlp(g, layer, rmsNorm(g, x, layer.postAttentionNorm, eps))); // (B, T, H)
+    x = g.add(x, mlp(g, params, layer, rmsNorm(g, x, layer.postAttentionNorm, eps))); // (B, T, H)
     present.push(attn.present);
   });
   return { hidden: rmsNorm(g, x, params.finalNorm, eps), present }; // (B, T, H)
@@ -241,26 +277,23 @@ export function lmHeadLogits(g: Graph, params: DecoderParams, hidden2d: Tensor):
 export const MASKED_BIAS = -1e9;
 
 /**
- * Additive attention bias for a full (prefill / teacher-forced) pass over a
- * left-padded batch: key j is visible to query i iff j ≤ i and mask[j] = 1.
+ * Attention bias and RoPE positions for `T` new slots after `S_past` cached
+ * ones, over a left-padded batch. `pastMask` (B, S_past) and `mask` (B, T)
+ * mark real tokens (1) and padding (0); without a past this is the plain
+ * teacher-forced / prefill case. Query slot i (absolute S_past + i) sees key
+ * slot j iff j ≤ S_past + i and the key is a real token. Positions are
+ * cumsum(full mask) − 1 at the query slots (padding gets −1: it is masked anyway).
  */
-export function causalPaddingBias(g: Graph, mask: Tensor): Tensor {
-  // Absolute slot indices from the mask's own shape (keeps the symbolic T; a Range would get a fresh dim).
-  const idx = g.sub(g.cumSum(g.fullLike(mask, 1), 1), 1); // (B, T): 0 … T−1
-  const keyIdx = g.unsqueeze(idx, [1]); // (B, 1, T)
-  const queryIdx = g.unsqueeze(idx, [2]); // (B, T, 1)
-  const causal = g.not(g.greater(keyIdx, queryIdx)); // (B, T, T): key ≤ query
-  const keyOk = g.unsqueeze(g.greater(mask, 0), [1]); // (B, 1, T)
-  const visible = g.and(causal, keyOk); // (B, T, T)
-  return g.unsqueeze(g.where(visible, g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, T)
-}
-
-/** Additive bias for one decode step over the cache: only padding keys are hidden. */
-export function paddingBias(g: Graph, mask: Tensor): Tensor {
-  return g.unsqueeze(g.where(g.greater(mask, 0), g.scalar(0), MASKED_BIAS), [1, 2, 3]); // (B, 1, 1, 1, S)
-}
-
-/** RoPE positions under left padding: cumsum(mask) − 1 (padding gets −1; it is masked anyway). */
-export function positionsFromMask(g: Graph, mask: Tensor): Tensor {
-  return g.sub(g.cumSum(mask, 1), 1); // (B, T)
+export function attentionBiasAndPositions(g: Graph, mask: Tensor, pastMask?: Tensor): { bias: Tensor; positions: Tensor } {
+  const full = pastMask === undefined ? mask : g.concat([pastMask, mask], 1); // (B, S)
+  // Slot indices from the masks' own shapes (a Range would get a fresh symbolic dim).
+  const keyIdx = g.sub(g.cumSum(g.fullLike(full, 1), 1), 1); // (B, S): 0 … S−1
+  let queryIdx = g.sub(g.cumSum(g.fullLike(mask, 1), 1), 1); // (B, T): 0 … T−1
+  if (pastMask !== undefined) queryIdx = g.add(queryIdx, g.shape(pastMask, 1, 2)); // (B, T): S_past … S−1
+  const causal = g.not(g.greater(g.unsqueeze(keyIdx, [1]), g.unsqueeze(queryIdx, [2]))); // (B, T, S): key ≤ query
+  const visible = g.and(causal, g.unsqueeze(g.greater(full, 0), [1])); // (B, T, S)
+  const bias = g.unsqueeze(g.where(visible, g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, S)
+  const allPositions = g.sub(g.cumSum(full, 1), 1); // (B, S)
+  const positions = pastMask === undefined ? allPositions : g.gatherElements(allPositions, queryIdx, 1); // (B, T)
+  return { bias, positions };
 }

@@ -14,6 +14,7 @@ import { loadModel } from './weights.ts';
 export interface EngineWorkerSetup {
   modelDir: string;
   lora: LoraConfig | undefined;
+  inPlaceWeights: boolean;
   session: Omit<SessionConfig, 'logger' | 'mode'>;
 }
 
@@ -36,6 +37,7 @@ if (port !== null) {
     const { config, weights } = loadModel(setup.modelDir);
     generator = await Generator.create(config, weights, {
       ...(setup.lora === undefined ? {} : { lora: setup.lora }),
+      inPlaceWeights: setup.inPlaceWeights,
       session: { ...setup.session, mode: 'direct' },
     });
     reply({ type: 'ready', vocabSize: config.vocabSize, eosTokenIds: config.eosTokenIds, padTokenId: config.padTokenId });

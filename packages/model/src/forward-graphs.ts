@@ -1,7 +1,6 @@
 import { Graph, type Tensor } from '@sqlenv/onnx-graph';
 import type { ModelConfig } from './config.ts';
-import { causalPaddingBias, declareDecoderParams, decoderForward, embedTokens, lmHeadLogits, positionsFromMask, type DecoderParams } from './decoder.ts';
-import type { LoraConfig } from './lora.ts';
+import { attentionBiasAndPositions, declareDecoderParams, decoderForward, embedTokens, lmHeadLogits, type DecoderBuildOptions, type DecoderParams } from './decoder.ts';
 import type { ModelWeights } from './weights.ts';
 
 /** Graph input and output names shared by the graphs and their callers. */
@@ -13,10 +12,7 @@ export const IO = {
   logprobs: 'logprobs',
 } as const;
 
-export interface ForwardGraphOptions {
-  /** Declare LoRA A/B inputs for these settings (default: none, base model only). */
-  lora?: LoraConfig;
-}
+export type ForwardGraphOptions = DecoderBuildOptions;
 
 export interface ForwardGraph {
   graph: Graph;
@@ -36,9 +32,10 @@ export function buildDecoderTrunk(config: ModelConfig, weights: ModelWeights, op
   const g = new Graph();
   const ids = g.input(IO.inputIds, 'int64', ['B', 'T']); // (B, T)
   const mask = g.input(IO.attentionMask, 'int64', ['B', 'T']); // (B, T)
-  const params = declareDecoderParams(g, config, weights, options.lora);
+  const params = declareDecoderParams(g, config, weights, options);
   const x = embedTokens(g, params, ids); // (B, T, H)
-  const { hidden } = decoderForward(g, params, x, positionsFromMask(g, mask), causalPaddingBias(g, mask)); // (B, T, H)
+  const { bias, positions } = attentionBiasAndPositions(g, mask); // (B, 1, 1, T, T), (B, T)
+  const { hidden } = decoderForward(g, params, x, positions, bias); // (B, T, H)
   return { graph: g, params, inputs: { [IO.inputIds]: ids, [IO.attentionMask]: mask }, hidden };
 }
 

@@ -36,6 +36,11 @@ describe.each(['tiny-qwen2', 'tiny-qwen3', 'tiny-llama'] as PresetName[])('%s fo
     const other = flat(referenceForward(config, randomWeights(config, { seed: 12, initStd: 0.1 }), ids));
     expect(maxRelativeError(got as Float32Array, other)).toBeGreaterThan(1e-2);
     await model.close();
+    // The low-memory layout (W·xᵀ with the weight read in place) computes the same function.
+    const inPlace = await LogitsModel.create(config, weights, { inPlaceWeights: true });
+    const [same] = await inPlace.logits([ids]);
+    expect(maxRelativeError(same as Float32Array, flat(referenceForward(config, weights, ids)))).toBeLessThanOrEqual(1e-5);
+    await inPlace.close();
   });
 
   it('LoRA inputs: zero adapter = base model, random adapter = reference with merged weights', async () => {

@@ -1,19 +1,8 @@
-import { Graph, type Tensor } from '@sqlenv/onnx-graph';
+import { Graph, tensor, type Tensor } from '@sqlenv/onnx-graph';
 import type { ModelConfig } from './config.ts';
-import {
-  causalPaddingBias,
-  declareDecoderParams,
-  decoderForward,
-  embedTokens,
-  lmHeadLogits,
-  paddingBias,
-  positionsFromMask,
-  type DecoderParams,
-  type KvCache,
-} from './decoder.ts';
+import { attentionBiasAndPositions, declareDecoderParams, decoderForward, embedTokens, lmHeadLogits, type DecoderBuildOptions, type DecoderParams, type KvCache } from './decoder.ts';
 import { IO } from './forward-graphs.ts';
-import type { LoraConfig } from './lora.ts';
-import { sampleNextToken, type SampledToken } from './sampler-graph.ts';
+import { sampleNextToken } from './sampler-graph.ts';
 import type { ModelWeights } from './weights.ts';
 
 /** Inputs and outputs of the generation graph beyond `input_ids` / `attention_mask`. */
@@ -47,11 +36,15 @@ export interface GenerationGraph {
  * `tokens` int64 (after a row's stop token: the pad id), `logprobs` and
  * `sample_logprobs` float32 (0 after the stop; see sampler-graph.ts).
  *
- * The first token comes from the prefill; an ONNX Loop then runs N − 1 decode
- * steps with the per-layer KV caches and the attention mask as loop-carried
- * state, each step appending one column.
+ * One ONNX Loop whose body is the decoder: iteration 0 feeds the whole
+ * prompt against an empty cache (the prefill), later iterations feed the
+ * previous token; the KV caches, the attention mask and the next input are
+ * loop-carried state. One copy of the decoder in the graph means every
+ * weight has one consumer, so ONNX Runtime pre-packs it once and frees the
+ * original (two copies — prefill outside, step inside — held 8 GB for
+ * Qwen3-0.6B instead of the 6 GB budget).
  */
-export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights, options: { lora?: LoraConfig } = {}): GenerationGraph {
+export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights, options: DecoderBuildOptions = {}): GenerationGraph {
   const g = new Graph();
   const ids = g.input(IO.inputIds, 'int64', ['B', 'P']); // (B, P)
   const mask = g.input(IO.attentionMask, 'int64', ['B', 'P']); // (B, P)
@@ -60,69 +53,55 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const topP = g.input(GEN_IO.topP, 'float32', ['B']); // (B)
   const topK = g.input(GEN_IO.topK, 'int64', []); // ()
   const stopIds = g.input(GEN_IO.stopIds, 'int64', ['S']); // (S)
-  const params = declareDecoderParams(g, config, weights, options.lora);
-  const { vocabSize: V, hiddenSize: H } = config;
+  const params = declareDecoderParams(g, config, weights, options);
+  const { vocabSize: V, numKvHeads: Hkv, headDim: D } = config;
 
-  const sample = (b: Graph, logits: Tensor, step: Tensor): SampledToken =>
-    sampleNextToken(b, { logits, uniform: b.gather(uniforms, step, 1), temperature, topP, topK }, V);
   const isStop = (b: Graph, token: Tensor): Tensor => {
     const hits = b.equal(b.unsqueeze(token, [1]), b.unsqueeze(stopIds, [0])); // (B, S)
     return b.greater(b.reduceMax(b.cast(hits, 'float32'), [1]), 0); // (B)
   };
 
-  // --- prefill: the whole prompt, first new token ---
-  const prefill = decoderForward(g, params, embedTokens(g, params, ids), positionsFromMask(g, mask), causalPaddingBias(g, mask)); // (B, P, H)
-  const last = g.gather(prefill.hidden, g.scalar(-1, 'int64'), 1); // (B, H): left padding puts every row's last token at the end
-  const first = sample(g, lmHeadLogits(g, params, last), g.scalar(0, 'int64')); // (B) each
-  const firstDone = isStop(g, first.token); // (B)
-
-  // --- decode loop: state = (last token, done, mask, caches) ---
-  const S = g.freshDim('S');
-  const cacheShape = ['B', config.numKvHeads, S, config.headDim];
-  const steps = g.sub(g.squeeze(g.shape(uniforms, 1, 2), [0]), 1); // (): N − 1
+  // Loop state: next input tokens, their mask, the mask and KV caches of earlier slots, done flags.
+  const Tq = g.freshDim('T');
+  const Sc = g.freshDim('S_past');
+  const emptyCache = g.full(['B', Hkv, 0, D], 0, 'float32'); // (B, Hkv, 0, D)
   const loop = g.loop({
-    maxTrips: steps,
-    cond: notAllDone(g, firstDone),
+    maxTrips: g.squeeze(g.shape(uniforms, 1, 2), [0]), // (): N
+    cond: g.constant(tensor('bool', [], [true])),
     carried: [
-      first.token,
-      firstDone,
-      { init: mask, shape: ['B', S] },
-      ...prefill.present.flatMap((c) => [
-        { init: c.k, shape: cacheShape },
-        { init: c.v, shape: cacheShape },
+      { init: ids, shape: ['B', Tq] },
+      { init: mask, shape: ['B', Tq] },
+      { init: g.full(['B', 0], 0, 'int64'), shape: ['B', Sc] },
+      g.fullLike(temperature, 0, 'bool'), // (B) done
+      ...params.layers.flatMap(() => [
+        { init: emptyCache, shape: ['B', Hkv, Sc, D] },
+        { init: emptyCache, shape: ['B', Hkv, Sc, D] },
       ]),
     ],
     body: (b, { iter, carried }) => {
-      const [token, done, pastMask, ...flatCache] = carried as [Tensor, Tensor, Tensor, ...Tensor[]];
+      const [tokens, tokenMask, pastMask, done, ...flatCache] = carried as [Tensor, Tensor, Tensor, Tensor, ...Tensor[]];
       const past: KvCache[] = [];
       for (let i = 0; i < flatCache.length; i += 2) past.push({ k: flatCache[i] as Tensor, v: flatCache[i + 1] as Tensor });
-      const stepMask = b.concat([pastMask, b.unsqueeze(b.fullLike(token, 1), [1])], 1); // (B, S+1)
-      const position = b.sub(b.reduceSum(stepMask, [1], { keepDims: true }), 1); // (B, 1): cumsum(mask) − 1 at the new slot
-      const x = embedTokens(b, params, b.unsqueeze(token, [1])); // (B, 1, H)
-      const step = decoderForward(b, params, x, position, paddingBias(b, stepMask), past); // (B, 1, H)
-      const logits = lmHeadLogits(b, params, b.reshape(step.hidden, [-1, H])); // (B, V)
-      const next = sample(b, logits, b.add(iter, 1)); // (B) each
+      const { bias, positions } = attentionBiasAndPositions(b, tokenMask, pastMask); // (B, 1, 1, T, S), (B, T)
+      const step = decoderForward(b, params, embedTokens(b, params, tokens), positions, bias, past); // (B, T, H)
+      const last = b.gather(step.hidden, b.scalar(-1, 'int64'), 1); // (B, H): left padding puts every row's last token at the end
+      const logits = lmHeadLogits(b, params, last); // (B, V)
+      const next = sampleNextToken(b, { logits, uniform: b.gather(uniforms, iter, 1), temperature, topP, topK }, V); // (B) each
       // Rows that already stopped emit padding with log-probability 0.
       const nextToken = b.where(done, b.scalar(config.padTokenId, 'int64'), next.token); // (B)
       const nextDone = b.or(done, isStop(b, nextToken)); // (B)
+      const nextInput = b.unsqueeze(nextToken, [1]); // (B, 1)
       return {
-        cond: notAllDone(b, nextDone),
-        carried: [nextToken, nextDone, stepMask, ...step.present.flatMap((c) => [c.k, c.v])],
+        cond: b.greater(b.reduceSum(b.cast(b.not(nextDone), 'int64')), 0), // continue while a row is running
+        carried: [nextInput, b.fullLike(nextInput, 1), b.concat([pastMask, tokenMask], 1), nextDone, ...step.present.flatMap((c) => [c.k, c.v])],
         scans: [nextToken, b.where(done, b.scalar(0), next.logprob), b.where(done, b.scalar(0), next.sampleLogprob)],
       };
     },
   });
 
-  // (B, 1) from the prefill + (B, N − 1) from the loop
   const [scanTokens, scanLogprobs, scanSampleLogprobs] = loop.scans as [Tensor, Tensor, Tensor]; // (N', B) each
-  const join = (head: Tensor, scan: Tensor): Tensor => g.concat([g.unsqueeze(head, [1]), g.transpose(scan, [1, 0])], 1); // (B, 1 + N')
-  g.output(GEN_IO.tokens, join(first.token, scanTokens));
-  g.output(GEN_IO.logprobs, join(first.logprob, scanLogprobs));
-  g.output(GEN_IO.sampleLogprobs, join(first.sampleLogprob, scanSampleLogprobs));
+  g.output(GEN_IO.tokens, g.transpose(scanTokens, [1, 0])); // (B, N')
+  g.output(GEN_IO.logprobs, g.transpose(scanLogprobs, [1, 0])); // (B, N')
+  g.output(GEN_IO.sampleLogprobs, g.transpose(scanSampleLogprobs, [1, 0])); // (B, N')
   return { graph: g, params };
-}
-
-/** Continue while some row has not stopped: () bool. */
-function notAllDone(g: Graph, done: Tensor): Tensor {
-  return g.greater(g.reduceSum(g.cast(g.not(done), 'int64')), 0);
 }

@@ -28,6 +28,8 @@ export const engineOptionsSchema = z.object({
   topK: z.number().int().nonnegative().default(0),
   /** Stop ids; default: the checkpoint's eos_token_id. */
   stopIds: z.array(z.number().int().nonnegative()).optional(),
+  /** One copy of the weights in ONNX Runtime instead of two, about a quarter slower (for models near the memory limit). Default false. */
+  inPlaceWeights: z.boolean().default(false),
   /** ORT threads inside one op. Default 1. */
   intraOpThreads: z.number().int().positive().default(1),
 });
@@ -106,6 +108,7 @@ export class InferenceEngine {
     const setup: EngineWorkerSetup = {
       modelDir: options.modelDir,
       lora: options.lora,
+      inPlaceWeights: options.inPlaceWeights,
       session: { intraOpThreads: options.intraOpThreads },
     };
     const worker = startWorker(new URL('./engine-worker.ts', import.meta.url), { data: setup });

@@ -2,14 +2,11 @@ import { createSession, tensor, type GraphSession, type SessionConfig, type Tens
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { ModelConfig } from './config.ts';
 import { leftPad, loraFeeds } from './batch.ts';
-import { buildLogitsGraph, buildScoringGraph, IO } from './forward-graphs.ts';
+import { buildLogitsGraph, buildScoringGraph, IO, type ForwardGraphOptions, type ScoringGraphOptions } from './forward-graphs.ts';
 import { loraTensorSpecs, zeroLoraWeights, type LoraConfig, type LoraWeights } from './lora.ts';
 import type { ModelWeights } from './weights.ts';
 
-export interface ScorerOptions {
-  lora?: LoraConfig;
-  /** Vocabulary chunk of the lm head (default 8192). */
-  vocabChunkSize?: number;
+export interface ScorerOptions extends ScoringGraphOptions {
   session?: SessionConfig;
 }
 
@@ -29,11 +26,9 @@ export class Scorer {
   }
 
   static async create(config: ModelConfig, weights: ModelWeights, options: ScorerOptions = {}): Promise<Scorer> {
-    const { graph } = buildScoringGraph(config, weights, {
-      ...(options.lora === undefined ? {} : { lora: options.lora }),
-      ...(options.vocabChunkSize === undefined ? {} : { vocabChunkSize: options.vocabChunkSize }),
-    });
-    return new Scorer(config, options.lora, await createSession(graph.toModel(), { mode: 'direct', ...options.session }));
+    const { session, ...graphOptions } = options;
+    const { graph } = buildScoringGraph(config, weights, graphOptions);
+    return new Scorer(config, options.lora, await createSession(graph.toModel(), { mode: 'direct', ...session }));
   }
 
   /**
@@ -74,9 +69,10 @@ export class LogitsModel {
     this.#session = session;
   }
 
-  static async create(config: ModelConfig, weights: ModelWeights, options: { lora?: LoraConfig; session?: SessionConfig } = {}): Promise<LogitsModel> {
-    const { graph } = buildLogitsGraph(config, weights, options.lora === undefined ? {} : { lora: options.lora });
-    return new LogitsModel(config, options.lora, await createSession(graph.toModel(), { mode: 'direct', ...options.session }));
+  static async create(config: ModelConfig, weights: ModelWeights, options: ForwardGraphOptions & { session?: SessionConfig } = {}): Promise<LogitsModel> {
+    const { session, ...graphOptions } = options;
+    const { graph } = buildLogitsGraph(config, weights, graphOptions);
+    return new LogitsModel(config, options.lora, await createSession(graph.toModel(), { mode: 'direct', ...session }));
   }
 
   /** Logits (T, V) per sequence, row-major, for the real (unpadded) positions. */

@@ -1,0 +1,43 @@
+/**
+ * Child-process probe for the real-shape memory test (qwen3-0.6b.test.ts) and
+ * bench/results/generate.md: load a checkpoint directory, build the
+ * generation session, generate, and print one JSON line with timings and the
+ * process's peak RSS. Run: node --import tsx heavy-generate.ts DIR [BATCH] [PROMPT_TOKENS] [NEW_TOKENS]
+ */
+import { Generator } from '../generator.ts';
+import { loadModel } from '../weights.ts';
+
+const [dir, batchArg = '1', promptArg = '32', newArg = '16'] = process.argv.slice(2);
+if (dir === undefined) throw new Error('usage: heavy-generate.ts DIR [BATCH] [PROMPT_TOKENS] [NEW_TOKENS]');
+const batch = Number(batchArg);
+const promptTokens = Number(promptArg);
+const newTokens = Number(newArg);
+
+const t0 = performance.now();
+let loaded: ReturnType<typeof loadModel> | undefined = loadModel(dir);
+const config = loaded.config;
+const t1 = performance.now();
+const generator = await Generator.create(config, loaded.weights, { inPlaceWeights: true, session: { intraOpThreads: 2 } });
+loaded = undefined; // the session holds its own copy: let the float32 arrays go
+const t2 = performance.now();
+const requests = Array.from({ length: batch }, (_, b) => ({
+  promptIds: Array.from({ length: promptTokens }, (_, t) => (t * 7919 + b * 104_729) % 151_000),
+  seed: b,
+  temperature: 0.7,
+}));
+const results = await generator.generate(requests, { maxNewTokens: newTokens, stopIds: [] });
+const t3 = performance.now();
+await generator.close();
+const usage = process.resourceUsage();
+process.stdout.write(
+  `${JSON.stringify({
+    batch,
+    promptTokens,
+    newTokens,
+    generatedTokens: results.reduce((s, r) => s + r.tokens.length, 0),
+    loadMs: Math.round(t1 - t0),
+    sessionMs: Math.round(t2 - t1),
+    generateMs: Math.round(t3 - t2),
+    maxRssBytes: usage.maxRSS * 1024,
+  })}\n`,
+);
