@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JsLoopGreedyDecoder } from './decode-step-graph.ts';
 import { Generator } from './generator.ts';
 import { initLoraWeights, parseLoraConfig } from './lora.ts';
 import { presetConfig } from './presets.ts';
@@ -184,3 +185,13 @@ describe('generation graph', () => {
   });
 });
 
+
+describe('per-token JavaScript loop over the step graph (benchmark baseline)', () => {
+  it('produces the same greedy tokens as the in-graph loop', async () => {
+    const decoder = await JsLoopGreedyDecoder.create(config, weights);
+    const jsTokens = await decoder.generate(prompts, 7);
+    const inGraph = await generator.generate(prompts.map((promptIds) => ({ promptIds, temperature: 0 })), { maxNewTokens: 7, stopIds: [] });
+    expect(jsTokens).toEqual(inGraph.map((r) => r.tokens));
+    await decoder.close();
+  });
+});

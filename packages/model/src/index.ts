@@ -47,9 +47,20 @@ export {
   type LoraTensorSpec,
   type LoraWeights,
 } from './lora.ts';
-export { declareDecoderParams, decoderForward, embedTokens, lmHeadLogits, rmsNorm, type DecoderParams, type KvCache } from './decoder.ts';
+export {
+  attentionBiasAndPositions,
+  declareDecoderParams,
+  decoderForward,
+  embedTokens,
+  lmHeadLogits,
+  rmsNorm,
+  type DecoderBuildOptions,
+  type DecoderParams,
+  type KvCache,
+} from './decoder.ts';
 export { IO, buildDecoderTrunk, buildLogitsGraph, buildScoringGraph, type ForwardGraph, type ForwardGraphOptions, type ScoringGraphOptions } from './forward-graphs.ts';
 export { GEN_IO, buildGenerationGraph, type GenerationGraph } from './generation-graph.ts';
+export { buildDecodeStepGraph, JsLoopGreedyDecoder, STEP_IO } from './decode-step-graph.ts';
 export { sampleNextToken, type SamplerInputs, type SampledToken } from './sampler-graph.ts';
 export { leftPad, uniformsForSeed, type PaddedBatch } from './batch.ts';
 export { Generator, type GenerateOptions, type GenerationRequest, type GenerationResult, type GeneratorOptions } from './generator.ts';

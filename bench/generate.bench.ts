@@ -1,0 +1,135 @@
+/**
+ * Generation throughput on CPU: the in-graph decode Loop (one ORT run per
+ * turn) against a per-token JavaScript loop over the same decoder with the
+ * KV cache passed in and out every token, at batch 1, 8 and 32; plus prefill
+ * throughput. Writes bench/results/generate.md and .json.
+ *
+ *   npm run bench:generate                      # tiny model
+ *   npm run bench:generate -- --qwen3-0.6b DIR  # also the Qwen3-0.6B-shaped memory/latency probe
+ *                                               # (DIR: `sqlenv model init --config qwen3-0.6b --dtype BF16`)
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { Generator, JsLoopGreedyDecoder, presetConfig, randomWeights } from '@sqlenv/model';
+
+const PRESET = 'tiny-qwen3';
+const PROMPT_TOKENS = 32;
+const NEW_TOKENS = 64;
+const PREFILL_TOKENS = 256;
+const BATCHES = [1, 8, 32];
+const REPEATS = 3;
+
+const config = presetConfig(PRESET);
+const weights = randomWeights(config, { seed: 1, initStd: 0.1 });
+const session = { intraOpThreads: 1 };
+const prompt = (b: number, length: number): number[] => Array.from({ length }, (_, t) => (t * 31 + b * 17) % 256);
+
+async function median(run: () => Promise<void>): Promise<number> {
+  await run(); // warm-up: first-run allocations and kernel selection
+  const times: number[] = [];
+  for (let i = 0; i < REPEATS; i++) {
+    const start = performance.now();
+    await run();
+    times.push(performance.now() - start);
+  }
+  return times.sort((a, b) => a - b)[Math.floor(times.length / 2)] as number;
+}
+
+interface Row {
+  batch: number;
+  inGraphTokensPerS: number;
+  jsLoopTokensPerS: number;
+  speedup: number;
+  sameTokens: boolean;
+}
+
+const generator = await Generator.create(config, weights, { session });
+const jsLoop = await JsLoopGreedyDecoder.create(config, weights, { session });
+const rows: Row[] = [];
+for (const batch of BATCHES) {
+  const prompts = Array.from({ length: batch }, (_, b) => prompt(b, PROMPT_TOKENS));
+  // Greedy in both, no stop tokens: exactly NEW_TOKENS per row, and the outputs must agree.
+  const requests = prompts.map((promptIds) => ({ promptIds, temperature: 0 }));
+  const inGraphTokens = (await generator.generate(requests, { maxNewTokens: NEW_TOKENS, stopIds: [] })).map((r) => r.tokens);
+  const jsTokens = await jsLoop.generate(prompts, NEW_TOKENS);
+  const inGraphMs = await median(async () => {
+    await generator.generate(requests, { maxNewTokens: NEW_TOKENS, stopIds: [] });
+  });
+  const jsMs = await median(async () => {
+    await jsLoop.generate(prompts, NEW_TOKENS);
+  });
+  const tokens = batch * NEW_TOKENS;
+  rows.push({
+    batch,
+    inGraphTokensPerS: Math.round((tokens / inGraphMs) * 1000),
+    jsLoopTokensPerS: Math.round((tokens / jsMs) * 1000),
+    speedup: Number((jsMs / inGraphMs).toFixed(2)),
+    sameTokens: JSON.stringify(inGraphTokens) === JSON.stringify(jsTokens),
+  });
+}
+
+// Prefill: one new token after a long prompt; the run is dominated by the prompt pass.
+const prefill: { batch: number; promptTokens: number; tokensPerS: number }[] = [];
+for (const batch of [1, 8]) {
+  const requests = Array.from({ length: batch }, (_, b) => ({ promptIds: prompt(b, PREFILL_TOKENS), temperature: 0 }));
+  const ms = await median(async () => {
+    await generator.generate(requests, { maxNewTokens: 1, stopIds: [] });
+  });
+  prefill.push({ batch, promptTokens: PREFILL_TOKENS, tokensPerS: Math.round(((batch * PREFILL_TOKENS) / ms) * 1000) });
+}
+await generator.close();
+await jsLoop.close();
+
+// Optional: the Qwen3-0.6B-shaped probe in a child process (its peak RSS is the process's own).
+const qwenArg = process.argv.indexOf('--qwen3-0.6b');
+let qwen: Record<string, number> | undefined;
+if (qwenArg > 0 && process.argv[qwenArg + 1] !== undefined) {
+  const script = fileURLToPath(new URL('../packages/model/src/test-fixtures/heavy-generate.ts', import.meta.url));
+  const stdout = execFileSync(process.execPath, ['--import', 'tsx', script, process.argv[qwenArg + 1] as string, '1', '32', '16'], { encoding: 'utf8' });
+  qwen = JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, number>;
+}
+
+const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version, intraOpThreads: session.intraOpThreads };
+const result = { date: new Date().toISOString(), machine, model: { preset: PRESET, ...config }, promptTokens: PROMPT_TOKENS, newTokens: NEW_TOKENS, rows, prefill, qwen3_0_6b: qwen ?? null };
+const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
+mkdirSync(resultsDir, { recursive: true });
+writeFileSync(`${resultsDir}generate.json`, `${JSON.stringify(result, null, 2)}\n`);
+
+const md = [
+  '# Generation benchmark (CPU)',
+  '',
+  `${result.date} · ${machine.cpu} · ${machine.cores} cores (shared) · Node ${machine.node} · ORT intra-op threads ${machine.intraOpThreads}`,
+  '',
+  `Model: \`${PRESET}\` (${config.numLayers} layers, hidden ${config.hiddenSize}, ${config.numHeads}/${config.numKvHeads} heads × ${config.headDim}, vocab ${config.vocabSize}), random weights, float32.`,
+  `Decode: ${PROMPT_TOKENS}-token prompts, ${NEW_TOKENS} new tokens per row, greedy, no stop tokens; median of ${REPEATS} runs after a warm-up.`,
+  '',
+  '| batch | in-graph Loop (tokens/s) | per-token JS loop (tokens/s) | speed-up | same tokens |',
+  '| ---: | ---: | ---: | ---: | :---: |',
+  ...rows.map((r) => `| ${r.batch} | ${r.inGraphTokensPerS} | ${r.jsLoopTokensPerS} | ${r.speedup}× | ${r.sameTokens ? 'yes' : 'NO'} |`),
+  '',
+  '"In-graph Loop": one `run()` per batch (prefill + ONNX Loop with the KV cache as loop state).',
+  '"Per-token JS loop": the same decoder as a step graph, one `run()` per token, KV cache copied out to JS and back in each token.',
+  'On CPU the copies are cheap memory moves; on a GPU without IO binding each would cross PCIe, which is why the loop lives in the graph.',
+  '',
+  '## Prefill',
+  '',
+  '| batch | prompt tokens | prefill tokens/s |',
+  '| ---: | ---: | ---: |',
+  ...prefill.map((p) => `| ${p.batch} | ${p.promptTokens} | ${p.tokensPerS} |`),
+  '',
+  '## Qwen3-0.6B shapes (random bf16 weights, CPU)',
+  '',
+  qwen === undefined
+    ? 'Not measured in this run (pass `--qwen3-0.6b DIR`).'
+    : [
+        `Batch ${qwen['batch']}, ${qwen['promptTokens']}-token prompt, ${qwen['generatedTokens']} new tokens, \`inPlaceWeights\` (one copy of the weights in ORT), 2 intra-op threads:`,
+        '',
+        `- peak RSS of the process: **${((qwen['maxRssBytes'] ?? 0) / 1e9).toFixed(2)} GB** (budget 6 GB)`,
+        `- load safetensors → float32: ${((qwen['loadMs'] ?? 0) / 1000).toFixed(1)} s; build graph + create session: ${((qwen['sessionMs'] ?? 0) / 1000).toFixed(1)} s; generate: ${((qwen['generateMs'] ?? 0) / 1000).toFixed(1)} s`,
+      ].join('\n'),
+  '',
+].join('\n');
+writeFileSync(`${resultsDir}generate.md`, md);
+process.stdout.write(md);
