@@ -17,17 +17,19 @@ export function parseFlags<S extends z.ZodType>(
   schema: S,
   { positionals = 0 }: { positionals?: number } = {},
 ): { flags: z.infer<S>; positionals: string[] } {
+  // main() already names the top-level command; only a sub-command ("model init") is named here.
+  const label = command.includes(' ') ? `${command.slice(command.indexOf(' ') + 1)}: ` : '';
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({ args: argv, options, strict: true, allowPositionals: positionals > 0 });
   } catch (error) {
-    throw new UsageError(`${command}: ${(error as Error).message.split('\n')[0] ?? 'bad arguments'}`);
+    throw new UsageError(`${label}${(error as Error).message.split('\n')[0] ?? 'bad arguments'}`);
   }
   if (parsed.positionals.length > positionals) {
-    throw new UsageError(`${command}: unexpected argument '${parsed.positionals[positionals] ?? ''}'`);
+    throw new UsageError(`${label}unexpected argument '${parsed.positionals[positionals] ?? ''}'`);
   }
   const result = schema.safeParse(parsed.values);
-  if (!result.success) throw new UsageError(`${command}: ${formatZodIssues(result.error)}`);
+  if (!result.success) throw new UsageError(`${label}${formatZodIssues(result.error)}`);
   return { flags: result.data, positionals: parsed.positionals };
 }
 

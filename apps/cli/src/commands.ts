@@ -2,6 +2,7 @@ import type { CommandIo } from './io.ts';
 import { evalCommand, evalUsage } from './commands/eval.ts';
 import { playCommand, playUsage } from './commands/play.ts';
 import { datasetsCommand, datasetsUsage } from './commands/datasets.ts';
+import type * as rollout from '@sqlenv/rollout';
 import { coordinatorUsage, trainerUsage, trainUsage, workerUsage } from '@sqlenv/rollout';
 import { withShutdownSignal } from './shutdown-signal.ts';
 import { modelCommand, modelUsage } from './commands/model.ts';
@@ -26,39 +27,24 @@ export const commands: Record<string, Command> = {
     },
   },
   model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, run: modelCommand },
-  train: {
-    summary: 'embedded run: coordinator, workers and trainer in one process (no Redis)',
-    usage: trainUsage,
-    run: async (argv, io) => {
-      const { trainCommand } = await import('@sqlenv/rollout');
-      return withShutdownSignal((signal) => trainCommand(argv, { ...io, env: process.env, signal }));
-    },
-  },
-  coordinator: {
-    summary: 'distributed run: admit GRPO groups into Redis and report the run',
-    usage: coordinatorUsage,
-    run: async (argv, io) => {
-      const { coordinatorCommand } = await import('@sqlenv/rollout');
-      return withShutdownSignal((signal) => coordinatorCommand(argv, { ...io, env: process.env, signal }));
-    },
-  },
-  worker: {
-    summary: 'distributed run: play episode jobs from Redis until SIGTERM',
-    usage: workerUsage,
-    run: async (argv, io) => {
-      const { workerCommand } = await import('@sqlenv/rollout');
-      return withShutdownSignal((signal) => workerCommand(argv, { ...io, env: process.env, signal }));
-    },
-  },
-  trainer: {
-    summary: 'distributed run: consume scored groups, update and publish the policy',
-    usage: trainerUsage,
-    run: async (argv, io) => {
-      const { trainerCommand } = await import('@sqlenv/rollout');
-      return withShutdownSignal((signal) => trainerCommand(argv, { ...io, env: process.env, signal }));
-    },
-  },
+  train: rolloutCommand('embedded run: coordinator, workers and trainer in one process (no Redis)', trainUsage, (m) => m.trainCommand),
+  coordinator: rolloutCommand('distributed run: admit GRPO groups into Redis and report the run', coordinatorUsage, (m) => m.coordinatorCommand),
+  worker: rolloutCommand('distributed run: play episode jobs from Redis until SIGTERM', workerUsage, (m) => m.workerCommand),
+  trainer: rolloutCommand('distributed run: consume scored groups, update and publish the policy', trainerUsage, (m) => m.trainerCommand),
 };
+
+
+/** A rollout app's command: loaded on use, with SIGTERM/SIGINT turned into its abort signal. */
+function rolloutCommand(summary: string, usage: string, pick: (module: typeof rollout) => typeof rollout.trainCommand): Command {
+  return {
+    summary,
+    usage,
+    run: async (argv, io) => {
+      const command = pick(await import('@sqlenv/rollout'));
+      return withShutdownSignal((signal) => command(argv, { ...io, env: process.env, signal }));
+    },
+  };
+}
 
 export function usage(): string {
   const lines = ['sqlenv — SQL environment, evaluation and distributed RL training', '', 'Commands:'];

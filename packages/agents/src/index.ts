@@ -4,3 +4,4 @@ export { RandomPolicy, type RandomPolicyOptions } from './random-policy.ts';
 export { evaluate, type EvaluateOptions, type EvaluationEnvironment, type EvaluationReport, type EpisodeRecord } from './evaluate.ts';
 export { tableNamesFromSchemaInfo } from './schema-info.ts';
 export { createRng, mixSeeds, hashString } from './prng.ts';
+export { createBaselinePolicy, BASELINE_POLICY_NAMES, type BaselinePolicyName } from './baseline-policies.ts';

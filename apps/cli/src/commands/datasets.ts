@@ -9,7 +9,7 @@ export const datasetsUsage = 'sqlenv datasets check <dir> [--json]';
 /** `sqlenv datasets check <dir>`: validate a Spider-layout directory and report what is wrong. */
 export async function datasetsCommand(argv: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = argv;
-  if (sub !== 'check') throw new UsageError(`datasets: expected 'check', got '${sub ?? ''}'`);
+  if (sub !== 'check') throw new UsageError(`expected 'check', got '${sub ?? ''}'`);
   const { flags, positionals } = parseFlags('datasets check', rest, { json: { type: 'boolean' } }, z.object({ json: z.boolean().default(false) }), {
     positionals: 1,
   });

@@ -1,10 +1,9 @@
 import { z } from 'zod';
-import { evaluate, OraclePolicy, RandomPolicy, type EvaluationReport, type Policy } from '@sqlenv/agents';
+import { createBaselinePolicy, evaluate, type EvaluationReport } from '@sqlenv/agents';
 import { SplitName } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type Dataset } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
 import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../args.ts';
-import { UsageError } from '../cli-error.ts';
 import { cacheDir } from '../paths.ts';
 import { ProgressBar } from '../progress-bar.ts';
 import type { CommandIo } from '../io.ts';
@@ -47,7 +46,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
   try {
     const dataset = runtime.dataset;
     const questionIds = selectQuestionIds(dataset, { split: flags.split, episodes: flags.episodes, seed: flags.seed });
-    const policy = makePolicy(flags.policy, dataset, flags.seed);
+    const policy = createBaselinePolicy(flags.policy, dataset, flags.seed);
     const bar = new ProgressBar(`eval ${policy.name}`, io.stderr);
     let successes = 0;
     const createEnvironment = flags.url === undefined
@@ -71,17 +70,6 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     return 0;
   } finally {
     await runtime.close();
-  }
-}
-
-export function makePolicy(name: string, dataset: Dataset, seed: number): Policy {
-  switch (name) {
-    case 'oracle':
-      return new OraclePolicy(dataset);
-    case 'random':
-      return new RandomPolicy({ seed });
-    default:
-      throw new UsageError(`unknown policy '${name}' (expected oracle or random)`);
   }
 }
 

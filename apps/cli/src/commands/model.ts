@@ -86,6 +86,6 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
       return 0;
     }
     default:
-      throw new UsageError(`model: expected init, logits or generate, got '${sub ?? ''}'`);
+      throw new UsageError(`expected init, logits or generate, got '${sub ?? ''}'`);
   }
 }

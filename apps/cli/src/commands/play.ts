@@ -93,7 +93,7 @@ async function readActionsFile(file: string): Promise<SqlAction[]> {
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
-    throw new UsageError(`play: cannot read actions file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new UsageError(`cannot read actions file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
   const actions: SqlAction[] = [];
   const lines = text.split('\n');
@@ -104,10 +104,10 @@ async function readActionsFile(file: string): Promise<SqlAction[]> {
     try {
       value = JSON.parse(line);
     } catch {
-      throw new UsageError(`play: ${file}:${i + 1}: not valid JSON`);
+      throw new UsageError(`${file}:${i + 1}: not valid JSON`);
     }
     const parsed = SqlActionSchema.safeParse(value);
-    if (!parsed.success) throw new UsageError(`play: ${file}:${i + 1}: invalid action: ${formatZodIssues(parsed.error)}`);
+    if (!parsed.success) throw new UsageError(`${file}:${i + 1}: invalid action: ${formatZodIssues(parsed.error)}`);
     actions.push(parsed.data);
   }
   return actions;

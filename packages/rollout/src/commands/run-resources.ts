@@ -1,24 +1,17 @@
-import { OraclePolicy, RandomPolicy, type Policy } from '@sqlenv/agents';
+import { BASELINE_POLICY_NAMES, createBaselinePolicy, type Policy } from '@sqlenv/agents';
 import { SQLEnvClient } from '@sqlenv/client';
 import type { RolloutRunSpec, SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type Dataset, type SqlEnvRuntime } from '@sqlenv/sql-env';
-import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import { silentLogger, type Logger } from '@sqlenv/shared';
 import type { EnvironmentSource, RolloutEnvironment } from '../play-episode.ts';
 import type { ScheduledQuestion } from '../question-schedule.ts';
 import type { ResolveRun } from '../rollout-worker.ts';
 
 /** Policies a worker can play by name. LLM policies register here once the model package serves them. */
-export const POLICY_NAMES = ['oracle', 'random'] as const;
+export const POLICY_NAMES = BASELINE_POLICY_NAMES;
 
 export function createPolicy(name: string, dataset: Dataset, seed: number): Policy {
-  switch (name) {
-    case 'oracle':
-      return new OraclePolicy(dataset);
-    case 'random':
-      return new RandomPolicy({ seed });
-    default:
-      throw new AppError(ErrorCode.VALIDATION, `unknown policy '${name}' (known: ${POLICY_NAMES.join(', ')})`);
-  }
+  return createBaselinePolicy(name, dataset, seed);
 }
 
 /** The run's questions: its split, or every question when the dataset has none in that split. */
