@@ -57,7 +57,8 @@ export interface ScoringGraphOptions extends ForwardGraphOptions {
 /**
  * Per-token log-probabilities of the given tokens under the (temperature-
  * scaled) model: logprobs[b, t] = log softmax(logits[b, t−1] / τ)[ids[b, t]]
- * for t ≥ 1, and 0 at t = 0. Input `temperature` is a float32 scalar (1 =
+ * where slots t − 1 and t both hold real tokens; 0 elsewhere (padding and
+ * each row's first token). Input `temperature` is a float32 scalar (1 =
  * the model itself; use the sampling temperature to match generation).
  *
  * log softmax is target_logit − logsumexp over the vocabulary, and the
@@ -97,7 +98,11 @@ export function buildScoringGraph(config: ModelConfig, weights: ModelWeights, op
   const nextLogprobs = g.reshapeAs(g.sub(targetLogit, lse), ids); // (B, T): log p(ids[t+1] | ids[≤t])
   const prevIdx = g.where(g.greater(pos, 0), g.sub(pos, 1), 0); // (B, T)
   const shifted = g.gatherElements(nextLogprobs, prevIdx, 1); // (B, T): log p(ids[t] | ids[<t])
-  const logprobs = g.where(g.greater(pos, 0), shifted, 0); // (B, T)
+  // Only tokens with a real token before them get a log-prob: padding and each row's first token
+  // get 0, and Where stops gradients from flowing into the fully masked padding rows.
+  const mask = trunk.inputs[IO.attentionMask] as Tensor;
+  const prevReal = g.and(g.greater(pos, 0), g.greater(g.gatherElements(mask, prevIdx, 1), 0)); // (B, T)
+  const logprobs = g.where(g.and(prevReal, g.greater(mask, 0)), shifted, 0); // (B, T)
   g.output(IO.logprobs, logprobs);
   return { ...trunk, logprobs };
 }
