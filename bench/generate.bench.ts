@@ -10,7 +10,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Generator, JsLoopGreedyDecoder, presetConfig, randomWeights } from '@sqlenv/model';
 
@@ -19,8 +19,10 @@ const PROMPT_TOKENS = 32;
 const NEW_TOKENS = 64;
 const PREFILL_TOKENS = 256;
 const BATCHES = [1, 8, 32];
-const REPEATS = 3;
+const REPEATS = 5;
 
+// Other processes share these cores: record how busy the machine was.
+const LOAD_AT_START = Number((loadavg()[0] ?? 0).toFixed(1));
 const config = presetConfig(PRESET);
 const weights = randomWeights(config, { seed: 1, initStd: 0.1 });
 const session = { intraOpThreads: 1 };
@@ -91,7 +93,13 @@ if (qwenArg > 0 && process.argv[qwenArg + 1] !== undefined) {
   qwen = JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, number>;
 }
 
-const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version, intraOpThreads: session.intraOpThreads };
+const machine = {
+  cpu: cpus()[0]?.model ?? 'unknown',
+  cores: cpus().length,
+  node: process.version,
+  intraOpThreads: session.intraOpThreads,
+  loadAverageAtStart: LOAD_AT_START,
+};
 const result = { date: new Date().toISOString(), machine, model: { preset: PRESET, ...config }, promptTokens: PROMPT_TOKENS, newTokens: NEW_TOKENS, rows, prefill, qwen3_0_6b: qwen ?? null };
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
 mkdirSync(resultsDir, { recursive: true });
@@ -100,7 +108,7 @@ writeFileSync(`${resultsDir}generate.json`, `${JSON.stringify(result, null, 2)}\
 const md = [
   '# Generation benchmark (CPU)',
   '',
-  `${result.date} · ${machine.cpu} · ${machine.cores} cores (shared) · Node ${machine.node} · ORT intra-op threads ${machine.intraOpThreads}`,
+  `${result.date} · ${machine.cpu} · ${machine.cores} cores (shared; 1-min load average ${machine.loadAverageAtStart} at start) · Node ${machine.node} · ORT intra-op threads ${machine.intraOpThreads}`,
   '',
   `Model: \`${PRESET}\` (${config.numLayers} layers, hidden ${config.hiddenSize}, ${config.numHeads}/${config.numKvHeads} heads × ${config.headDim}, vocab ${config.vocabSize}), random weights, float32.`,
   `Decode: ${PROMPT_TOKENS}-token prompts, ${NEW_TOKENS} new tokens per row, greedy, no stop tokens; median of ${REPEATS} runs after a warm-up.`,
@@ -111,7 +119,9 @@ const md = [
   '',
   '"In-graph Loop": one `run()` per batch (prefill + ONNX Loop with the KV cache as loop state).',
   '"Per-token JS loop": the same decoder as a step graph, one `run()` per token, KV cache copied out to JS and back in each token.',
-  'On CPU the copies are cheap memory moves; on a GPU without IO binding each would cross PCIe, which is why the loop lives in the graph.',
+  'On CPU the copies are cheap memory moves, so the in-graph loop wins mainly on per-run overhead (batch 1); with larger',
+  'batches the Loop operator\'s own per-iteration cost (copying loop-carried state) shows. On a GPU without IO binding',
+  'every per-token copy would cross PCIe, which is why the loop lives in the graph.',
   '',
   '## Prefill',
   '',
