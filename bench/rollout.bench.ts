@@ -18,7 +18,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -48,7 +48,11 @@ const episodes = Number(process.env['BENCH_EPISODES'] ?? 400);
 const warmupEpisodes = 64;
 /** Episodes in flight per worker process (and in the direct baseline). */
 const concurrency = 16;
-const workerCounts = [1, 2, 4];
+const workerCounts = (process.env['BENCH_WORKERS'] ?? '1,2,4').split(',').map(Number);
+/** Which rows to run (comma-separated): direct, inproc, floor, bullmq. */
+const configs = new Set((process.env['BENCH_CONFIGS'] ?? 'direct,inproc,floor,bullmq').split(','));
+/** SQL executor children per worker process (undefined: the executor's default). */
+const workerPoolSize = process.env['BENCH_EXECUTOR_POOL_SIZE'];
 
 interface Row {
   name: string;
@@ -56,6 +60,66 @@ interface Row {
   episodes: number;
   seconds: number;
   episodesPerSecond: number;
+  /** Redis commands per episode during the timed run (all clients, commands inside Lua scripts included), when measured. */
+  redisCommandsPerEpisode?: number;
+  /** CPU milliseconds per episode during the timed run: worker processes (with their SQL executor children), this process (coordinator + trainer), Redis. */
+  cpuMsPerEpisode?: { workers: number; coordinatorTrainer: number; redis: number };
+}
+
+/** CPU time (user + system) of a process and all its live descendants, in milliseconds (Linux /proc; 0 elsewhere). */
+async function processTreeCpuMs(rootPid: number): Promise<number> {
+  let entries: string[];
+  try {
+    entries = await readdir('/proc');
+  } catch {
+    return 0;
+  }
+  const stats = new Map<number, { ppid: number; ticks: number }>();
+  await Promise.all(
+    entries.filter((e) => /^\d+$/.test(e)).map(async (pid) => {
+      try {
+        const text = await readFile(`/proc/${pid}/stat`, 'utf8');
+        // Fields after the parenthesised command name: state ppid ... utime(14) stime(15).
+        const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+        stats.set(Number(pid), { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) });
+      } catch {
+        // The process exited while we looked.
+      }
+    }),
+  );
+  let ticks = 0;
+  const frontier = [rootPid];
+  while (frontier.length > 0) {
+    const pid = frontier.pop() as number;
+    ticks += stats.get(pid)?.ticks ?? 0;
+    for (const [child, stat] of stats) if (stat.ppid === pid) frontier.push(child);
+  }
+  return ticks * 10; // USER_HZ is 100 on Linux.
+}
+
+/** Redis server CPU (user + system) so far, in milliseconds. */
+async function redisCpuMs(): Promise<number> {
+  const redis = new Redis(redisUrl);
+  try {
+    const info = await redis.info('cpu');
+    const read = (name: string): number => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+    return (read('used_cpu_user') + read('used_cpu_sys')) * 1000;
+  } finally {
+    await redis.quit();
+  }
+}
+
+/** Total commands Redis has processed so far (INFO commandstats), to count commands per episode. */
+async function redisCommandCount(): Promise<number> {
+  const redis = new Redis(redisUrl);
+  try {
+    const info = await redis.info('commandstats');
+    let total = 0;
+    for (const match of info.matchAll(/calls=(\d+)/g)) total += Number(match[1]);
+    return total;
+  } finally {
+    await redis.quit();
+  }
 }
 
 function spec(runId: string, n: number): RolloutRunSpec {
@@ -72,6 +136,7 @@ async function direct(n: number): Promise<Row> {
   const s = spec(`direct-${randomBytes(3).toString('hex')}`, n);
   const schedule = new QuestionSchedule(questions, s.seed);
   const jobs = Array.from({ length: n / s.group_size }, (_, seq) => buildGroup(s, schedule, seq, 0).episodes).flat();
+  const cpuBefore = await processTreeCpuMs(process.pid);
   const started = performance.now();
   let next = 0;
   await Promise.all(
@@ -83,15 +148,20 @@ async function direct(n: number): Promise<Row> {
     }),
   );
   const seconds = (performance.now() - started) / 1000;
-  return { name: 'direct (no queue, one process)', workers: 1, episodes: n, seconds, episodesPerSecond: n / seconds };
+  const cpuMs = ((await processTreeCpuMs(process.pid)) - cpuBefore) / n;
+  return { name: 'direct (no queue, one process)', workers: 1, episodes: n, seconds, episodesPerSecond: n / seconds, cpuMsPerEpisode: { workers: cpuMs, coordinatorTrainer: 0, redis: 0 } };
 }
 
 async function coordinated(transport: Transport, trainerTransport: Transport, runId: string, n: number): Promise<number> {
   const s = spec(runId, n);
   await transport.registerRun(s);
-  const trainer = runTrainer({ transport: trainerTransport, runId, updater: new StatsPolicyUpdater(), pollMs: 50, runWaitMs: 10_000 });
-  const summary = await runCoordinator({ transport, spec: s, questions, pollMs: 50 });
+  const t0 = performance.now();
+  let lastAdmitMs = 0;
+  const batchMs: number[] = [];
+  const trainer = runTrainer({ transport: trainerTransport, runId, updater: new StatsPolicyUpdater(), pollMs: 50, runWaitMs: 10_000, onBatch: () => batchMs.push(performance.now() - t0) });
+  const summary = await runCoordinator({ transport, spec: s, questions, pollMs: 50, onAdmit: () => (lastAdmitMs = performance.now() - t0) });
   await trainer;
+  if (process.env['BENCH_TRACE'] !== undefined) process.stderr.write(`    ${runId}: all admitted at ${lastAdmitMs.toFixed(0)} ms, batches at ${batchMs.map((x) => x.toFixed(0)).join(' ')}, done at ${(performance.now() - t0).toFixed(0)} ms\n`);
   if (summary.episodes_consumed !== n || summary.lost_episodes !== 0 || summary.duplicate_trajectories !== 0) throw new Error(`run ${runId} incomplete: ${JSON.stringify(summary)}`);
   return summary.elapsed_s;
 }
@@ -144,8 +214,10 @@ async function bullmqFloor(n: number): Promise<Row> {
 }
 
 function startWorker(keyBase: string, i: number): ChildProcess {
-  return fork(join(root, 'apps', 'worker', 'src', 'main.ts'), ['--redis', redisUrl, '--key-base', keyBase, '--concurrency', String(concurrency), '--worker-id', `bench-${i}`, '--discovery-ms', '100'], {
-    execArgv: ['--import', 'tsx'],
+  const poolSize = workerPoolSize === undefined ? [] : ['--executor-pool-size', workerPoolSize];
+  return fork(join(root, 'apps', 'worker', 'src', 'main.ts'), ['--redis', redisUrl, '--key-base', keyBase, '--concurrency', String(concurrency), '--worker-id', `bench-${i}`, '--discovery-ms', '100', ...poolSize], {
+    // BENCH_WORKER_NODE_ARGS, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof', profiles the workers.
+    execArgv: ['--import', 'tsx', ...(process.env['BENCH_WORKER_NODE_ARGS'] ?? '').split(' ').filter((a) => a !== '')],
     env: { ...process.env, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
@@ -158,8 +230,27 @@ async function bullmq(workers: number, n: number): Promise<Row> {
   const children = Array.from({ length: workers }, (_, i) => startWorker(keyBase, i));
   try {
     await coordinated(transport, trainerTransport, `warm-${randomBytes(3).toString('hex')}`, warmupEpisodes * workers);
+    const cpu = async (): Promise<[number, number, number]> => {
+      const own = process.cpuUsage();
+      const workerMs = (await Promise.all(children.map((c) => (c.pid === undefined ? 0 : processTreeCpuMs(c.pid))))).reduce((a, b) => a + b, 0);
+      return [workerMs, (own.user + own.system) / 1000, await redisCpuMs()];
+    };
+    const commandsBefore = await redisCommandCount();
+    const cpuBefore = await cpu();
     const seconds = await coordinated(transport, trainerTransport, `bench-${randomBytes(3).toString('hex')}`, n);
-    return { name: `BullMQ, ${workers} worker process${workers > 1 ? 'es' : ''}`, workers, episodes: n, seconds, episodesPerSecond: n / seconds };
+    const cpuAfter = await cpu();
+    // Includes the idle workers' polling and this count's own INFO call: a small overestimate.
+    const redisCommandsPerEpisode = ((await redisCommandCount()) - commandsBefore) / n;
+    const perEpisode = (i: number): number => ((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / n;
+    return {
+      name: `BullMQ, ${workers} worker process${workers > 1 ? 'es' : ''}`,
+      workers,
+      episodes: n,
+      seconds,
+      episodesPerSecond: n / seconds,
+      redisCommandsPerEpisode,
+      cpuMsPerEpisode: { workers: perEpisode(0), coordinatorTrainer: perEpisode(1), redis: perEpisode(2) },
+    };
   } finally {
     for (const child of children) child.kill('SIGTERM');
     await Promise.all(children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve(null) : c.once('exit', resolve)))));
@@ -178,21 +269,26 @@ async function bullmq(workers: number, n: number): Promise<Row> {
 
 const loadBefore = loadavg();
 process.stderr.write(`bench:rollout: ${episodes} oracle episodes per configuration, ${concurrency} in flight per process\n`);
-await direct(warmupEpisodes);
-rows.push(await direct(episodes));
-process.stderr.write(`  ${rows.at(-1)?.name}: ${rows.at(-1)?.episodesPerSecond.toFixed(1)} episodes/s\n`);
-rows.push(await inProcess(episodes));
-process.stderr.write(`  ${rows.at(-1)?.name}: ${rows.at(-1)?.episodesPerSecond.toFixed(1)} episodes/s\n`);
-await bullmqFloor(warmupEpisodes);
-rows.push(await bullmqFloor(episodes));
-process.stderr.write(`  ${rows.at(-1)?.name}: ${rows.at(-1)?.episodesPerSecond.toFixed(1)} episodes/s\n`);
-for (const workers of workerCounts) {
-  rows.push(await bullmq(workers, episodes));
-  process.stderr.write(`  ${rows.at(-1)?.name}: ${rows.at(-1)?.episodesPerSecond.toFixed(1)} episodes/s\n`);
+const report = (row: Row): void => {
+  rows.push(row);
+  const commands = row.redisCommandsPerEpisode === undefined ? '' : `, ${row.redisCommandsPerEpisode.toFixed(1)} Redis commands/episode`;
+  const cpu = row.cpuMsPerEpisode;
+  const cpuText = cpu === undefined ? '' : `, CPU ms/episode: workers ${cpu.workers.toFixed(2)}, coordinator+trainer ${cpu.coordinatorTrainer.toFixed(2)}, redis ${cpu.redis.toFixed(2)}`;
+  process.stderr.write(`  ${row.name}: ${row.episodesPerSecond.toFixed(1)} episodes/s${commands}${cpuText}\n`);
+};
+if (configs.has('direct')) {
+  await direct(warmupEpisodes);
+  report(await direct(episodes));
 }
+if (configs.has('inproc')) report(await inProcess(episodes));
+if (configs.has('floor')) {
+  await bullmqFloor(warmupEpisodes);
+  report(await bullmqFloor(episodes));
+}
+if (configs.has('bullmq')) for (const workers of workerCounts) report(await bullmq(workers, episodes));
 await runtime.close();
 
-const directRate = rows[0]?.episodesPerSecond ?? 0;
+const directRate = rows.find((r) => r.name.startsWith('direct'))?.episodesPerSecond ?? 0;
 const oneWorker = rows.find((r) => r.name.startsWith('BullMQ, 1 '));
 const inProcessRow = rows.find((r) => r.name.startsWith('in-process'));
 const overheadMs = (rate: number | undefined): number | null => (rate === undefined || directRate === 0 ? null : 1000 * (1 / rate - 1 / directRate));
@@ -216,16 +312,22 @@ const md = [
   '',
   `Oracle policy on the built-in dataset, ${episodes} episodes per configuration (groups of 4), ${concurrency} episodes in flight per process; every run checked complete (0 lost, 0 duplicated). Warm-up runs precede each timed run.`,
   '',
-  '| configuration | worker processes | episodes | seconds | episodes/s | × direct |',
-  '| --- | ---: | ---: | ---: | ---: | ---: |',
-  ...rows.map((r) => `| ${r.name} | ${r.workers} | ${r.episodes} | ${r.seconds.toFixed(2)} | ${r.episodesPerSecond.toFixed(1)} | ${(r.episodesPerSecond / directRate).toFixed(2)} |`),
+  '| configuration | worker processes | episodes | seconds | episodes/s | × direct | Redis commands/episode |',
+  '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ...rows.map(
+    (r) =>
+      `| ${r.name} | ${r.workers} | ${r.episodes} | ${r.seconds.toFixed(2)} | ${r.episodesPerSecond.toFixed(1)} | ${(r.episodesPerSecond / directRate).toFixed(2)} | ${r.redisCommandsPerEpisode === undefined ? '—' : r.redisCommandsPerEpisode.toFixed(1)} |`,
+  ),
   '',
   `Queue overhead per episode (BullMQ, 1 worker vs direct, same in-flight count): **${fmt(result.queueOverheadMsPerEpisode)} ms**. In-process transport overhead: ${fmt(result.inProcessOverheadMsPerEpisode)} ms.`,
   '',
   `Targets from the issue: ≥ 300 episodes/s with 4 workers, ≤ 3 ms queue overhead per episode.`,
   '',
 ].join('\n');
-await mkdir(resultsDir, { recursive: true });
-await writeFile(join(resultsDir, 'rollout.json'), `${JSON.stringify(result, null, 2)}\n`);
-await writeFile(join(resultsDir, 'rollout.md'), md);
+// A partial run (BENCH_CONFIGS / BENCH_WORKERS set) is for profiling: it prints, it doesn't replace the results.
+if (process.env['BENCH_CONFIGS'] === undefined && process.env['BENCH_WORKERS'] === undefined) {
+  await mkdir(resultsDir, { recursive: true });
+  await writeFile(join(resultsDir, 'rollout.json'), `${JSON.stringify(result, null, 2)}\n`);
+  await writeFile(join(resultsDir, 'rollout.md'), md);
+}
 process.stdout.write(md);

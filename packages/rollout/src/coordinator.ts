@@ -4,7 +4,7 @@ import type { BatchStats } from './batch-stats.ts';
 import { episodeJobId, groupJobId, groupPosition } from './ids.ts';
 import type { RolloutMetrics } from './metrics.ts';
 import { episodeSeed, QuestionSchedule, type ScheduledQuestion } from './question-schedule.ts';
-import type { FailedGroup, RunCounters, Transport } from './transport/transport.ts';
+import type { FailedGroup, GroupAdmission, RunCounters, Transport } from './transport/transport.ts';
 import { Wakeup } from './wakeup.ts';
 
 export interface CoordinatorOptions {
@@ -73,6 +73,12 @@ export interface RunSummary {
  * With S = 0 at most B untrained groups exist at any time, all admitted at version v:
  * the synchronous schedule.
  */
+/**
+ * Groups admitted per transport call. Big enough that admission costs a few Redis round trips per
+ * dozen groups, small enough that the first episodes start right away.
+ */
+export const ADMIT_CHUNK_GROUPS = 16;
+
 export function admissionCapacity(spec: RolloutRunSpec, policyVersion: number): number {
   return (spec.max_staleness + policyVersion + 1) * spec.groups_per_batch;
 }
@@ -146,12 +152,18 @@ export async function runCoordinator(options: CoordinatorOptions): Promise<RunSu
       let occupied = occupiedGroups(counters);
       const capacity = admissionCapacity(spec, counters.policyVersion);
       while (seq < total && occupied + 1 <= capacity) {
-        const { group, episodes } = buildGroup(spec, schedule, seq, counters.policyVersion);
-        await transport.admitGroup(spec, group, episodes);
-        seq += 1;
-        occupied += 1;
-        logger.debug({ groupId: group.group_id, seq: group.seq, questionId: group.question_id, capacity, occupied }, 'group admitted');
-        options.onAdmit?.({ seq: group.seq, capacity, occupied, policyVersion: counters.policyVersion });
+        // Up to ADMIT_CHUNK_GROUPS groups per transport call (a few round trips for the lot).
+        const chunk: GroupAdmission[] = [];
+        while (seq + chunk.length < total && occupied + chunk.length + 1 <= capacity && chunk.length < ADMIT_CHUNK_GROUPS) {
+          chunk.push(buildGroup(spec, schedule, seq + chunk.length, counters.policyVersion));
+        }
+        await transport.admitGroups(spec, chunk);
+        for (const { group } of chunk) {
+          seq += 1;
+          occupied += 1;
+          logger.debug({ groupId: group.group_id, seq: group.seq, questionId: group.question_id, capacity, occupied }, 'group admitted');
+          options.onAdmit?.({ seq: group.seq, capacity, occupied, policyVersion: counters.policyVersion });
+        }
       }
       if (seq >= total && counters.totalGroups === null) {
         await transport.closeAdmission(spec.run_id, total);

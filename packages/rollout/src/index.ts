@@ -1,5 +1,6 @@
 export type {
   Transport,
+  GroupAdmission,
   RunCounters,
   FailedGroup,
   QueueDepth,

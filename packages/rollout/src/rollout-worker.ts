@@ -136,8 +136,7 @@ export class RolloutWorker {
       maxTurns: spec.max_turns,
     });
     const { transport, metrics } = this.#options;
-    const key = await transport.trajectories.put(trajectory);
-    await transport.recordCompleted(spec.run_id, job.episode_id);
+    const key = await transport.storeTrajectory(trajectory);
     this.#episodesPlayed += 1;
     const versions = trajectory.turns.map((t) => t.policy_version);
     metrics?.episodeSeconds.observe({ run: spec.run_id }, trajectory.timings.total_ms / 1000);

@@ -101,17 +101,23 @@ export class RedisBlobStore implements BlobStore {
   }
 
   async put(key: string, data: Buffer): Promise<void> {
+    const { redisKey, value } = await this.encode(key, data);
+    await this.#redis.set(redisKey, value);
+  }
+
+  /**
+   * The Redis key and value that store `data` under `key` (spilling it first when it is big), for a
+   * caller that writes it together with other commands in one MULTI.
+   */
+  async encode(key: string, data: Buffer): Promise<{ redisKey: string; value: Buffer }> {
     const redisKey = this.#options.redisKey(key);
-    if (data.length <= this.#options.maxInlineBytes) {
-      await this.#redis.set(redisKey, Buffer.concat([Buffer.of(INLINE), data]));
-      return;
-    }
+    if (data.length <= this.#options.maxInlineBytes) return { redisKey, value: Buffer.concat([Buffer.of(INLINE), data]) };
     const spill = this.#options.spill;
     if (!spill) {
       throw new AppError(ErrorCode.CAPACITY, `blob ${key} is ${data.length} bytes, over the ${this.#options.maxInlineBytes}-byte inline bound, and no spill directory is configured`);
     }
     await spill.put(key, data);
-    await this.#redis.set(redisKey, Buffer.concat([Buffer.of(SPILLED), Buffer.from(key)]));
+    return { redisKey, value: Buffer.concat([Buffer.of(SPILLED), Buffer.from(key)]) };
   }
 
   async get(key: string): Promise<Buffer | undefined> {

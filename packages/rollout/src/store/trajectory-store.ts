@@ -7,6 +7,11 @@ export function trajectoryKey(runId: string, episodeId: string): string {
   return `${runId}/traj/${episodeId}`;
 }
 
+/** A trajectory's stored bytes (JSON). */
+export function encodeTrajectory(trajectory: Trajectory): Buffer {
+  return Buffer.from(JSON.stringify(trajectory));
+}
+
 /**
  * Trajectories stored once, keyed by episode id. A re-run of the same episode
  * (retry, stalled-job recovery) overwrites the same key, so the store never
@@ -21,7 +26,7 @@ export class TrajectoryStore {
 
   async put(trajectory: Trajectory): Promise<string> {
     const key = trajectoryKey(trajectory.run_id, trajectory.episode_id);
-    await this.#blobs.put(key, Buffer.from(JSON.stringify(trajectory)));
+    await this.#blobs.put(key, encodeTrajectory(trajectory));
     return key;
   }
 

@@ -1,5 +1,5 @@
-import { FlowProducer, Queue, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
-import { Redis } from 'ioredis';
+import { FlowProducer, Queue, UnrecoverableError, Worker, type FlowJob, type Job, type WorkerOptions } from 'bullmq';
+import { Redis, type ChainableCommander } from 'ioredis';
 import { z } from 'zod';
 import {
   EpisodeJobSchema,
@@ -14,12 +14,13 @@ import {
   type RolloutNotice,
   type RolloutRunSpec,
   type ScoredGroup,
+  type Trajectory,
 } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues, silentLogger, toAppError, type Logger } from '@sqlenv/shared';
 import { BatchStatsSchema, type BatchStats } from '../batch-stats.ts';
 import { failureReason, isPermanentFailure } from '../failure.ts';
 import { DirectoryBlobStore, RedisBlobStore, type BlobStore } from '../store/blob-store.ts';
-import { TrajectoryStore } from '../store/trajectory-store.ts';
+import { encodeTrajectory, trajectoryKey, TrajectoryStore } from '../store/trajectory-store.ts';
 import { ADVANCE_ADMITTED, COMMIT, RECORD_SCORED } from './redis-scripts.ts';
 import type {
   CommitResult,
@@ -27,6 +28,7 @@ import type {
   EpisodeConsumerOptions,
   EpisodeProcessor,
   FailedGroup,
+  GroupAdmission,
   GroupConsumerOptions,
   GroupScorer,
   QueueDepth,
@@ -137,6 +139,7 @@ export class BullmqTransport implements Transport {
   readonly kind = 'bullmq';
   readonly blobs: BlobStore;
   readonly trajectories: TrajectoryStore;
+  readonly #blobStore: RedisBlobStore;
   readonly #config: BullmqTransportConfig;
   readonly #logger: Logger;
   readonly #redis: ScriptRedis;
@@ -159,11 +162,12 @@ export class BullmqTransport implements Transport {
     this.#flows = new FlowProducer({ connection: this.#redis });
     this.#flows.on('error', (error) => this.#logger.warn({ err: error }, 'flow producer error'));
     const spill = this.#config.spillDir === undefined ? undefined : new DirectoryBlobStore(this.#config.spillDir);
-    this.blobs = new RedisBlobStore(this.#redis, {
+    this.#blobStore = new RedisBlobStore(this.#redis, {
       redisKey: (key) => this.#blobKey(key),
       maxInlineBytes: this.#config.maxInlineBytes,
       ...(spill ? { spill } : {}),
     });
+    this.blobs = this.#blobStore;
     this.trajectories = new TrajectoryStore(this.blobs);
   }
 
@@ -234,36 +238,54 @@ export class BullmqTransport implements Transport {
     return ids.filter((_, i) => done[i] !== '1').sort();
   }
 
-  async admitGroup(spec: RolloutRunSpec, group: GroupJob, episodes: readonly EpisodeJob[]): Promise<void> {
-    const keys = this.#keys(group.run_id);
-    // A coordinator that died between adding a flow and counting it re-admits the same
-    // seq on restart: the parent's existence says the flow is already there.
-    const exists = await this.#redis.exists(keys.queueKey(GROUPS, group.group_id));
-    if (!exists) {
-      await this.#flows.add({
-        name: 'group',
-        queueName: GROUPS,
+  async admitGroups(spec: RolloutRunSpec, admissions: readonly GroupAdmission[]): Promise<void> {
+    if (admissions.length === 0) return;
+    const keys = this.#keys(spec.run_id);
+    // A coordinator that died between adding flows and counting them re-admits the same
+    // seqs on restart: a parent's existence says its flow is already there.
+    const existing = await this.#exec(
+      admissions.reduce((pipeline, { group }) => pipeline.exists(keys.queueKey(GROUPS, group.group_id)), this.#redis.pipeline()),
+      'admission check',
+    );
+    const missing = admissions.filter((_, i) => existing[i] === 0);
+    // One MULTI for all the flows: atomic, so a crash leaves each group whole or absent.
+    if (missing.length > 0) await this.#flows.addBulk(missing.map(({ group, episodes }) => this.#flow(spec, keys, group, episodes)));
+    await this.#redis.sqlenvAdvanceAdmitted(keys.state, Math.max(...admissions.map((a) => a.group.seq)) + 1);
+  }
+
+  #flow(spec: RolloutRunSpec, keys: RunKeys, group: GroupJob, episodes: readonly EpisodeJob[]): FlowJob {
+    return {
+      name: 'group',
+      queueName: GROUPS,
+      prefix: keys.prefix,
+      data: group,
+      // Group jobs are kept: they are the record of the flow (and of its failure reason).
+      opts: { jobId: group.group_id, removeOnComplete: false, removeOnFail: false, attempts: 3, backoff: { type: 'exponential', delay: 500 } },
+      children: episodes.map((episode) => ({
+        name: 'episode',
+        queueName: EPISODES,
         prefix: keys.prefix,
-        data: group,
-        // Group jobs are kept: they are the record of the flow (and of its failure reason).
-        opts: { jobId: group.group_id, removeOnComplete: false, removeOnFail: false, attempts: 3, backoff: { type: 'exponential', delay: 500 } },
-        children: episodes.map((episode) => ({
-          name: 'episode',
-          queueName: EPISODES,
-          prefix: keys.prefix,
-          data: episode,
-          opts: {
-            jobId: episode.episode_id,
-            attempts: spec.attempts,
-            backoff: { type: 'exponential', delay: spec.backoff_ms },
-            failParentOnFailure: true,
-            removeOnComplete: { count: this.#config.keepCompletedEpisodes },
-            removeOnFail: false,
-          },
-        })),
-      });
-    }
-    await this.#redis.sqlenvAdvanceAdmitted(keys.state, group.seq + 1);
+        data: episode,
+        opts: {
+          jobId: episode.episode_id,
+          attempts: spec.attempts,
+          backoff: { type: 'exponential', delay: spec.backoff_ms },
+          failParentOnFailure: true,
+          removeOnComplete: { count: this.#config.keepCompletedEpisodes },
+          removeOnFail: false,
+        },
+      })),
+    };
+  }
+
+  /** Run a pipeline or MULTI and return its replies, turning a per-command error into an AppError. */
+  async #exec(batch: ChainableCommander, what: string): Promise<unknown[]> {
+    const results = await batch.exec();
+    if (results === null) throw new AppError(ErrorCode.TRANSPORT, `${what}: transaction aborted`);
+    return results.map(([error, value]) => {
+      if (error) throw new AppError(ErrorCode.TRANSPORT, `${what}: ${error.message}`, { cause: error });
+      return value;
+    });
   }
 
   async closeAdmission(runId: string, totalGroups: number): Promise<void> {
@@ -378,8 +400,12 @@ export class BullmqTransport implements Transport {
     };
   }
 
-  async recordCompleted(runId: string, episodeId: string): Promise<void> {
-    await this.#redis.sadd(this.#keys(runId).completedEpisodes, episodeId);
+  async storeTrajectory(trajectory: Trajectory): Promise<string> {
+    const key = trajectoryKey(trajectory.run_id, trajectory.episode_id);
+    const { redisKey, value } = await this.#blobStore.encode(key, encodeTrajectory(trajectory));
+    // One round trip, atomic: the trajectory is stored exactly when the episode counts as completed.
+    await this.#exec(this.#redis.multi().set(redisKey, value).sadd(this.#keys(trajectory.run_id).completedEpisodes, trajectory.episode_id), 'store trajectory');
+    return key;
   }
 
   consumeGroups(runId: string, scorer: GroupScorer, options: GroupConsumerOptions = {}): Consumer {

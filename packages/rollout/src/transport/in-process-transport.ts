@@ -7,6 +7,7 @@ import {
   type RolloutNotice,
   type RolloutRunSpec,
   type ScoredGroup,
+  type Trajectory,
 } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import type { BatchStats } from '../batch-stats.ts';
@@ -19,6 +20,7 @@ import type {
   EpisodeConsumerOptions,
   EpisodeProcessor,
   FailedGroup,
+  GroupAdmission,
   GroupConsumerOptions,
   GroupScorer,
   QueueDepth,
@@ -129,12 +131,14 @@ export class InProcessTransport implements Transport {
     return Promise.resolve([...this.#runs.values()].filter((r) => !r.done).map((r) => r.spec.run_id));
   }
 
-  admitGroup(_spec: RolloutRunSpec, group: GroupJob, episodes: readonly EpisodeJob[]): Promise<void> {
-    const run = this.#run(group.run_id);
-    if (run.groups.has(group.group_id)) return Promise.resolve();
-    run.groups.set(group.group_id, { group, results: new Map(), status: 'running' });
+  admitGroups(spec: RolloutRunSpec, admissions: readonly GroupAdmission[]): Promise<void> {
+    const run = this.#run(spec.run_id);
     const now = Date.now();
-    for (const job of episodes) run.queue.push({ job, payload: structuredClone(job), attempt: 1, enqueuedAtMs: now });
+    for (const { group, episodes } of admissions) {
+      if (run.groups.has(group.group_id)) continue;
+      run.groups.set(group.group_id, { group, results: new Map(), status: 'running' });
+      for (const job of episodes) run.queue.push({ job, payload: structuredClone(job), attempt: 1, enqueuedAtMs: now });
+    }
     this.#pump(run);
     return Promise.resolve();
   }
@@ -196,9 +200,10 @@ export class InProcessTransport implements Transport {
     return consumer;
   }
 
-  recordCompleted(runId: string, episodeId: string): Promise<void> {
-    this.#run(runId).completedEpisodes.add(episodeId);
-    return Promise.resolve();
+  async storeTrajectory(trajectory: Trajectory): Promise<string> {
+    const key = await this.trajectories.put(trajectory);
+    this.#run(trajectory.run_id).completedEpisodes.add(trajectory.episode_id);
+    return key;
   }
 
   consumeGroups(runId: string, scorer: GroupScorer, options: GroupConsumerOptions = {}): Consumer {

@@ -1,4 +1,4 @@
-import type { EpisodeJob, EpisodeResult, GroupJob, RolloutNotice, RolloutRunSpec, ScoredGroup } from '@sqlenv/protocol';
+import type { EpisodeJob, EpisodeResult, GroupJob, RolloutNotice, RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
 import type { BatchStats } from '../batch-stats.ts';
 import type { BlobStore } from '../store/blob-store.ts';
 import type { TrajectoryStore } from '../store/trajectory-store.ts';
@@ -36,6 +36,12 @@ export interface RunCounters {
   /** Set when the coordinator has admitted its last group. */
   totalGroups: number | null;
   done: boolean;
+}
+
+/** One group to admit: the parent job and its G episode jobs. */
+export interface GroupAdmission {
+  group: GroupJob;
+  episodes: readonly EpisodeJob[];
 }
 
 export interface FailedGroup {
@@ -115,8 +121,12 @@ export interface Transport {
   /** Runs registered and not done. */
   activeRuns(): Promise<string[]>;
 
-  /** Create the group and its G episode jobs; a second call with the same ids is a no-op. */
-  admitGroup(spec: RolloutRunSpec, group: GroupJob, episodes: readonly EpisodeJob[]): Promise<void>;
+  /**
+   * Create groups (each with its G episode jobs), in seq order, and move the admitted count past the
+   * last one. A group already there (same id: a restarted coordinator) is left as it is. Several
+   * groups go in one call so admission costs a few Redis round trips per batch, not per group.
+   */
+  admitGroups(spec: RolloutRunSpec, admissions: readonly GroupAdmission[]): Promise<void>;
   closeAdmission(runId: string, totalGroups: number): Promise<void>;
   markDone(runId: string): Promise<void>;
   counters(runId: string): Promise<RunCounters>;
@@ -124,8 +134,11 @@ export interface Transport {
   queueDepth(runId: string): Promise<QueueDepth>;
 
   consumeEpisodes(runId: string, processor: EpisodeProcessor, options: EpisodeConsumerOptions): Consumer;
-  /** Mark an episode's trajectory as stored (idempotent). */
-  recordCompleted(runId: string, episodeId: string): Promise<void>;
+  /**
+   * Store an episode's trajectory (under `trajectoryKey(run, episode)`, overwriting an earlier attempt's)
+   * and mark the episode completed, in one step (idempotent). Returns the trajectory key.
+   */
+  storeTrajectory(trajectory: Trajectory): Promise<string>;
 
   consumeGroups(runId: string, scorer: GroupScorer, options?: GroupConsumerOptions): Consumer;
   /** Scored, unconsumed groups, lowest seq first. */
