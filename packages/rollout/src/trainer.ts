@@ -6,6 +6,9 @@ import { batchStats, scoreGroup } from './scoring.ts';
 import type { Transport } from './transport/transport.ts';
 import { Wakeup } from './wakeup.ts';
 
+/** Fewest scored groups the trainer reads per look at the buffer (it reads max(this, 4 × B)). */
+const PENDING_PAGE_MIN_GROUPS = 64;
+
 /** One batch handed to the policy updater. */
 export interface TrainingBatch {
   /** The version this update produces. */
@@ -113,7 +116,11 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
         break;
       }
       if (counters.policyVersion !== version) throw new AppError(ErrorCode.ABORTED, `another trainer moved run ${runId} to version ${counters.policyVersion}`);
-      const pending = await transport.pendingScored(runId, 100_000);
+      // The oldest page of the buffer, not all of it: a trainer that fell behind would otherwise
+      // re-read (and re-parse) the whole growing buffer at every wake-up.
+      const pageSize = Math.max(PENDING_PAGE_MIN_GROUPS, 4 * spec.groups_per_batch);
+      const pending = await transport.pendingScored(runId, pageSize);
+      const truncated = pending.length >= pageSize;
       const dropped = spec.drop_zero_variance ? pending.filter((g) => g.zero_variance) : [];
       const accepted = spec.drop_zero_variance ? pending.filter((g) => !g.zero_variance) : pending;
       if (dropped.length > 0) {
@@ -123,7 +130,9 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
       // Every group is trained, dropped or failed, or still out there: when the
       // ones still out there are exactly the buffered ones, nothing else will come.
       const resolved = counters.trainedGroups + counters.droppedGroups + dropped.length + counters.failedGroups;
-      const allBuffered = counters.totalGroups !== null && counters.totalGroups - resolved === accepted.length;
+      // A full page means more groups wait behind it: then either a batch is ready (accepted ≥ B) or
+      // the page's zero-variance groups are dropped and the loop reads the next page.
+      const allBuffered = !truncated && counters.totalGroups !== null && counters.totalGroups - resolved === accepted.length;
       if (accepted.length >= spec.groups_per_batch || (allBuffered && accepted.length > 0)) {
         version = await trainBatch(accepted.slice(0, spec.groups_per_batch), version, options, logger);
         batches += 1;

@@ -143,6 +143,7 @@ export class BullmqTransport implements Transport {
   readonly #config: BullmqTransportConfig;
   readonly #logger: Logger;
   readonly #redis: ScriptRedis;
+  readonly #bullmq: Redis;
   readonly #flows: FlowProducer;
   readonly #queues = new Map<string, RunQueues>();
   readonly #consumers = new Set<Consumer>();
@@ -159,7 +160,11 @@ export class BullmqTransport implements Transport {
     this.#redis.defineCommand('sqlenvRecordScored', { numberOfKeys: 3, lua: RECORD_SCORED });
     this.#redis.defineCommand('sqlenvCommit', { numberOfKeys: 6, lua: COMMIT });
     this.#redis.defineCommand('sqlenvAdvanceAdmitted', { numberOfKeys: 1, lua: ADVANCE_ADMITTED });
-    this.#flows = new FlowProducer({ connection: this.#redis });
+    // BullMQ gets its own connection: it defines ~40 Lua commands on the client it is given, and
+    // ioredis copies every defined command onto each pipeline/MULTI it creates, which made our
+    // per-episode MULTI several times dearer on a shared client.
+    this.#bullmq = this.#connect('bullmq');
+    this.#flows = new FlowProducer({ connection: this.#bullmq });
     this.#flows.on('error', (error) => this.#logger.warn({ err: error }, 'flow producer error'));
     const spill = this.#config.spillDir === undefined ? undefined : new DirectoryBlobStore(this.#config.spillDir);
     this.#blobStore = new RedisBlobStore(this.#redis, {
@@ -207,7 +212,7 @@ export class BullmqTransport implements Transport {
     let queues = this.#queues.get(runId);
     if (!queues) {
       const prefix = this.#keys(runId).prefix;
-      queues = { episodes: new Queue(EPISODES, { connection: this.#redis, prefix }), groups: new Queue(GROUPS, { connection: this.#redis, prefix }) };
+      queues = { episodes: new Queue(EPISODES, { connection: this.#bullmq, prefix }), groups: new Queue(GROUPS, { connection: this.#bullmq, prefix }) };
       for (const queue of [queues.episodes, queues.groups]) queue.on('error', (error) => this.#logger.warn({ err: error, runId }, 'queue error'));
       this.#queues.set(runId, queues);
     }
@@ -358,12 +363,15 @@ export class BullmqTransport implements Transport {
   }
 
   consumeEpisodes(runId: string, processor: EpisodeProcessor, options: EpisodeConsumerOptions): Consumer {
+    // The processor's validated payload, so the 'completed' event doesn't parse it a second time.
+    const parsedJobs = new WeakMap<Job, EpisodeJob>();
     const worker = new Worker<unknown, EpisodeResult>(
       EPISODES,
       async (job: Job<unknown, EpisodeResult>) => {
         const parsed = EpisodeJobSchema.safeParse(job.data);
         // A malformed payload fails the same way on every attempt: never retry it.
         if (!parsed.success) throw new UnrecoverableError(`VALIDATION: malformed episode job: ${formatZodIssues(parsed.error)}`);
+        parsedJobs.set(job, parsed.data);
         const attempt = job.attemptsMade + 1;
         const queueWaitMs = Math.max(0, (job.processedOn ?? Date.now()) - job.timestamp);
         try {
@@ -377,8 +385,8 @@ export class BullmqTransport implements Transport {
     );
     worker.on('error', (error) => this.#logger.warn({ err: error.message, runId }, 'episode worker error'));
     worker.on('completed', (job, result) => {
-      const data = EpisodeJobSchema.safeParse(job.data);
-      if (data.success) options.onEvent?.({ type: 'completed', job: data.data, result });
+      const data = parsedJobs.get(job) ?? EpisodeJobSchema.safeParse(job.data).data;
+      if (data) options.onEvent?.({ type: 'completed', job: data, result });
     });
     worker.on('failed', (job, error) => {
       if (!job) return;
@@ -391,7 +399,7 @@ export class BullmqTransport implements Transport {
 
   #workerOptions(runId: string, concurrency: number): WorkerOptions {
     return {
-      connection: this.#redis,
+      connection: this.#bullmq,
       prefix: this.#keys(runId).prefix,
       concurrency,
       lockDuration: this.#config.lockDurationMs,
@@ -530,6 +538,7 @@ export class BullmqTransport implements Transport {
       await this.#flows.close();
       this.#subscriber?.disconnect();
       await this.#redis.quit().catch(() => this.#redis.disconnect());
+      await this.#bullmq.quit().catch(() => this.#bullmq.disconnect());
     })();
     return this.#closing;
   }
