@@ -15,10 +15,10 @@
  *   (plus a light run with 32 clients, to show latency when the machine is not saturated)
  *
  * Dataset: SPIDER_DIR when set, else the builtin dataset. Writes bench/results/server.md and .json.
- * Run: npm run bench:server  (options: --clients N --light-clients N --held N --duration-s S --pipeline-depth N)
+ * Run: npm run bench:server  (options: --clients N --light-clients N --held N --duration-s S --pipeline-depth N --full-parse --progress)
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -40,7 +40,7 @@ interface PlannedEpisode {
 type Command =
   | { cmd: 'hold'; url: string; sessions: number; plan: PlannedEpisode[] }
   | { cmd: 'release' }
-  | { cmd: 'run'; url: string; clients: number; durationMs: number; warmupMs: number; runaway: boolean; plan: PlannedEpisode[] }
+  | { cmd: 'run'; url: string; clients: number; durationMs: number; warmupMs: number; runaway: boolean; fullParse: boolean; plan: PlannedEpisode[] }
   | { cmd: 'exit' };
 
 interface HoldReport {
@@ -72,25 +72,63 @@ interface RunReport {
 // Client side (forked child)
 // ---------------------------------------------------------------------------
 
-type Frame = { type: string; data: Record<string, unknown> };
+/** What the bench needs from a reply frame. */
+interface Reply {
+  type: string;
+  reward: number | null;
+}
 
-/** A bare OpenEnv WebSocket session: one outstanding request at a time, replies parsed with JSON.parse only (light on CPU). */
+/** Set by the server for each run: decode every reply with JSON.parse (a real client's cost) instead of reading type and reward only. */
+let fullParse = false;
+
+const REWARD_KEY = Buffer.from('"reward":');
+
+/**
+ * The reply's type and reward. By default without parsing the whole frame:
+ * the server writes `{"type":…,"data":{"observation":{…},"reward":r,"done":d}}`,
+ * and the last unescaped `"reward":` is that top-level key (inside strings
+ * a quote is escaped). This keeps the load generator light on the two cores it
+ * shares with the server; --full-parse measures with JSON.parse instead.
+ */
+function readReply(data: Buffer): Reply {
+  if (fullParse) {
+    const frame = JSON.parse(data.toString('utf8')) as { type: string; data: Record<string, unknown> };
+    const reward = frame.data['reward'];
+    return { type: frame.type, reward: typeof reward === 'number' ? reward : null };
+  }
+  const head = data.toString('latin1', 0, 24);
+  const type = head.startsWith('{"type":"observation"') ? 'observation' : head.startsWith('{"type":"error"') ? 'error' : head.startsWith('{"type":"state"') ? 'state' : 'other';
+  if (type !== 'observation') return { type, reward: null };
+  const at = data.lastIndexOf(REWARD_KEY);
+  if (at < 0) throw new Error('observation frame without a reward');
+  // `"reward":r,"done":d}}` → `{"reward":r,"done":d}`
+  const tail = JSON.parse(`{${data.toString('latin1', at, data.length - 1)}`) as { reward: number | null };
+  return { type, reward: tail.reward };
+}
+
+/** A bare OpenEnv WebSocket session: one outstanding request at a time, light on CPU (see readReply). */
 class BenchSession {
   private readonly ws: WebSocket;
-  private waiter: { resolve: (frame: Frame) => void; reject: (error: Error) => void } | undefined;
+  private waiter: { resolve: (reply: Reply) => void; reject: (error: Error) => void } | undefined;
 
   private constructor(ws: WebSocket) {
     this.ws = ws;
-    ws.on('message', (data: WebSocket.RawData) => {
+    ws.on('message', (data: Buffer) => {
       const w = this.waiter;
       this.waiter = undefined;
-      w?.resolve(JSON.parse(String(data)) as Frame);
+      try {
+        w?.resolve(readReply(data));
+      } catch (error) {
+        w?.reject(error as Error);
+      }
     });
     ws.on('close', () => this.waiter?.reject(new Error('closed')));
   }
 
   static open(url: string): Promise<BenchSession> {
-    const ws = new WebSocket(url, { perMessageDeflate: false });
+    // A load generator on loopback: an all-zero mask makes masking a no-op (ws then
+    // skips the copy) and replies are not UTF-8 validated; the server side is unchanged.
+    const ws = new WebSocket(url, { perMessageDeflate: false, skipUTF8Validation: true, generateMask: (mask: Buffer) => void mask.fill(0) });
     const session = new BenchSession(ws);
     return new Promise((resolve, reject) => {
       ws.once('open', () => resolve(session));
@@ -98,10 +136,11 @@ class BenchSession {
     });
   }
 
-  request(frame: unknown): Promise<Frame> {
+  /** Send one request frame (already JSON text) and wait for its reply. */
+  request(text: string): Promise<Reply> {
     return new Promise((resolve, reject) => {
       this.waiter = { resolve, reject };
-      this.ws.send(JSON.stringify(frame));
+      this.ws.send(text);
     });
   }
 
@@ -130,6 +169,7 @@ function percentile(sorted: number[], p: number): number {
 }
 
 async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<RunReport> {
+  fullParse = command.fullParse;
   const { sessions } = await openMany(command.url, command.clients);
   const latencies: number[] = [];
   const runawayDurations: number[] = [];
@@ -143,7 +183,19 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
   const measureFrom = start + command.warmupMs;
   const stopAt = measureFrom + command.durationMs;
 
-  const timed = async (session: BenchSession, frame: unknown): Promise<Frame> => {
+  // Request texts built once: the loop below only sends and times.
+  const episodeFrames = command.plan.map((episode) => ({
+    reset: JSON.stringify({ type: 'reset', data: { question_id: episode.questionId } }),
+    steps: [
+      ...episode.tables.map((table) => JSON.stringify({ type: 'step', data: { action_type: 'DESCRIBE', argument: table } })),
+      JSON.stringify({ type: 'step', data: { action_type: 'QUERY', argument: episode.goldSql } }),
+      JSON.stringify({ type: 'step', data: { action_type: 'ANSWER', argument: episode.goldAnswer } }),
+    ],
+  }));
+  const runawayReset = JSON.stringify({ type: 'reset', data: {} });
+  const runawayStep = JSON.stringify({ type: 'step', data: { action_type: 'QUERY', argument: RUNAWAY_SQL } });
+
+  const timed = async (session: BenchSession, frame: string): Promise<Reply> => {
     const t0 = performance.now();
     const reply = await session.request(frame);
     const t1 = performance.now();
@@ -159,24 +211,23 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
   const lane = async (session: BenchSession, offset: number): Promise<void> => {
     let i = offset;
     while (performance.now() < stopAt) {
-      const episode = command.plan[i % command.plan.length] as PlannedEpisode;
+      const frames = episodeFrames[i % episodeFrames.length] as (typeof episodeFrames)[number];
       i += 1;
-      await session.request({ type: 'reset', data: { question_id: episode.questionId } });
+      await session.request(frames.reset);
       resets += 1;
       totalRequests += 1;
-      for (const table of episode.tables) await timed(session, { type: 'step', data: { action_type: 'DESCRIBE', argument: table } });
-      await timed(session, { type: 'step', data: { action_type: 'QUERY', argument: episode.goldSql } });
-      const last = await timed(session, { type: 'step', data: { action_type: 'ANSWER', argument: episode.goldAnswer } });
+      let last: Reply | undefined;
+      for (const step of frames.steps) last = await timed(session, step);
       episodes += 1;
-      if (last.type === 'observation' && typeof last.data['reward'] === 'number' && last.data['reward'] >= 0.5) correct += 1;
+      if (last?.type === 'observation' && last.reward !== null && last.reward >= 0.5) correct += 1;
     }
   };
 
   const runawayLane = async (session: BenchSession): Promise<void> => {
     while (performance.now() < stopAt) {
-      await session.request({ type: 'reset', data: {} });
+      await session.request(runawayReset);
       const t0 = performance.now();
-      await session.request({ type: 'step', data: { action_type: 'QUERY', argument: RUNAWAY_SQL } });
+      await session.request(runawayStep);
       runawayDurations.push(performance.now() - t0);
     }
   };
@@ -217,7 +268,7 @@ function clientMain(): void {
           const t0 = performance.now();
           const { sessions, failed } = await openMany(message.url, message.sessions);
           // Every held session has a live episode, as a trainer's would.
-          await Promise.all(sessions.map((s, i) => s.request({ type: 'reset', data: { question_id: message.plan[i % message.plan.length]?.questionId } })));
+          await Promise.all(sessions.map((s, i) => s.request(JSON.stringify({ type: 'reset', data: { question_id: message.plan[i % message.plan.length]?.questionId } }))));
           held = sessions;
           process.send?.({ opened: sessions.length, failed, openMs: performance.now() - t0 } satisfies HoldReport);
           return;
@@ -248,6 +299,16 @@ function ask<T>(child: ChildProcess, command: Command): Promise<T> {
   });
 }
 
+/** User + system CPU seconds of a process so far (Linux /proc; 0 elsewhere). */
+function cpuSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return Math.round((Number(fields[11]) + Number(fields[12])) / 10) / 10;
+  } catch {
+    return 0;
+  }
+}
+
 const mb = (bytes: number): number => Math.round((bytes / 1024 / 1024) * 10) / 10;
 
 /** A full GC before each memory reading, so "per session" compares live heaps, not GC timing. */
@@ -268,6 +329,10 @@ async function serverMain(): Promise<void> {
       held: { type: 'string', default: '1000' },
       'duration-s': { type: 'string', default: '12' },
       'pipeline-depth': { type: 'string' },
+      /** Debugging aid: print executor and server counters to stderr every second. */
+      progress: { type: 'boolean', default: false },
+      /** Clients decode every reply with JSON.parse, as a real client would (default: type and reward only). */
+      'full-parse': { type: 'boolean', default: false },
     },
   });
   const clients = Number(values.clients);
@@ -275,6 +340,7 @@ async function serverMain(): Promise<void> {
   const heldTarget = Number(values.held);
   const durationMs = Number(values['duration-s']) * 1000;
   const warmupMs = 2_000;
+  const fullParse = values['full-parse'];
   const dataset = process.env['SPIDER_DIR'] ?? 'builtin';
 
   const pipelineDepth = values['pipeline-depth'] === undefined ? undefined : Number(values['pipeline-depth']);
@@ -290,6 +356,12 @@ async function serverMain(): Promise<void> {
   const address = await server.listen(0, '127.0.0.1');
   const url = `ws://127.0.0.1:${address.port}/ws`;
   const child = fork(new URL(import.meta.url).pathname, ['--client'], { execArgv: ['--import', 'tsx'] });
+  if (values.progress) {
+    setInterval(() => {
+      const cpu = [process.pid, child.pid ?? 0, ...runtime.executor.childPids()].map(cpuSeconds);
+      process.stderr.write(`${new Date().toISOString()} sessions=${server.sessionCount()} executor=${JSON.stringify(runtime.executor.stats())} cpu_s(server,client,children)=${cpu.join(',')}\n`);
+    }, 1_000).unref();
+  }
   process.stderr.write(`bench:server dataset=${runtime.dataset.name} (${runtime.dataset.questions.length} questions, ${plan.length} in plan) url=${url}\n`);
 
   collectGarbage();
@@ -306,20 +378,20 @@ async function serverMain(): Promise<void> {
 
   process.stderr.write(`${clients} active clients for ${durationMs / 1000} s...\n`);
   const activeLoad = serverLoad();
-  const active = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: false, plan });
+  const active = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: false, fullParse, plan });
   const activeServer = withPerRequest(activeLoad.end(), active);
   const rssActiveBytes = process.memoryUsage().rss;
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${lightClients} active clients for ${durationMs / 1000} s...\n`);
   const lightLoad = serverLoad();
-  const light = await ask<RunReport>(child, { cmd: 'run', url, clients: lightClients, durationMs, warmupMs, runaway: false, plan });
+  const light = await ask<RunReport>(child, { cmd: 'run', url, clients: lightClients, durationMs, warmupMs, runaway: false, fullParse, plan });
   const lightServer = withPerRequest(lightLoad.end(), light);
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${clients} active clients + 1 runaway query for ${durationMs / 1000} s...\n`);
   const runawayLoad = serverLoad();
-  const runaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: true, plan });
+  const runaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: true, fullParse, plan });
   const runawayServer = withPerRequest(runawayLoad.end(), runaway);
 
   child.send({ cmd: 'exit' } satisfies Command);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ResetOptionsSchema, type ResetOptions } from '@sqlenv/protocol';
 import type { ServedDataset } from './env-runtime.ts';
 import { toValidationIssues, validationError } from './error-mapping.ts';
+import { fastResetOptions } from './fast-parse.ts';
 
 /** The /web/catalog document: what a person may pick from. Ids and question text only. */
 export const CatalogDocumentSchema = z.strictObject({
@@ -28,9 +29,12 @@ export class Catalog {
 
   /** Parse reset kwargs (extra keys allowed, as in OpenEnv) and check ids against the catalog. */
   parseResetOptions(raw: Record<string, unknown>, locPrefix: readonly string[]): ResetOptions {
-    const parsed = ResetOptionsSchema.safeParse(raw);
-    if (!parsed.success) throw validationError('Invalid reset options', toValidationIssues(parsed.error, locPrefix));
-    const options = parsed.data;
+    let options = fastResetOptions(raw);
+    if (options === undefined) {
+      const parsed = ResetOptionsSchema.safeParse(raw);
+      if (!parsed.success) throw validationError('Invalid reset options', toValidationIssues(parsed.error, locPrefix));
+      options = parsed.data;
+    }
     if (options.db_id !== undefined && !this.dataset.databases.has(options.db_id)) {
       throw validationError(`Unknown db_id '${options.db_id}': choose one of the loaded databases (see /web/catalog)`, [
         { loc: [...locPrefix, 'db_id'], msg: `unknown db_id '${options.db_id}'`, type: 'unknown_id' },

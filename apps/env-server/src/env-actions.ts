@@ -1,6 +1,7 @@
 import { SqlActionSchema, type EpisodeState, type ResetOptions, type SqlAction, type StepResult } from '@sqlenv/protocol';
 import type { Catalog } from './catalog.ts';
 import type { ServedEnvironment } from './env-runtime.ts';
+import { fastSqlAction } from './fast-parse.ts';
 import { toValidationIssues, validationError } from './error-mapping.ts';
 import type { ServerMetrics } from './server-metrics.ts';
 
@@ -35,6 +36,8 @@ export class EnvActions {
 
   /** Validate the action (strict: unknown fields are errors), then step. */
   parseAction(raw: unknown, locPrefix: readonly string[]): SqlAction {
+    const fast = fastSqlAction(raw);
+    if (fast !== undefined) return fast;
     const parsed = SqlActionSchema.safeParse(raw);
     if (!parsed.success) throw validationError('Invalid action', toValidationIssues(parsed.error, locPrefix));
     return parsed.data;

@@ -11,6 +11,7 @@ import {
 import type { EnvActions } from './env-actions.ts';
 import type { EnvSession } from './env-session.ts';
 import { requestErrorFrame, toValidationIssues } from './error-mapping.ts';
+import { fastClientFrame } from './fast-parse.ts';
 import { mcpReply } from './mcp-reply.ts';
 import type { ServerMetrics } from './server-metrics.ts';
 import type { EndReason, SessionRegistry } from './session-registry.ts';
@@ -110,12 +111,16 @@ export function serveWebSocket(ws: WebSocket, deps: WsSessionDeps): void {
     if (typeof type !== 'string' || !(clientFrameTypes as readonly string[]).includes(type)) {
       return errorOutcome(deps, { message: `Unknown message type: ${typeof type === 'string' ? type : JSON.stringify(type ?? '')}`, code: WsErrorCode.UNKNOWN_TYPE });
     }
-    const parsed = ClientFrameSchema.safeParse(json);
-    if (!parsed.success) {
-      return errorOutcome(deps, { message: 'Invalid message', code: WsErrorCode.VALIDATION_ERROR, errors: toValidationIssues(parsed.error) });
+    let frame = fastClientFrame(json as Record<string, unknown>);
+    if (frame === undefined) {
+      const parsed = ClientFrameSchema.safeParse(json);
+      if (!parsed.success) {
+        return errorOutcome(deps, { message: 'Invalid message', code: WsErrorCode.VALIDATION_ERROR, errors: toValidationIssues(parsed.error) });
+      }
+      frame = parsed.data;
     }
     try {
-      return await runFrame(parsed.data);
+      return await runFrame(frame);
     } catch (error) {
       const frame = requestErrorFrame(error);
       if (frame.code === WsErrorCode.EXECUTION_ERROR) log.warn({ err: error }, 'ws request failed');
@@ -140,6 +145,8 @@ export function serveWebSocket(ws: WebSocket, deps: WsSessionDeps): void {
   }
 }
 
+const TEXT_FRAME = { binary: false } as const;
+
 function errorOutcome(deps: WsSessionDeps, data: ErrorFrameData): Outcome {
   deps.metrics.errorsTotal.inc({ code: data.code });
   return { reply: { type: 'error', data } };
@@ -148,16 +155,19 @@ function errorOutcome(deps: WsSessionDeps, data: ErrorFrameData): Outcome {
 /** Send a reply; one that would break the 1 MiB frame promise becomes an error frame instead. */
 function send(ws: WebSocket, deps: WsSessionDeps, frame: ServerFrame): void {
   if (ws.readyState !== ws.OPEN) return;
-  let text = JSON.stringify(frame);
-  const sizeBytes = Buffer.byteLength(text);
-  if (sizeBytes > deps.maxFrameBytes) {
+  // Encoded once: ws sends a Buffer as is (a string would be measured and encoded again).
+  const bytes = Buffer.from(JSON.stringify(frame));
+  if (bytes.length > deps.maxFrameBytes) {
     deps.metrics.errorsTotal.inc({ code: WsErrorCode.EXECUTION_ERROR });
-    text = JSON.stringify({
+    const text = JSON.stringify({
       type: 'error',
-      data: { message: `Reply of ${sizeBytes} bytes exceeds the frame limit of ${deps.maxFrameBytes} bytes`, code: WsErrorCode.EXECUTION_ERROR },
+      data: { message: `Reply of ${bytes.length} bytes exceeds the frame limit of ${deps.maxFrameBytes} bytes`, code: WsErrorCode.EXECUTION_ERROR },
     });
+    ws.send(text);
+    return;
   }
-  ws.send(text);
+  // binary: false keeps it a text frame, as a string would be.
+  ws.send(bytes, TEXT_FRAME);
 }
 
 /** Session-ending error: one frame, then close. */

@@ -22,6 +22,7 @@ import { EnvConfigSchema, type EnvConfig, type EnvConfigInput } from '../config/
 import type { Dataset, DatabaseInfo } from '../dataset/dataset.ts';
 import { isDoubleQuotedStringError, singleQuoteStrings } from './double-quoted-strings.ts';
 import { historyEntry, oneLine, renderDescribe, renderSchemaInfo, unknownTableMessage } from './episode-text.ts';
+import { fastResetOptions, fastSqlAction } from './fast-parse.ts';
 import { renderResult } from './render-result.ts';
 import { resolveTable } from './resolve-table.ts';
 import { SampleCache } from './sample-cache.ts';
@@ -94,12 +95,11 @@ export class SqlEnvironment {
   /** Start an episode: pick the question (seeded, or by id / database / split) and show it with the table names. */
   reset(options: ResetOptions = {}): Promise<StepResult> {
     this.#assertOpen();
-    const parsed = ResetOptionsSchema.safeParse(options);
-    if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid reset options: ${formatZodIssues(parsed.error)}`);
-    const question = this.#pickQuestion(parsed.data);
+    const parsed = parseResetOptions(options);
+    const question = this.#pickQuestion(parsed);
     const db = this.#dataset.databases.get(question.database_name) as DatabaseInfo;
     this.#episode = {
-      id: parsed.data.episode_id ?? randomUUID(),
+      id: parsed.episode_id ?? randomUUID(),
       question,
       db,
       stepCount: 0,
@@ -121,15 +121,14 @@ export class SqlEnvironment {
    */
   async step(action: SqlAction): Promise<StepOutcome> {
     this.#assertOpen();
-    const parsed = SqlActionSchema.safeParse(action);
-    if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid action: ${formatZodIssues(parsed.error)}`);
+    const parsed = parseAction(action);
     const episode = this.#episode;
     if (episode === undefined) throw new AppError(ErrorCode.EPISODE_STATE, 'no episode: call reset() first');
     if (episode.done) throw new AppError(ErrorCode.EPISODE_STATE, `episode ${episode.id} is done: call reset() to start another`);
     if (episode.busy) throw new AppError(ErrorCode.EPISODE_STATE, `episode ${episode.id} is already running a step`);
     episode.busy = true;
     try {
-      return await this.#apply(episode, parsed.data);
+      return await this.#apply(episode, parsed);
     } finally {
       episode.busy = false;
     }
@@ -304,6 +303,22 @@ function goldProfileOf(question: QuestionRecord): GoldProfile {
     goldProfiles.set(question, profile);
   }
   return profile;
+}
+
+function parseResetOptions(options: ResetOptions): ResetOptions {
+  const fast = fastResetOptions(options);
+  if (fast !== undefined) return fast;
+  const parsed = ResetOptionsSchema.safeParse(options);
+  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid reset options: ${formatZodIssues(parsed.error)}`);
+  return parsed.data;
+}
+
+function parseAction(action: SqlAction): SqlAction {
+  const fast = fastSqlAction(action);
+  if (fast !== undefined) return fast;
+  const parsed = SqlActionSchema.safeParse(action);
+  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid action: ${formatZodIssues(parsed.error)}`);
+  return parsed.data;
 }
 
 function errorOutcome(message: string): ToolOutcome {
