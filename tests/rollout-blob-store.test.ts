@@ -31,6 +31,16 @@ describe('RedisBlobStore', () => {
     expect((await redis.strlen(`${prefix}:run/traj/big`)) < 65).toBe(true);
   });
 
+  it('reads several blobs in one call, inline, spilled and missing, in key order', async () => {
+    await store.put('run/traj/a', Buffer.from('a'));
+    await store.put('run/traj/spilled', Buffer.from('z'.repeat(100)));
+    const blobs = await store.getMany(['run/traj/spilled', 'run/traj/missing', 'run/traj/a']);
+    expect(blobs.map((b) => b?.toString())).toEqual(['z'.repeat(100), undefined, 'a']);
+    expect(await store.getMany([])).toEqual([]);
+    await store.delete('run/traj/a');
+    await store.delete('run/traj/spilled');
+  });
+
   it('deletes the spilled file with its pointer, and misses are undefined', async () => {
     await store.delete('run/traj/big');
     expect(await store.get('run/traj/big')).toBeUndefined();

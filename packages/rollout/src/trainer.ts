@@ -107,6 +107,11 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
   logger.info({ version, trainedGroups: initial.trainedGroups }, 'trainer resumed');
   let batches = 0;
   let finished = false;
+  const waitForWork = async (): Promise<void> => {
+    const waited = performance.now();
+    await wakeup.wait(pollMs);
+    options.metrics?.trainerWaitSeconds.inc({ run: runId }, (performance.now() - waited) / 1000);
+  };
   try {
     while (!options.signal?.aborted) {
       const counters = await transport.counters(runId);
@@ -116,6 +121,11 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
         break;
       }
       if (counters.policyVersion !== version) throw new AppError(ErrorCode.ABORTED, `another trainer moved run ${runId} to version ${counters.policyVersion}`);
+      // Nothing to do yet (no batch, nothing to drop, admission still open): skip reading the buffer.
+      if (!spec.drop_zero_variance && counters.totalGroups === null && counters.scoredPending < spec.groups_per_batch) {
+        await waitForWork();
+        continue;
+      }
       // The oldest page of the buffer, not all of it: a trainer that fell behind would otherwise
       // re-read (and re-parse) the whole growing buffer at every wake-up.
       const pageSize = Math.max(PENDING_PAGE_MIN_GROUPS, 4 * spec.groups_per_batch);
@@ -145,9 +155,7 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
         break;
       }
       if (dropped.length > 0) continue;
-      const waited = performance.now();
-      await wakeup.wait(pollMs);
-      options.metrics?.trainerWaitSeconds.inc({ run: runId }, (performance.now() - waited) / 1000);
+      await waitForWork();
     }
   } finally {
     options.signal?.removeEventListener('abort', onAbort);
@@ -161,7 +169,10 @@ async function trainBatch(groups: readonly ScoredGroup[], version: number, optio
   const { transport, runId } = options;
   const started = performance.now();
   const newVersion = version + 1;
-  const trajectories = await Promise.all(groups.map((g) => Promise.all(g.trajectory_keys.map((key) => transport.trajectories.get(key)))));
+  // One read for the whole batch; trajectories[g][i] is episode i of group g.
+  const flat = await transport.trajectories.getMany(groups.flatMap((g) => g.trajectory_keys));
+  let offset = 0;
+  const trajectories = groups.map((g) => flat.slice(offset, (offset += g.trajectory_keys.length)));
   const stats = batchStats(newVersion, groups, trajectories);
   const weights = await options.updater.update({ version: newVersion, groups, trajectories, stats });
   // Weights first, commit second: a crash in between leaves an unreferenced blob, never a dangling key.

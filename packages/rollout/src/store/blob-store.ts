@@ -11,6 +11,8 @@ import { AppError, ErrorCode } from '@sqlenv/shared';
 export interface BlobStore {
   put(key: string, data: Buffer): Promise<void>;
   get(key: string): Promise<Buffer | undefined>;
+  /** Several blobs at once, in key order (one Redis round trip for the trainer's batch). */
+  getMany(keys: readonly string[]): Promise<Array<Buffer | undefined>>;
   delete(key: string): Promise<void>;
 }
 
@@ -25,6 +27,10 @@ export class MemoryBlobStore implements BlobStore {
 
   get(key: string): Promise<Buffer | undefined> {
     return Promise.resolve(this.#blobs.get(key));
+  }
+
+  getMany(keys: readonly string[]): Promise<Array<Buffer | undefined>> {
+    return Promise.resolve(keys.map((key) => this.#blobs.get(key)));
   }
 
   delete(key: string): Promise<void> {
@@ -70,6 +76,10 @@ export class DirectoryBlobStore implements BlobStore {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
     }
+  }
+
+  getMany(keys: readonly string[]): Promise<Array<Buffer | undefined>> {
+    return Promise.all(keys.map((key) => this.get(key)));
   }
 
   async delete(key: string): Promise<void> {
@@ -121,7 +131,17 @@ export class RedisBlobStore implements BlobStore {
   }
 
   async get(key: string): Promise<Buffer | undefined> {
-    const value = await this.#redis.getBuffer(this.#options.redisKey(key));
+    return this.#decode(key, await this.#redis.getBuffer(this.#options.redisKey(key)));
+  }
+
+  /** One MGET: the keys must share a hash slot on a cluster (the transport's keys of one run do). */
+  async getMany(keys: readonly string[]): Promise<Array<Buffer | undefined>> {
+    if (keys.length === 0) return [];
+    const values = await this.#redis.mgetBuffer(...keys.map((key) => this.#options.redisKey(key)));
+    return Promise.all(keys.map((key, i) => this.#decode(key, values[i] ?? null)));
+  }
+
+  async #decode(key: string, value: Buffer | null): Promise<Buffer | undefined> {
     if (value === null || value.length === 0) return undefined;
     if (value[0] === INLINE) return value.subarray(1);
     if (value[0] === SPILLED && this.#options.spill) return this.#options.spill.get(value.subarray(1).toString());

@@ -31,14 +31,23 @@ export class TrajectoryStore {
   }
 
   async get(key: string): Promise<Trajectory> {
-    const bytes = await this.#blobs.get(key);
-    if (bytes === undefined) throw new AppError(ErrorCode.NOT_FOUND, `trajectory ${key} is not in the store`);
-    const parsed = TrajectorySchema.safeParse(JSON.parse(bytes.toString('utf8')));
-    if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `trajectory ${key}: ${formatZodIssues(parsed.error)}`);
-    return parsed.data;
+    return decodeTrajectory(key, await this.#blobs.get(key));
+  }
+
+  /** Several trajectories in one read (the trainer's batch), in key order. */
+  async getMany(keys: readonly string[]): Promise<Trajectory[]> {
+    const blobs = await this.#blobs.getMany(keys);
+    return keys.map((key, i) => decodeTrajectory(key, blobs[i]));
   }
 
   delete(key: string): Promise<void> {
     return this.#blobs.delete(key);
   }
+}
+
+function decodeTrajectory(key: string, bytes: Buffer | undefined): Trajectory {
+  if (bytes === undefined) throw new AppError(ErrorCode.NOT_FOUND, `trajectory ${key} is not in the store`);
+  const parsed = TrajectorySchema.safeParse(JSON.parse(bytes.toString('utf8')));
+  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `trajectory ${key}: ${formatZodIssues(parsed.error)}`);
+  return parsed.data;
 }
