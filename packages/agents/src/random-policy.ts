@@ -53,7 +53,8 @@ export class RandomPolicy implements Policy {
 
 /** A word or number lifted from the last result, or a random integer. */
 function randomAnswer(rng: () => number, lastResult: string): string {
-  const tokens = lastResult.split(/[\s|,]+/).filter((token) => token.length > 0 && token.length < 40);
+  // Cells of the rendered table, not its decoration ("(3 rows)", separators).
+  const tokens = lastResult.split(/[\s|,()]+/).filter((token) => token.length > 0 && token.length < 40 && /[\p{L}\p{N}]/u.test(token) && !/^rows?$/.test(token));
   if (tokens.length > 0 && rng() < 0.7) return pick(rng, tokens);
   return String(Math.floor(rng() * 100));
 }
