@@ -341,6 +341,7 @@ async function serverMain(): Promise<void> {
   const durationMs = Number(values['duration-s']) * 1000;
   const warmupMs = 2_000;
   const fullParse = values['full-parse'];
+  const loadAvgStart1m = Math.round((loadavg()[0] ?? 0) * 10) / 10;
   const dataset = process.env['SPIDER_DIR'] ?? 'builtin';
 
   const pipelineDepth = values['pipeline-depth'] === undefined ? undefined : Number(values['pipeline-depth']);
@@ -377,20 +378,20 @@ async function serverMain(): Promise<void> {
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${clients} active clients for ${durationMs / 1000} s...\n`);
-  const activeLoad = serverLoad();
+  const activeLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
   const active = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: false, fullParse, plan });
   const activeServer = withPerRequest(activeLoad.end(), active);
   const rssActiveBytes = process.memoryUsage().rss;
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${lightClients} active clients for ${durationMs / 1000} s...\n`);
-  const lightLoad = serverLoad();
+  const lightLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
   const light = await ask<RunReport>(child, { cmd: 'run', url, clients: lightClients, durationMs, warmupMs, runaway: false, fullParse, plan });
   const lightServer = withPerRequest(lightLoad.end(), light);
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${clients} active clients + 1 runaway query for ${durationMs / 1000} s...\n`);
-  const runawayLoad = serverLoad();
+  const runawayLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
   const runaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: true, fullParse, plan });
   const runawayServer = withPerRequest(runawayLoad.end(), runaway);
 
@@ -400,13 +401,14 @@ async function serverMain(): Promise<void> {
 
   const result = {
     date: new Date().toISOString(),
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 1024 ** 3), node: process.version, loadAvg1m: Math.round((loadavg()[0] ?? 0) * 10) / 10 },
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 1024 ** 3), node: process.version, loadAvgStart1m, loadAvg1m: Math.round((loadavg()[0] ?? 0) * 10) / 10 },
     dataset: { name: runtime.dataset.name, questions: runtime.dataset.questions.length, source: process.env['SPIDER_DIR'] === undefined ? 'builtin' : 'SPIDER_DIR' },
     held: { target: heldTarget, opened: hold.opened, failed: hold.failed, serverSessions: heldSessions, openMs: Math.round(hold.openMs), rssIdleMB: mb(rssIdleBytes), rssHeldMB: mb(rssHeldBytes), heapIdleMB: mb(heapIdleBytes), heapHeldMB: mb(heapHeldBytes), heapPerSessionKB: Math.round((heapHeldBytes - heapIdleBytes) / 1024 / Math.max(1, hold.opened) * 10) / 10, rssPerSessionKB: Math.round((rssHeldBytes - rssIdleBytes) / 1024 / Math.max(1, hold.opened) * 10) / 10 },
     active: { ...active, rssMB: mb(rssActiveBytes), server: activeServer },
     runaway: { ...runaway, server: runawayServer },
     light: { ...light, server: lightServer },
     p99Ratio: runaway.p99Ms / active.p99Ms,
+    fullParse,
   };
   mkdirSync(join(import.meta.dirname, 'results'), { recursive: true });
   writeFileSync(join(import.meta.dirname, 'results', 'server.json'), `${JSON.stringify(result, null, 2)}\n`);
@@ -421,47 +423,84 @@ interface ServerLoad {
   cpuCores: number;
   /** CPU time of the server process per request served (steps and resets), in microseconds. */
   cpuUsPerRequest?: number;
+  /** The same for the client process and for the SQL executor's children (Linux only; 0 elsewhere). */
+  clientUsPerRequest?: number;
+  executorUsPerRequest?: number;
+  /** CPU that server + client + executor children got, as a share of all cores: how much of the machine this bench had. */
+  machineShare: number;
+}
+
+type ProcessCpu = Map<number, number>;
+
+/** CPU seconds of the given processes now. */
+function sampleCpu(pids: readonly number[]): ProcessCpu {
+  return new Map(pids.map((pid) => [pid, cpuSeconds(pid)]));
+}
+
+/** CPU seconds used since `before` (a process that appeared since counts from zero; one that died is lost, e.g. a killed executor child). */
+function cpuSince(before: ProcessCpu, pids: readonly number[]): number {
+  let total = 0;
+  for (const pid of pids) total += cpuSeconds(pid) - (before.get(pid) ?? 0);
+  return total;
 }
 
 /** Measure how busy the server process itself was, to tell a slow server from a crowded machine. */
-function serverLoad(): { end: () => ServerLoad & { cpuMs: number } } {
+function serverLoad(clientPid: number, executorPids: () => number[]): { end: () => ServerLoad & { cpuMs: number; clientMs: number; executorMs: number } } {
   const elu = performance.eventLoopUtilization();
   const cpu = process.cpuUsage();
+  const client = sampleCpu([clientPid]);
+  const executor = sampleCpu(executorPids());
   const t0 = performance.now();
   return {
     end: () => {
       const used = process.cpuUsage(cpu);
       const wallMs = performance.now() - t0;
+      const cpuMs = (used.user + used.system) / 1000;
+      const clientMs = cpuSince(client, [clientPid]) * 1000;
+      const executorMs = cpuSince(executor, executorPids()) * 1000;
       return {
         eventLoopUtilization: Math.round(performance.eventLoopUtilization(elu).utilization * 100) / 100,
-        cpuCores: Math.round(((used.user + used.system) / 1000 / wallMs) * 100) / 100,
-        cpuMs: (used.user + used.system) / 1000,
+        cpuCores: Math.round((cpuMs / wallMs) * 100) / 100,
+        machineShare: Math.round(((cpuMs + clientMs + executorMs) / wallMs / cpus().length) * 100) / 100,
+        cpuMs,
+        clientMs,
+        executorMs,
       };
     },
   };
 }
 
-/** Server CPU time per request served (resets and steps of the whole run). */
-function withPerRequest(load: ServerLoad & { cpuMs: number }, report: RunReport): ServerLoad {
-  const { cpuMs, ...rest } = load;
-  return { ...rest, cpuUsPerRequest: Math.round((cpuMs * 1000) / Math.max(1, report.totalRequests)) };
+/** CPU time per request served (resets and steps of the whole run), per process. */
+function withPerRequest(load: ServerLoad & { cpuMs: number; clientMs: number; executorMs: number }, report: RunReport): ServerLoad {
+  const { cpuMs, clientMs, executorMs, ...rest } = load;
+  const per = (ms: number): number => Math.round((ms * 1000) / Math.max(1, report.totalRequests));
+  return { ...rest, cpuUsPerRequest: per(cpuMs), clientUsPerRequest: per(clientMs), executorUsPerRequest: per(executorMs) };
+}
+
+function fullParseNote(fullParse: boolean): string {
+  return fullParse ? 'This run used --full-parse.' : 'This run did not use --full-parse.';
 }
 
 function renderMarkdown(r: {
   date: string;
-  machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string; loadAvg1m: number };
+  machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string; loadAvgStart1m: number; loadAvg1m: number };
   dataset: { name: string; questions: number; source: string };
   held: { target: number; opened: number; failed: number; serverSessions: number; openMs: number; rssIdleMB: number; rssHeldMB: number; heapIdleMB: number; heapHeldMB: number; heapPerSessionKB: number; rssPerSessionKB: number };
   active: RunReport & { rssMB: number; server: ServerLoad };
   runaway: RunReport & { server: ServerLoad };
   light: RunReport & { server: ServerLoad };
   p99Ratio: number;
+  fullParse: boolean;
 }): string {
   const f = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
   const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
+  const us = (n: number | undefined): string => (n === undefined ? 'n/a' : `${n}`);
+  const row = (name: string, clients: string, x: RunReport & { server: ServerLoad }): string =>
+    `| ${name} | ${clients} | ${x.steps} | ${f(x.stepsPerS, 0)} | ${f(x.p50Ms)} ms | ${f(x.p90Ms)} ms | ${f(x.p99Ms)} ms | ${f(x.maxMs)} ms | ${x.episodes} (${x.correct}) | ${x.errors} | ` +
+    `${Math.round(x.server.eventLoopUtilization * 100)} % | ${x.server.cpuCores} | ${us(x.server.cpuUsPerRequest)} / ${us(x.server.clientUsPerRequest)} / ${us(x.server.executorUsPerRequest)} µs | ${Math.round(x.server.machineShare * 100)} % |`;
   return `# bench:server
 
-${r.date} · ${r.machine.cpus} CPU cores (${r.machine.cpuModel}), ${r.machine.memoryGiB} GiB, Node ${r.machine.node}, load average (1 min) at the end: ${r.machine.loadAvg1m}
+${r.date} · ${r.machine.cpus} CPU cores (${r.machine.cpuModel}), ${r.machine.memoryGiB} GiB, Node ${r.machine.node}, load average (1 min) at the start: ${r.machine.loadAvgStart1m}, at the end: ${r.machine.loadAvg1m}
 Dataset: ${r.dataset.name} (${r.dataset.questions} questions, from ${r.dataset.source}). Server, SQL executor children and clients share the machine:
 the clients run in a separate process on the same cores, so every number here includes their CPU load (and that of anything else running).
 
@@ -476,18 +515,24 @@ Target: server RSS ≤ 500 MB with 1,000 sessions held — ${r.held.target >= 10
 
 ## 2. Active clients (oracle episodes: DESCRIBE gold tables, QUERY gold SQL, ANSWER)
 
-| scenario | clients | steps measured | steps/s | p50 | p90 | p99 | max | episodes (correct) | error frames | server event loop busy | server CPU (cores) | server CPU per request | server RSS |
+| scenario | clients | steps measured | steps/s | p50 | p90 | p99 | max | episodes (correct) | error frames | server event loop busy | server CPU (cores) | CPU per request: server / client / SQL children | machine share of the bench's processes |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-| active | ${r.active.clients} | ${r.active.steps} | ${f(r.active.stepsPerS, 0)} | ${f(r.active.p50Ms)} ms | ${f(r.active.p90Ms)} ms | ${f(r.active.p99Ms)} ms | ${f(r.active.maxMs)} ms | ${r.active.episodes} (${r.active.correct}) | ${r.active.errors} | ${Math.round(r.active.server.eventLoopUtilization * 100)} % | ${r.active.server.cpuCores} | ${r.active.server.cpuUsPerRequest ?? 'n/a'} µs | ${r.active.rssMB} MB |
-| light (for comparison) | ${r.light.clients} | ${r.light.steps} | ${f(r.light.stepsPerS, 0)} | ${f(r.light.p50Ms)} ms | ${f(r.light.p90Ms)} ms | ${f(r.light.p99Ms)} ms | ${f(r.light.maxMs)} ms | ${r.light.episodes} (${r.light.correct}) | ${r.light.errors} | ${Math.round(r.light.server.eventLoopUtilization * 100)} % | ${r.light.server.cpuCores} | ${r.light.server.cpuUsPerRequest ?? 'n/a'} µs | |
-| active + runaway | ${r.runaway.clients} + 1 | ${r.runaway.steps} | ${f(r.runaway.stepsPerS, 0)} | ${f(r.runaway.p50Ms)} ms | ${f(r.runaway.p90Ms)} ms | ${f(r.runaway.p99Ms)} ms | ${f(r.runaway.maxMs)} ms | ${r.runaway.episodes} (${r.runaway.correct}) | ${r.runaway.errors} | ${Math.round(r.runaway.server.eventLoopUtilization * 100)} % | ${r.runaway.server.cpuCores} | ${r.runaway.server.cpuUsPerRequest ?? 'n/a'} µs | |
+${row('active', `${r.active.clients}`, r.active)}
+${row('light (for comparison)', `${r.light.clients}`, r.light)}
+${row('active + runaway', `${r.runaway.clients} + 1`, r.runaway)}
 
+Server RSS after the active run: ${r.active.rssMB} MB.
 Measured over ${r.active.measuredMs / 1000} s after a 2 s warm-up; latency = client-side time from sending a step frame to its reply.
 Each client is a closed loop (next request as soon as the reply arrives), so mean latency ≈ clients ÷ throughput (Little's law):
 with 256 clients, p99 ≤ 50 ms needs well over 5,000 steps/s. "Server CPU" is the CPU time the server process got (in cores);
 "event loop busy" near 100 % with CPU well under one core means the server was runnable but waiting for a CPU, i.e. the machine,
 not the server, was the limit (the rest went to the clients, the SQL executor children and other load on the machine).
-"Server CPU per request" (resets + steps) is the machine-independent cost: at ~100 µs one dedicated core serves ~10,000 requests/s.
+"CPU per request" (resets + steps; read from /proc) splits the cost of one request between the server, the client process and the SQL
+executor's children (which run only QUERY and SAMPLE, so their share is spread over all requests): their sum is what one request costs the
+machine, and 2 cores ÷ that sum bounds the requests/s this machine can serve with the client on it. "Machine share" is the CPU these
+processes got as a share of both cores: well under 100 % means other work on the machine took the rest.
+Clients read each reply's type and reward without parsing the whole frame (\`--full-parse\` parses it, as a real client would).
+${fullParseNote(r.fullParse)}
 The runaway client kept \`${RUNAWAY_SQL}\` in flight the whole time (${r.runaway.runawayQueries} such queries, each cut off by the executor after ${r.runaway.runawayMeanMs === null ? 'n/a' : f(r.runaway.runawayMeanMs, 0)} ms on average).
 
 Targets: ≥ 3,000 steps/s — ${verdict(r.active.stepsPerS >= 3000)}; p99 ≤ 50 ms — ${verdict(r.active.p99Ms <= 50)}; p99 with a runaway query < 2x without — ${verdict(r.p99Ratio < 2)} (ratio ${f(r.p99Ratio, 2)}).

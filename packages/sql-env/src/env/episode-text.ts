@@ -56,9 +56,12 @@ export function unknownTableMessage(argument: string, db: DatabaseInfo): string 
   return `Unknown table '${shown}'. Available tables: ${db.tables.map((t) => t.name).join(', ')}`;
 }
 
+// Whitespace other than a lone space: only then does collapsing change anything (most arguments have none).
+const NEEDS_COLLAPSE = /[^\S ]| {2}/;
+
 /** First line of a text, whitespace collapsed, cut to `maxChars`. */
 export function oneLine(text: string, maxChars: number): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
+  const flat = (NEEDS_COLLAPSE.test(text) ? text.replace(/\s+/g, ' ') : text).trim();
   return flat.length > maxChars ? `${flat.slice(0, maxChars - 3)}...` : flat;
 }
 
