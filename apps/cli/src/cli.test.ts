@@ -4,6 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEnvServer } from '@sqlenv/env-server';
+import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 
 /** These tests run the real `sqlenv` bin as a child process, as a user would. */
 const bin = fileURLToPath(new URL('../bin/sqlenv.js', import.meta.url));
@@ -126,5 +128,28 @@ describe('sqlenv model', () => {
     const missing = await run(['model', 'logits', '--model', path.join(scratch, 'nope'), '--tokens', '1']);
     expect(missing.code).not.toBe(0);
     expect(missing.stderr).toContain('nope');
+  });
+});
+
+describe('sqlenv eval --url', () => {
+  it('gives the same report against a running server as in-process', async () => {
+    const runtime = await createSqlEnvRuntime({ dataset: 'builtin', cacheDir });
+    const server = createEnvServer({ runtime, defaultMetrics: false });
+    try {
+      const { port } = await server.listen(0, '127.0.0.1');
+      const args = ['eval', '--policy', 'oracle', '--episodes', '15', '--seed', '9', '--json'];
+      const [remote, local] = await Promise.all([run([...args, '--url', `ws://127.0.0.1:${port}`]), run(args)]);
+      expect(remote.code, remote.stderr).toBe(0);
+      expect(local.code, local.stderr).toBe(0);
+      const summary = (out: string): Record<string, unknown> => JSON.parse(out.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+      expect(summary(remote.stdout)).toEqual(summary(local.stdout));
+      expect(summary(remote.stdout)['success_rate']).toBe(1);
+      const unreachable = await run([...args, '--url', 'ws://127.0.0.1:9']);
+      expect(unreachable.code).toBe(1);
+      expect(unreachable.stderr).toMatch(/127\.0\.0\.1:9/);
+    } finally {
+      await server.close();
+      await runtime.close();
+    }
   });
 });
