@@ -12,9 +12,17 @@
  * - BullMQ alone: the same flows with no-op processors (the queue's own floor on this machine);
  * - BullMQ with 1, 2 and 4 worker processes (apps/worker/src/main.ts), coordinator and
  *   trainer in this process. Each configuration first plays a warm-up run so the
- *   workers' dataset load and executor start-up are not timed.
+ *   workers' dataset load, executor start-up and JIT warm-up are not timed, and the
+ *   clock starts once every worker has attached to the timed run.
  * Queue overhead per episode = 1000 × (1/rate(BullMQ, 1 worker) − 1/rate(direct)) ms at the
- * same in-flight count. Writes bench/results/rollout.md and bench/results/rollout.json.
+ * same in-flight count. The BullMQ rows also report Redis commands per episode and CPU ms per
+ * episode by component (worker process trees, this process, the Redis server): on a shared
+ * machine those move far less than episodes/s. Writes bench/results/rollout.md and .json.
+ *
+ * Profiling knobs (a run with any of the first two set prints but does not replace the results):
+ *   BENCH_CONFIGS=direct,inproc,floor,bullmq   BENCH_WORKERS=1,2,4   BENCH_TRACE=1 (admission/batch timeline)
+ *   BENCH_EXECUTOR_POOL_SIZE=1|N|default       BENCH_WORKER_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'
+ * For exact command counts and server CPU, point REDIS_URL at a private redis-server.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -22,7 +30,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { FlowProducer, Worker } from 'bullmq';
+import { FlowProducer, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { OraclePolicy } from '@sqlenv/agents';
 import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
@@ -45,14 +53,20 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const resultsDir = join(root, 'bench', 'results');
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const episodes = Number(process.env['BENCH_EPISODES'] ?? 400);
-const warmupEpisodes = 64;
+/** Warm-up episodes per process before each timed run: enough for the JIT to settle, not just for start-up. */
+const warmupEpisodes = 160;
 /** Episodes in flight per worker process (and in the direct baseline). */
 const concurrency = 16;
 const workerCounts = (process.env['BENCH_WORKERS'] ?? '1,2,4').split(',').map(Number);
 /** Which rows to run (comma-separated): direct, inproc, floor, bullmq. */
 const configs = new Set((process.env['BENCH_CONFIGS'] ?? 'direct,inproc,floor,bullmq').split(','));
-/** SQL executor children per worker process (undefined: the executor's default). */
-const workerPoolSize = process.env['BENCH_EXECUTOR_POOL_SIZE'];
+/**
+ * SQL executor children per worker process. 1 by default: with 4 worker processes on 2 cores, the
+ * executor's default (2 + a spare per process) puts 12 SQLite children next to 4 Node processes,
+ * and measured slower; BENCH_EXECUTOR_POOL_SIZE=default keeps the executor's own default.
+ */
+const workerPoolSizeSetting = process.env['BENCH_EXECUTOR_POOL_SIZE'] ?? '1';
+const workerPoolSize = workerPoolSizeSetting === 'default' ? undefined : workerPoolSizeSetting;
 
 interface Row {
   name: string;
@@ -196,11 +210,17 @@ async function bullmqFloor(n: number): Promise<Row> {
       return Promise.resolve(true);
     }, { connection: redis, prefix, concurrency: 8 });
   });
-  for (let k = 0; k < n / 4; k++) {
-    await flows.add({
-      name: 'group', queueName: 'groups', prefix, data: { k }, opts: { jobId: `g${k}` },
-      children: Array.from({ length: 4 }, (_, i) => ({ name: 'episode', queueName: 'episodes', prefix, data: { k, i }, opts: { jobId: `g${k}.e${i}`, failParentOnFailure: true } })),
-    });
+  // Added 16 groups per MULTI, like the transport's admission.
+  for (let first = 0; first < n / 4; first += 16) {
+    await flows.addBulk(
+      Array.from({ length: Math.min(16, n / 4 - first) }, (_, j) => {
+        const k = first + j;
+        return {
+          name: 'group', queueName: 'groups', prefix, data: { k }, opts: { jobId: `g${k}` },
+          children: Array.from({ length: 4 }, (_, i) => ({ name: 'episode', queueName: 'episodes', prefix, data: { k, i }, opts: { jobId: `g${k}.e${i}`, failParentOnFailure: true } })),
+        };
+      }),
+    );
   }
   await finished;
   const seconds = (performance.now() - started) / 1000;
@@ -230,6 +250,15 @@ async function bullmq(workers: number, n: number): Promise<Row> {
   const children = Array.from({ length: workers }, (_, i) => startWorker(keyBase, i));
   try {
     await coordinated(transport, trainerTransport, `warm-${randomBytes(3).toString('hex')}`, warmupEpisodes * workers);
+    const runId = `bench-${randomBytes(3).toString('hex')}`;
+    const queue = new Queue('episodes', { connection: { url: redisUrl }, prefix: `${keyBase}:{${runId}}` });
+    // Register the run and start the clock once every worker has found it (the workers' discovery
+    // latency is a start-up cost, not throughput; the coordinator's later registration is a no-op).
+    await transport.registerRun(spec(runId, n));
+    const deadline = performance.now() + 30_000;
+    const waitStarted = performance.now();
+    while ((await queue.getWorkersCount()) < workers && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    if (process.env['BENCH_TRACE'] !== undefined) process.stderr.write(`    ${runId}: ${await queue.getWorkersCount()} workers attached after ${(performance.now() - waitStarted).toFixed(0)} ms\n`);
     const cpu = async (): Promise<[number, number, number]> => {
       const own = process.cpuUsage();
       const workerMs = (await Promise.all(children.map((c) => (c.pid === undefined ? 0 : processTreeCpuMs(c.pid))))).reduce((a, b) => a + b, 0);
@@ -237,7 +266,8 @@ async function bullmq(workers: number, n: number): Promise<Row> {
     };
     const commandsBefore = await redisCommandCount();
     const cpuBefore = await cpu();
-    const seconds = await coordinated(transport, trainerTransport, `bench-${randomBytes(3).toString('hex')}`, n);
+    const seconds = await coordinated(transport, trainerTransport, runId, n);
+    await queue.close();
     const cpuAfter = await cpu();
     // Includes the idle workers' polling and this count's own INFO call: a small overestimate.
     const redisCommandsPerEpisode = ((await redisCommandCount()) - commandsBefore) / n;
@@ -310,7 +340,16 @@ const md = [
   '',
   `Run ${result.date} on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}. Load average before/after: ${machine.loadAverageBefore.join(' ')} / ${machine.loadAverageAfter.join(' ')} (the machine is shared: other jobs ran at the same time).`,
   '',
-  `Oracle policy on the built-in dataset, ${episodes} episodes per configuration (groups of 4), ${concurrency} episodes in flight per process; every run checked complete (0 lost, 0 duplicated). Warm-up runs precede each timed run.`,
+  `Oracle policy on the built-in dataset, ${episodes} episodes per configuration (groups of 4), ${concurrency} episodes in flight per process; every run checked complete (0 lost, 0 duplicated). A ${warmupEpisodes}-episode warm-up run per process precedes each timed run, and the clock starts once every worker process has attached to the run. Worker processes run ${workerPoolSize ?? 'the default number of'} SQL executor child${workerPoolSize === '1' ? '' : 'ren'} each.`,
+  '',
+  'CPU ms per episode (timed run; /proc for the worker process trees with their SQL executor children, Redis INFO for the server — other clients of the same Redis count too):',
+  '',
+  '| configuration | workers | coordinator + trainer | Redis | total |',
+  '| --- | ---: | ---: | ---: | ---: |',
+  ...rows.flatMap((r) => {
+    const c = r.cpuMsPerEpisode;
+    return c === undefined ? [] : [`| ${r.name} | ${c.workers.toFixed(2)} | ${c.coordinatorTrainer.toFixed(2)} | ${c.redis.toFixed(2)} | ${(c.workers + c.coordinatorTrainer + c.redis).toFixed(2)} |`];
+  }),
   '',
   '| configuration | worker processes | episodes | seconds | episodes/s | × direct | Redis commands/episode |',
   '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
