@@ -15,7 +15,7 @@
  *   (plus a light run with 32 clients, to show latency when the machine is not saturated)
  *
  * Dataset: SPIDER_DIR when set, else the builtin dataset. Writes bench/results/server.md and .json.
- * Run: npm run bench:server  (options: --clients N --light-clients N --held N --duration-s S --pipeline-depth N --full-parse --progress)
+ * Run: npm run bench:server  (options: --clients N --light-clients N --held N --duration-s S --pipeline-depth N --full-parse --progress --client-cpu-prof DIR)
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -200,7 +200,8 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
     const reply = await session.request(frame);
     const t1 = performance.now();
     totalRequests += 1;
-    if (t0 >= measureFrom && t1 <= stopAt) {
+    // Every step sent inside the window counts, also one that finishes after it (dropping those would hide the slowest).
+    if (t0 >= measureFrom && t0 < stopAt) {
       latencies.push(t1 - t0);
       steps += 1;
     }
@@ -333,6 +334,8 @@ async function serverMain(): Promise<void> {
       progress: { type: 'boolean', default: false },
       /** Clients decode every reply with JSON.parse, as a real client would (default: type and reward only). */
       'full-parse': { type: 'boolean', default: false },
+      /** Write a V8 CPU profile of the client process into this directory (profile the server with node --cpu-prof). */
+      'client-cpu-prof': { type: 'string' },
     },
   });
   const clients = Number(values.clients);
@@ -356,7 +359,8 @@ async function serverMain(): Promise<void> {
   const server = createEnvServer({ runtime, maxSessions: heldTarget + clients + 16, defaultMetrics: false });
   const address = await server.listen(0, '127.0.0.1');
   const url = `ws://127.0.0.1:${address.port}/ws`;
-  const child = fork(new URL(import.meta.url).pathname, ['--client'], { execArgv: ['--import', 'tsx'] });
+  const clientProfile = values['client-cpu-prof'] === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${values['client-cpu-prof']}`];
+  const child = fork(new URL(import.meta.url).pathname, ['--client'], { execArgv: ['--import', 'tsx', ...clientProfile] });
   if (values.progress) {
     setInterval(() => {
       const cpu = [process.pid, child.pid ?? 0, ...runtime.executor.childPids()].map(cpuSeconds);
