@@ -12,6 +12,7 @@ export type { ModelProto, GraphProto, NodeProto, TensorProto, ValueInfoProto, At
 export { createSession, type GraphSession, type ModelSource, type RunOptions, type Feeds } from './runtime/session.ts';
 export { PROVIDERS, RUN_MODES, resolveSessionConfig, type Provider, type RunMode, type SessionConfig, type ResolvedSessionConfig, type LogSeverityLevel } from './runtime/session-config.ts';
 export { parsePlacementLog, type PlacementReport, type ProviderPlacement } from './runtime/placement.ts';
+export { OrtConfigEntriesSchema, ORT_CONFIG_KEYS, parseOrtConfigEntries, type OrtConfigEntries } from './runtime/ort-config-entries.ts';
 export { silu, rmsNorm, linear, maskedSoftmax, logSoftmaxLse, tokenLogProbs, crossEntropy, causalMask, attention, MASK_VALUE, type RmsNormOptions, type LogProbOptions, type CrossEntropyOptions } from './composites.ts';
 export { gradients, type GradientsOptions } from './autodiff.ts';
 export { GRAD_RULES, type GradRule, type GradContext } from './grad-rules.ts';

@@ -83,6 +83,34 @@ describe('createSession', () => {
     await expectAppError(createSession(model, { intraOpThreads: 0 }), ErrorCode.VALIDATION, /'intraOpThreads': expected an integer >= 1, got 0/);
   });
 
+  it('validates ORT session config entries: unknown keys and bad values name what was expected', async () => {
+    const model = smallModel().toModel();
+    await expectAppError(
+      createSession(model, { sessionConfig: { 'session.disable_prepaking': '1' } as never }),
+      ErrorCode.VALIDATION,
+      /'sessionConfig': unknown key\(s\) 'session.disable_prepaking' \(expected one of session.disable_prepacking, /,
+    );
+    await expectAppError(createSession(model, { sessionConfig: { 'session.disable_prepacking': 'yes' as never } }), ErrorCode.VALIDATION, /'session.disable_prepacking': .*"0"\|"1".*, got "yes"/);
+    await expectAppError(createSession(model, { sessionConfig: { 'session.disable_prepacking': 1 as never } }), ErrorCode.VALIDATION, /got 1/);
+    await expectAppError(createSession(model, { graphOptimizationLevel: 'max' as never }), ErrorCode.VALIDATION, /'graphOptimizationLevel': expected 'disabled' \| 'basic' \| 'extended' \| 'all', got "max"/);
+  });
+
+  it('hands session config entries to ONNX Runtime (it checks the affinity count against the threads)', async () => {
+    const model = smallModel().toModel();
+    for (const mode of ['direct', 'worker'] as const) {
+      // Two threads take one affinity (the caller's thread is the first); two affinities reach ORT and fail there.
+      await expectAppError(createSession(model, { mode, intraOpThreads: 2, sessionConfig: { 'session.intra_op_thread_affinities': '1;2' } }), ErrorCode.RUNTIME, /Number of affinities does not equal/);
+    }
+    const session = await createSession(model, { mode: 'direct', graphOptimizationLevel: 'disabled', sessionConfig: { 'session.disable_prepacking': '1', 'session.set_denormal_as_zero': '1' } });
+    expect(session.config.sessionConfig).toEqual({ 'session.disable_prepacking': '1', 'session.set_denormal_as_zero': '1' });
+    const reference = await createSession(model, { mode: 'direct' });
+    const [a, b] = [await session.run(feeds), await reference.run(feeds)];
+    await session.close();
+    await reference.close();
+    expect(a.top!.data).toEqual(b.top!.data);
+    expect(Array.from(a.y!.data as Float32Array).every((v, i) => Math.abs(v - (b.y!.data as Float32Array)[i]!) < 1e-5)).toBe(true);
+  });
+
   const ortDir = dirname(createRequire(import.meta.url).resolve('onnxruntime-node'));
   const hasCuda = existsSync(join(ortDir, '..', 'bin', 'napi-v6', 'linux', 'x64', 'libonnxruntime_providers_cuda.so'));
   it.skipIf(hasCuda)('turns a provider that cannot load into a clear RUNTIME error (CUDA build absent)', async () => {

@@ -1,5 +1,6 @@
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { InferenceSession } from 'onnxruntime-node';
+import { parseOrtConfigEntries, type OrtConfigEntries } from './ort-config-entries.ts';
 
 export const PROVIDERS = ['cpu', 'cuda', 'webgpu'] as const;
 export type Provider = (typeof PROVIDERS)[number];
@@ -25,6 +26,12 @@ export interface SessionConfig {
   logSeverityLevel?: LogSeverityLevel;
   /** Graph optimisation level (default 'all'). */
   graphOptimizationLevel?: 'disabled' | 'basic' | 'extended' | 'all';
+  /**
+   * ONNX Runtime session config entries, e.g. `{ 'session.disable_prepacking': '1' }`
+   * (one copy of big MatMul/Gemm weights instead of the original plus a pre-packed one).
+   * Only known keys with valid values are accepted (`ORT_CONFIG_KEYS`); default none.
+   */
+  sessionConfig?: OrtConfigEntries;
   logger?: Logger;
 }
 
@@ -37,6 +44,7 @@ export interface ResolvedSessionConfig {
   mode: RunMode;
   logSeverityLevel: LogSeverityLevel;
   graphOptimizationLevel: 'disabled' | 'basic' | 'extended' | 'all';
+  sessionConfig: OrtConfigEntries;
 }
 
 const DEFAULTS: ResolvedSessionConfig = {
@@ -47,6 +55,7 @@ const DEFAULTS: ResolvedSessionConfig = {
   mode: 'worker',
   logSeverityLevel: 3,
   graphOptimizationLevel: 'all',
+  sessionConfig: {},
 };
 
 function invalid(field: string, expected: string, got: unknown): AppError {
@@ -84,8 +93,11 @@ export function resolveSessionConfig(config: SessionConfig): { resolved: Resolve
         if (!['disabled', 'basic', 'extended', 'all'].includes(value as string)) throw invalid(key, "'disabled' | 'basic' | 'extended' | 'all'", value);
         r.graphOptimizationLevel = value as ResolvedSessionConfig['graphOptimizationLevel'];
         break;
+      case 'sessionConfig':
+        r.sessionConfig = parseOrtConfigEntries(value);
+        break;
       default:
-        throw invalid(key, `one of provider, deviceId, intraOpThreads, interOpThreads, mode, logSeverityLevel, graphOptimizationLevel, logger`, key);
+        throw invalid(key, `one of provider, deviceId, intraOpThreads, interOpThreads, mode, logSeverityLevel, graphOptimizationLevel, sessionConfig, logger`, key);
     }
   }
   return { resolved: r, logger: logger ?? silentLogger };
@@ -101,6 +113,8 @@ export function ortSessionOptions(c: ResolvedSessionConfig, externalData: readon
     interOpNumThreads: c.interOpThreads,
     logSeverityLevel: c.logSeverityLevel,
     graphOptimizationLevel: c.graphOptimizationLevel,
+    // The Node binding turns `extra` into session config entries; dotted keys pass through as they are.
+    ...(Object.keys(c.sessionConfig).length > 0 ? { extra: { ...c.sessionConfig } } : {}),
     ...(externalData.length > 0 ? { externalData: externalData.map((f) => ({ path: f.path, data: f.data })) } : {}),
   };
 }
