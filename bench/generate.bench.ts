@@ -94,13 +94,17 @@ for (const batch of [1, 8]) {
 await generator.close();
 await jsLoop.close();
 
-// Optional: the Qwen3-0.6B-shaped probe in a child process (its peak RSS is the process's own).
+// Optional: the Qwen3-0.6B-shaped probe in a child process per weight layout (its peak RSS is the process's own).
+const QWEN_LAYOUTS = ['no-prepack', 'in-place', 'default'] as const;
 const qwenArg = process.argv.indexOf('--qwen3-0.6b');
-let qwen: Record<string, number> | undefined;
+let qwen: { layout: string; loadAverage: number; result: Record<string, number> }[] | undefined;
 if (qwenArg > 0 && process.argv[qwenArg + 1] !== undefined) {
   const script = fileURLToPath(new URL('../packages/model/src/test-fixtures/heavy-generate.ts', import.meta.url));
-  const stdout = execFileSync(process.execPath, ['--import', 'tsx', script, process.argv[qwenArg + 1] as string, '1', '32', '16'], { encoding: 'utf8' });
-  qwen = JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, number>;
+  qwen = QWEN_LAYOUTS.map((layout) => {
+    const loadAverage = Number((loadavg()[0] ?? 0).toFixed(1));
+    const stdout = execFileSync(process.execPath, ['--import', 'tsx', script, process.argv[qwenArg + 1] as string, '1', '32', '16', layout], { encoding: 'utf8' });
+    return { layout, loadAverage, result: JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, number> };
+  });
 }
 
 const machine = {
@@ -145,10 +149,18 @@ const md = [
   qwen === undefined
     ? 'Not measured in this run (pass `--qwen3-0.6b DIR`).'
     : [
-        `Batch ${qwen['batch']}, ${qwen['promptTokens']}-token prompt, ${qwen['generatedTokens']} new tokens, \`inPlaceWeights\` (one copy of the weights in ORT), 2 intra-op threads:`,
+        'Batch 1, 32-token prompt, 16 new tokens, 2 intra-op threads, one child process per weight layout (run once each; timings on shared cores are rough):',
         '',
-        `- peak RSS of the process: **${((qwen['maxRssBytes'] ?? 0) / 1e9).toFixed(2)} GB** (budget 6 GB)`,
-        `- load safetensors → float32: ${((qwen['loadMs'] ?? 0) / 1000).toFixed(1)} s; build graph + create session: ${((qwen['sessionMs'] ?? 0) / 1000).toFixed(1)} s; generate: ${((qwen['generateMs'] ?? 0) / 1000).toFixed(1)} s`,
+        '| layout | peak RSS (budget 6 GB) | load safetensors → float32 | build graph + session | generate | load avg |',
+        '| --- | ---: | ---: | ---: | ---: | ---: |',
+        ...qwen.map(({ layout, loadAverage, result: r }) => {
+          const s = (key: string): string => `${((r[key] ?? 0) / 1000).toFixed(1)} s`;
+          return `| ${layout} | **${((r['maxRssBytes'] ?? 0) / 1e9).toFixed(2)} GB** | ${s('loadMs')} | ${s('sessionMs')} | ${s('generateMs')} | ${loadAverage} |`;
+        }),
+        '',
+        '`no-prepack`: the ordinary Gemm layout with ORT `session.disable_prepacking` (what the heavy test and',
+        '`InferenceEngine({ disablePrepacking: true })` use); `in-place`: `inPlaceWeights` (W·xᵀ, not pre-packed);',
+        '`default`: Gemm with pre-packing, two copies of every linear weight.',
       ].join('\n'),
   '',
 ].join('\n');

@@ -56,7 +56,11 @@ export interface DecoderParams {
 export interface DecoderBuildOptions {
   /** Declare LoRA A/B inputs for these settings (default: none). */
   lora?: LoraConfig;
-  /** Keep ONNX Runtime from holding a second, pre-packed copy of every weight (see `linear`). Default false. */
+  /**
+   * Compute linear layers as W·xᵀ, a layout ONNX Runtime does not pre-pack (see `linear`). Default
+   * false. The session option `{ sessionConfig: { 'session.disable_prepacking': '1' } }` gives the
+   * same single copy with the ordinary layout and is what the big-model path uses now.
+   */
   inPlaceWeights?: boolean;
 }
 
@@ -149,11 +153,10 @@ export function rmsNorm(g: Graph, x: Tensor, w: Tensor, eps: number): Tensor {
  *
  * Default: y = x·Wᵀ + b as Gemm(transB) with the bias as C. ONNX Runtime
  * pre-packs that constant B input and keeps the original too, so the model
- * sits in memory twice (Qwen3-0.6B: 7.4 GB peak). With `inPlaceWeights`,
- * yᵀ = W·xᵀ as MatMul with W as the A input, which is read where it lies:
- * one copy (5.4 GB peak), about a quarter slower per token on CPU. (ORT's
- * `session.disable_prepacking` would give one copy at full speed; onnx-graph
- * does not expose session config entries yet.)
+ * sits in memory twice (Qwen3-0.6B: 7.4 GB peak). Two ways to one copy
+ * (about 5.6 GB peak, slower per token on CPU: bench/results/generate.md):
+ * the session entry `session.disable_prepacking` (same graph, preferred), or
+ * `inPlaceWeights`: yᵀ = W·xᵀ as MatMul with W as the A input, read where it lies.
  */
 function linear(g: Graph, params: DecoderParams, x: Tensor, p: Linear): Tensor {
   const lead = x.shape.slice(0, -1);

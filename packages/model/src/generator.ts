@@ -44,7 +44,11 @@ export interface GenerationResult {
 export interface GeneratorOptions {
   /** Build LoRA inputs into the graph. Default: none. */
   lora?: LoraConfig;
-  /** One copy of the weights in ONNX Runtime instead of two, about a quarter slower (decoder.ts `linear`). Default false. */
+  /**
+   * W·xᵀ layout: one copy of the weights in ONNX Runtime instead of two, slower (decoder.ts `linear`).
+   * Default false. Prefer `session: { sessionConfig: { 'session.disable_prepacking': '1' } }`, which
+   * gives one copy without changing the graph.
+   */
   inPlaceWeights?: boolean;
   /** ONNX Runtime session settings (default: direct mode, one intra-op thread). */
   session?: SessionConfig;

@@ -28,7 +28,12 @@ export const engineOptionsSchema = z.object({
   topK: z.number().int().nonnegative().default(0),
   /** Stop ids; default: the checkpoint's eos_token_id. */
   stopIds: z.array(z.number().int().nonnegative()).optional(),
-  /** One copy of the weights in ONNX Runtime instead of two, about a quarter slower (for models near the memory limit). Default false. */
+  /**
+   * One copy of the weights in ONNX Runtime instead of the original plus a pre-packed one
+   * (ORT `session.disable_prepacking`): for models near the memory limit, slower per token. Default false.
+   */
+  disablePrepacking: z.boolean().default(false),
+  /** The older way to one weight copy (W·xᵀ layout, decoder.ts `linear`); prefer `disablePrepacking`. Default false. */
   inPlaceWeights: z.boolean().default(false),
   /** ORT threads inside one op. Default 1. */
   intraOpThreads: z.number().int().positive().default(1),
@@ -109,7 +114,10 @@ export class InferenceEngine {
       modelDir: options.modelDir,
       lora: options.lora,
       inPlaceWeights: options.inPlaceWeights,
-      session: { intraOpThreads: options.intraOpThreads },
+      session: {
+        intraOpThreads: options.intraOpThreads,
+        ...(options.disablePrepacking ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}),
+      },
     };
     const worker = startWorker(new URL('./engine-worker.ts', import.meta.url), { data: setup });
     // Listeners are removed one by one: removeAllListeners() would also drop the Worker's

@@ -2,13 +2,16 @@
  * Child-process probe for the real-shape memory test (qwen3-0.6b.test.ts) and
  * bench/results/generate.md: load a checkpoint directory, build the
  * generation session, generate, and print one JSON line with timings and the
- * process's peak RSS. Run: node --import tsx heavy-generate.ts DIR [BATCH] [PROMPT_TOKENS] [NEW_TOKENS]
+ * process's peak RSS. Run: node --import tsx heavy-generate.ts DIR [BATCH] [PROMPT_TOKENS] [NEW_TOKENS] [LAYOUT]
  */
 import { Generator } from '../generator.ts';
 import { loadModel } from '../weights.ts';
 
-const [dir, batchArg = '1', promptArg = '32', newArg = '16'] = process.argv.slice(2);
-if (dir === undefined) throw new Error('usage: heavy-generate.ts DIR [BATCH] [PROMPT_TOKENS] [NEW_TOKENS]');
+const LAYOUTS = ['no-prepack', 'in-place', 'default'] as const;
+const [dir, batchArg = '1', promptArg = '32', newArg = '16', layoutArg = 'no-prepack'] = process.argv.slice(2);
+if (dir === undefined) throw new Error(`usage: heavy-generate.ts DIR [BATCH] [PROMPT_TOKENS] [NEW_TOKENS] [${LAYOUTS.join('|')}]`);
+const layout = LAYOUTS.find((l) => l === layoutArg);
+if (layout === undefined) throw new Error(`layout: expected ${LAYOUTS.join(' | ')}, got ${layoutArg}`);
 const batch = Number(batchArg);
 const promptTokens = Number(promptArg);
 const newTokens = Number(newArg);
@@ -17,7 +20,12 @@ const t0 = performance.now();
 let loaded: ReturnType<typeof loadModel> | undefined = loadModel(dir);
 const config = loaded.config;
 const t1 = performance.now();
-const generator = await Generator.create(config, loaded.weights, { inPlaceWeights: true, session: { intraOpThreads: 2 } });
+// 'no-prepack': ORT keeps one copy of each weight (session.disable_prepacking); 'in-place': the W·xᵀ
+// layout that ORT does not pre-pack; 'default': Gemm with pre-packing (two copies).
+const generator = await Generator.create(config, loaded.weights, {
+  inPlaceWeights: layout === 'in-place',
+  session: { intraOpThreads: 2, ...(layout === 'no-prepack' ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}) },
+});
 loaded = undefined; // the session holds its own copy: let the float32 arrays go
 const t2 = performance.now();
 const requests = Array.from({ length: batch }, (_, b) => ({
@@ -31,6 +39,7 @@ await generator.close();
 const usage = process.resourceUsage();
 process.stdout.write(
   `${JSON.stringify({
+    layout,
     batch,
     promptTokens,
     newTokens,
