@@ -3,7 +3,7 @@
  * oracle policy on the built-in dataset, against the same episodes played in
  * one process without any queue.
  *
- *   npm run bench:rollout        (REDIS_URL, default redis://127.0.0.1:6379; BENCH_EPISODES, default 400)
+ *   npm run bench:rollout        (REDIS_URL, default redis://127.0.0.1:6379; BENCH_EPISODES, default 800; BENCH_REPEATS, default 3)
  *
  * Rows:
  * - direct: one process, `concurrency` episodes in flight, playEpisode on the
@@ -52,12 +52,14 @@ import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const resultsDir = join(root, 'bench', 'results');
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
-const episodes = Number(process.env['BENCH_EPISODES'] ?? 400);
+const episodes = Number(process.env['BENCH_EPISODES'] ?? 800);
 /** Warm-up episodes per process before each timed run: enough for the JIT to settle, not just for start-up. */
 const warmupEpisodes = 160;
 /** Episodes in flight per worker process (and in the direct baseline). */
 const concurrency = 16;
 const workerCounts = (process.env['BENCH_WORKERS'] ?? '1,2,4').split(',').map(Number);
+/** Timed runs per configuration; the row is the median run (by episodes/s), with the range beside it. */
+const repeats = Number(process.env['BENCH_REPEATS'] ?? 3);
 /** Which rows to run (comma-separated): direct, inproc, floor, bullmq. */
 const configs = new Set((process.env['BENCH_CONFIGS'] ?? 'direct,inproc,floor,bullmq').split(','));
 /**
@@ -74,6 +76,8 @@ interface Row {
   episodes: number;
   seconds: number;
   episodesPerSecond: number;
+  /** episodes/s of every timed run of this configuration (the row shows the median one). */
+  runsEpisodesPerSecond?: number[];
   /** Redis commands per episode during the timed run (all clients, commands inside Lua scripts included), when measured. */
   redisCommandsPerEpisode?: number;
   /** CPU milliseconds per episode during the timed run: worker processes (with their SQL executor children), this process (coordinator + trainer), Redis. */
@@ -136,6 +140,15 @@ async function redisCommandCount(): Promise<number> {
   }
 }
 
+/** The median of `repeats` timed runs, with every run's rate recorded. */
+async function medianOf(run: () => Promise<Row>): Promise<Row> {
+  const runs: Row[] = [];
+  for (let i = 0; i < repeats; i++) runs.push(await run());
+  const sorted = [...runs].sort((a, b) => a.episodesPerSecond - b.episodesPerSecond);
+  const median = sorted[Math.floor((sorted.length - 1) / 2)] as Row;
+  return { ...median, runsEpisodesPerSecond: runs.map((r) => r.episodesPerSecond) };
+}
+
 function spec(runId: string, n: number): RolloutRunSpec {
   // Staleness bound wide open and groups trained (not dropped): the bench measures the queue, not admission waits.
   return RolloutRunSpecSchema.parse({ run_id: runId, policy: 'oracle', episodes: n, group_size: 4, groups_per_batch: 8, max_staleness: 1_000, drop_zero_variance: false });
@@ -186,8 +199,10 @@ async function inProcess(n: number): Promise<Row> {
   await worker.start();
   try {
     await coordinated(transport, transport, `warm-${randomBytes(3).toString('hex')}`, warmupEpisodes);
-    const seconds = await coordinated(transport, transport, `inproc-${randomBytes(3).toString('hex')}`, n);
-    return { name: 'in-process transport (sqlenv train)', workers: 1, episodes: n, seconds, episodesPerSecond: n / seconds };
+    return await medianOf(async () => {
+      const seconds = await coordinated(transport, transport, `inproc-${randomBytes(3).toString('hex')}`, n);
+      return { name: 'in-process transport (sqlenv train)', workers: 1, episodes: n, seconds, episodesPerSecond: n / seconds };
+    });
   } finally {
     await worker.close();
     await transport.close();
@@ -250,37 +265,39 @@ async function bullmq(workers: number, n: number): Promise<Row> {
   const children = Array.from({ length: workers }, (_, i) => startWorker(keyBase, i));
   try {
     await coordinated(transport, trainerTransport, `warm-${randomBytes(3).toString('hex')}`, warmupEpisodes * workers);
-    const runId = `bench-${randomBytes(3).toString('hex')}`;
-    const queue = new Queue('episodes', { connection: { url: redisUrl }, prefix: `${keyBase}:{${runId}}` });
-    // Register the run and start the clock once every worker has found it (the workers' discovery
-    // latency is a start-up cost, not throughput; the coordinator's later registration is a no-op).
-    await transport.registerRun(spec(runId, n));
-    const deadline = performance.now() + 30_000;
-    const waitStarted = performance.now();
-    while ((await queue.getWorkersCount()) < workers && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-    if (process.env['BENCH_TRACE'] !== undefined) process.stderr.write(`    ${runId}: ${await queue.getWorkersCount()} workers attached after ${(performance.now() - waitStarted).toFixed(0)} ms\n`);
-    const cpu = async (): Promise<[number, number, number]> => {
-      const own = process.cpuUsage();
-      const workerMs = (await Promise.all(children.map((c) => (c.pid === undefined ? 0 : processTreeCpuMs(c.pid))))).reduce((a, b) => a + b, 0);
-      return [workerMs, (own.user + own.system) / 1000, await redisCpuMs()];
-    };
-    const commandsBefore = await redisCommandCount();
-    const cpuBefore = await cpu();
-    const seconds = await coordinated(transport, trainerTransport, runId, n);
-    await queue.close();
-    const cpuAfter = await cpu();
-    // Includes the idle workers' polling and this count's own INFO call: a small overestimate.
-    const redisCommandsPerEpisode = ((await redisCommandCount()) - commandsBefore) / n;
-    const perEpisode = (i: number): number => ((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / n;
-    return {
-      name: `BullMQ, ${workers} worker process${workers > 1 ? 'es' : ''}`,
-      workers,
-      episodes: n,
-      seconds,
-      episodesPerSecond: n / seconds,
-      redisCommandsPerEpisode,
-      cpuMsPerEpisode: { workers: perEpisode(0), coordinatorTrainer: perEpisode(1), redis: perEpisode(2) },
-    };
+    return await medianOf(async () => {
+      const runId = `bench-${randomBytes(3).toString('hex')}`;
+      const queue = new Queue('episodes', { connection: { url: redisUrl }, prefix: `${keyBase}:{${runId}}` });
+      // Register the run and start the clock once every worker has found it (the workers' discovery
+      // latency is a start-up cost, not throughput; the coordinator's later registration is a no-op).
+      await transport.registerRun(spec(runId, n));
+      const deadline = performance.now() + 30_000;
+      const waitStarted = performance.now();
+      while ((await queue.getWorkersCount()) < workers && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      if (process.env['BENCH_TRACE'] !== undefined) process.stderr.write(`    ${runId}: ${await queue.getWorkersCount()} workers attached after ${(performance.now() - waitStarted).toFixed(0)} ms\n`);
+      const cpu = async (): Promise<[number, number, number]> => {
+        const own = process.cpuUsage();
+        const workerMs = (await Promise.all(children.map((c) => (c.pid === undefined ? 0 : processTreeCpuMs(c.pid))))).reduce((a, b) => a + b, 0);
+        return [workerMs, (own.user + own.system) / 1000, await redisCpuMs()];
+      };
+      const commandsBefore = await redisCommandCount();
+      const cpuBefore = await cpu();
+      const seconds = await coordinated(transport, trainerTransport, runId, n);
+      await queue.close();
+      const cpuAfter = await cpu();
+      // Includes the idle workers' polling and this count's own INFO call: a small overestimate.
+      const redisCommandsPerEpisode = ((await redisCommandCount()) - commandsBefore) / n;
+      const perEpisode = (i: number): number => ((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / n;
+      return {
+        name: `BullMQ, ${workers} worker process${workers > 1 ? 'es' : ''}`,
+        workers,
+        episodes: n,
+        seconds,
+        episodesPerSecond: n / seconds,
+        redisCommandsPerEpisode,
+        cpuMsPerEpisode: { workers: perEpisode(0), coordinatorTrainer: perEpisode(1), redis: perEpisode(2) },
+      };
+    });
   } finally {
     for (const child of children) child.kill('SIGTERM');
     await Promise.all(children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve(null) : c.once('exit', resolve)))));
@@ -304,16 +321,17 @@ const report = (row: Row): void => {
   const commands = row.redisCommandsPerEpisode === undefined ? '' : `, ${row.redisCommandsPerEpisode.toFixed(1)} Redis commands/episode`;
   const cpu = row.cpuMsPerEpisode;
   const cpuText = cpu === undefined ? '' : `, CPU ms/episode: workers ${cpu.workers.toFixed(2)}, coordinator+trainer ${cpu.coordinatorTrainer.toFixed(2)}, redis ${cpu.redis.toFixed(2)}`;
-  process.stderr.write(`  ${row.name}: ${row.episodesPerSecond.toFixed(1)} episodes/s${commands}${cpuText}\n`);
+  const range = row.runsEpisodesPerSecond === undefined ? '' : ` (runs: ${row.runsEpisodesPerSecond.map((r) => r.toFixed(0)).join(', ')})`;
+  process.stderr.write(`  ${row.name}: ${row.episodesPerSecond.toFixed(1)} episodes/s${range}${commands}${cpuText}\n`);
 };
 if (configs.has('direct')) {
   await direct(warmupEpisodes);
-  report(await direct(episodes));
+  report(await medianOf(() => direct(episodes)));
 }
 if (configs.has('inproc')) report(await inProcess(episodes));
 if (configs.has('floor')) {
   await bullmqFloor(warmupEpisodes);
-  report(await bullmqFloor(episodes));
+  report(await medianOf(() => bullmqFloor(episodes)));
 }
 if (configs.has('bullmq')) for (const workers of workerCounts) report(await bullmq(workers, episodes));
 await runtime.close();
@@ -340,9 +358,18 @@ const md = [
   '',
   `Run ${result.date} on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}. Load average before/after: ${machine.loadAverageBefore.join(' ')} / ${machine.loadAverageAfter.join(' ')} (the machine is shared: other jobs ran at the same time).`,
   '',
-  `Oracle policy on the built-in dataset, ${episodes} episodes per configuration (groups of 4), ${concurrency} episodes in flight per process; every run checked complete (0 lost, 0 duplicated). A ${warmupEpisodes}-episode warm-up run per process precedes each timed run, and the clock starts once every worker process has attached to the run. Worker processes run ${workerPoolSize ?? 'the default number of'} SQL executor child${workerPoolSize === '1' ? '' : 'ren'} each.`,
+  `Oracle policy on the built-in dataset, ${episodes} episodes per timed run (groups of 4), ${concurrency} episodes in flight per process; every run checked complete (0 lost, 0 duplicated). A ${warmupEpisodes}-episode warm-up run per process precedes the timed runs, and the clock starts once every worker process has attached to the run. Worker processes run ${workerPoolSize ?? 'the default number of'} SQL executor child${workerPoolSize === '1' ? '' : 'ren'} each. Each row is the median of ${repeats} timed runs (all runs listed).`,
   '',
-  'CPU ms per episode (timed run; /proc for the worker process trees with their SQL executor children, Redis INFO for the server — other clients of the same Redis count too):',
+  '| configuration | worker processes | episodes | seconds | episodes/s | runs (episodes/s) | × direct | Redis commands/episode |',
+  '| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |',
+  ...rows.map(
+    (r) =>
+      `| ${r.name} | ${r.workers} | ${r.episodes} | ${r.seconds.toFixed(2)} | ${r.episodesPerSecond.toFixed(1)} | ${(r.runsEpisodesPerSecond ?? []).map((x) => x.toFixed(0)).join(', ')} | ${(r.episodesPerSecond / directRate).toFixed(2)} | ${r.redisCommandsPerEpisode === undefined ? '—' : r.redisCommandsPerEpisode.toFixed(1)} |`,
+  ),
+  '',
+  `Queue overhead per episode (BullMQ, 1 worker vs direct, same in-flight count): **${fmt(result.queueOverheadMsPerEpisode)} ms**. In-process transport overhead: ${fmt(result.inProcessOverheadMsPerEpisode)} ms.`,
+  '',
+  `CPU ms per episode of the median run (/proc for the worker process trees with their SQL executor children, Redis INFO for the server at ${new URL(redisUrl).host}; other clients of the same Redis count too, as they do in the command counts, which include commands run inside Lua scripts). On a shared machine these move much less than episodes/s:`,
   '',
   '| configuration | workers | coordinator + trainer | Redis | total |',
   '| --- | ---: | ---: | ---: | ---: |',
@@ -350,15 +377,6 @@ const md = [
     const c = r.cpuMsPerEpisode;
     return c === undefined ? [] : [`| ${r.name} | ${c.workers.toFixed(2)} | ${c.coordinatorTrainer.toFixed(2)} | ${c.redis.toFixed(2)} | ${(c.workers + c.coordinatorTrainer + c.redis).toFixed(2)} |`];
   }),
-  '',
-  '| configuration | worker processes | episodes | seconds | episodes/s | × direct | Redis commands/episode |',
-  '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ...rows.map(
-    (r) =>
-      `| ${r.name} | ${r.workers} | ${r.episodes} | ${r.seconds.toFixed(2)} | ${r.episodesPerSecond.toFixed(1)} | ${(r.episodesPerSecond / directRate).toFixed(2)} | ${r.redisCommandsPerEpisode === undefined ? '—' : r.redisCommandsPerEpisode.toFixed(1)} |`,
-  ),
-  '',
-  `Queue overhead per episode (BullMQ, 1 worker vs direct, same in-flight count): **${fmt(result.queueOverheadMsPerEpisode)} ms**. In-process transport overhead: ${fmt(result.inProcessOverheadMsPerEpisode)} ms.`,
   '',
   `Targets from the issue: ≥ 300 episodes/s with 4 workers, ≤ 3 ms queue overhead per episode.`,
   '',
