@@ -160,7 +160,9 @@ const md = [
         '',
         '`no-prepack`: the ordinary Gemm layout with ORT `session.disable_prepacking` (what the heavy test and',
         '`InferenceEngine({ disablePrepacking: true })` use); `in-place`: `inPlaceWeights` (W·xᵀ, not pre-packed);',
-        '`default`: Gemm with pre-packing, two copies of every linear weight.',
+        '`default`: Gemm with pre-packing, two copies of every linear weight. Decoding one row is a matrix-vector',
+        'product per layer, bound by memory bandwidth, so pre-packing buys little there; it is meant for',
+        'larger GEMMs (prefill, big batches), which this single run does not measure.',
       ].join('\n'),
   '',
 ].join('\n');

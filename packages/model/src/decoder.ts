@@ -154,7 +154,7 @@ export function rmsNorm(g: Graph, x: Tensor, w: Tensor, eps: number): Tensor {
  * Default: y = x·Wᵀ + b as Gemm(transB) with the bias as C. ONNX Runtime
  * pre-packs that constant B input and keeps the original too, so the model
  * sits in memory twice (Qwen3-0.6B: 7.4 GB peak). Two ways to one copy
- * (about 5.6 GB peak, slower per token on CPU: bench/results/generate.md):
+ * (about 5.6 GB peak; pre-packing only speeds up larger GEMMs: bench/results/generate.md):
  * the session entry `session.disable_prepacking` (same graph, preferred), or
  * `inPlaceWeights`: yᵀ = W·xᵀ as MatMul with W as the A input, read where it lies.
  */

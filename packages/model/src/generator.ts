@@ -45,7 +45,7 @@ export interface GeneratorOptions {
   /** Build LoRA inputs into the graph. Default: none. */
   lora?: LoraConfig;
   /**
-   * W·xᵀ layout: one copy of the weights in ONNX Runtime instead of two, slower (decoder.ts `linear`).
+   * W·xᵀ layout: one copy of the weights in ONNX Runtime instead of two (decoder.ts `linear`).
    * Default false. Prefer `session: { sessionConfig: { 'session.disable_prepacking': '1' } }`, which
    * gives one copy without changing the graph.
    */

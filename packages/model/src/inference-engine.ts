@@ -30,7 +30,8 @@ export const engineOptionsSchema = z.object({
   stopIds: z.array(z.number().int().nonnegative()).optional(),
   /**
    * One copy of the weights in ONNX Runtime instead of the original plus a pre-packed one
-   * (ORT `session.disable_prepacking`): for models near the memory limit, slower per token. Default false.
+   * (ORT `session.disable_prepacking`): for models near the memory limit; pre-packing speeds up larger
+   * GEMMs (prefill, big batches), not one-row decoding. Default false.
    */
   disablePrepacking: z.boolean().default(false),
   /** The older way to one weight copy (W·xᵀ layout, decoder.ts `linear`); prefer `disablePrepacking`. Default false. */
