@@ -49,13 +49,8 @@ export function sampleNextToken(g: Graph, inputs: SamplerInputs, vocabSize: numb
   // nothing truncates, so untruncated batches pay no sort), then nucleus on the sorted list.
   const topKClamped = g.where(g.greater(topK, vocabSize), vocabSize, topK); // ()
   const anyTopP = g.greater(g.reduceMax(g.cast(g.less(topP, 1), 'float32')), 0); // ()
-  const k = g.unsqueeze(g.where(g.greater(topK, 0), topKClamped, g.where(anyTopP, g.scalar(vocabSize, 'int64'), 1)), [0]); // (1)
-  const kDim = g.freshDim('top_k');
-  // Graph.topK takes a static k; TopK's K is an input in ONNX, so emit it directly with a run-time k.
-  const [values, indices] = g.addNode('TopK', [scaled, k], {}, [
-    { dtype: 'float32', shape: ['B', kDim] },
-    { dtype: 'int64', shape: ['B', kDim] },
-  ]) as [Tensor, Tensor]; // (B, K) each, sorted descending
+  const k = g.where(g.greater(topK, 0), topKClamped, g.where(anyTopP, g.scalar(vocabSize, 'int64'), 1)); // ()
+  const { values, indices } = g.topK(scaled, k, { axis: 1 }); // (B, K) each, sorted descending
   const pK = g.softmax(values, -1); // (B, K) renormalised over the top k
   const massBefore = g.cumSum(pK, 1, { exclusive: true }); // (B, K)
   const keep = g.less(massBefore, g.unsqueeze(topP, [1])); // (B, K): the first always stays
