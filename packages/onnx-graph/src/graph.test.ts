@@ -117,6 +117,29 @@ describe('ops run in ONNX Runtime with the inferred shapes', () => {
     expect(toNumbers(out.expanded!)).toEqual([0, 1, 2, 0, 1, 2]);
   });
 
+  it('Slice/Range take a declared result dim so symbolic shapes line up (checked where inferable)', async () => {
+    const g = new Graph();
+    const full = g.input('full', 'int64', ['B', 'S']); // a past of S − T slots, then T new ones
+    const recent = g.input('recent', 'int64', ['B', 'T']);
+    const past = g.sub(g.shape(full, 1, 2), g.shape(recent, 1, 2)); // (1): S − T
+    const tail = g.slice(full, { axis: 1, start: past, end: Infinity, dim: 'T' }); // (B, T)
+    expect(tail.shape).toEqual(['B', 'T']);
+    expect(g.slice(full, { axis: 1, start: past, end: Infinity }).shape[1]).toMatch(/^slice/); // undeclared: fresh
+    const slots = g.range(g.squeeze(past, [0]), g.squeeze(g.shape(full, 1, 2), [0]), 1, 'int64', { dim: 'T' }); // (T): S − T … S − 1
+    expect(slots.shape).toEqual(['T']);
+    g.output('sum', g.add(g.add(tail, recent), slots)); // (B, T): only builds because the dims agree
+    // The last entries of a symbolic dim have a static size.
+    expect(g.slice(full, { axis: 1, start: -1, end: Infinity }).shape).toEqual(['B', 1]);
+    // A declared dim that contradicts what is inferred, or is not a dim, is refused.
+    expect(() => g.slice(full, { axis: 1, start: 0, end: 2, dim: 3 })).toThrow(/Slice: declared dim 3 contradicts the inferred one: expected 2, got 3/);
+    expect(() => g.slice(full, { axis: 1, start: 0, end: Infinity, dim: 'T' })).toThrow(/expected S, got T/);
+    expect(() => g.range(0, 4, 1, 'int64', { dim: 5 })).toThrow(/Range: declared dim 5 contradicts the inferred one: expected 4, got 5/);
+    expect(() => g.range(0, g.squeeze(past, [0]), 1, 'int64', { dim: -1 })).toThrow(/expected the declared dim to be an integer >= 0 or a symbol name, got -1/);
+    const out = await runOnce(g, { full: tensor('int64', [1, 5], [10, 20, 30, 40, 50]), recent: tensor('int64', [1, 2], [1, 2]) });
+    expect(out.sum!.dims).toEqual([1, 2]);
+    expect(toNumbers(out.sum!)).toEqual([40 + 1 + 3, 50 + 2 + 4]);
+  });
+
   it('RandomUniformLike is reproducible with a seed and within [low, high)', async () => {
     const build = (seed: number): Graph => {
       const g = new Graph();

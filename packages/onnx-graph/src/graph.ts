@@ -16,6 +16,13 @@ export interface SliceSpec {
   end: number | Tensor;
   /** Default 1. */
   step?: number;
+  /**
+   * The result's size along `axis`, when the builder cannot infer it (tensor bounds, or a symbolic
+   * dim cut at both ends): e.g. a symbolic dim that other tensors already carry, so the result lines up
+   * with them instead of getting a fresh unrelated dim. Checked against what can be inferred; at run
+   * time it is the caller's promise.
+   */
+  dim?: Dim;
 }
 
 
@@ -102,7 +109,7 @@ export class Graph extends MathGraph {
       const ax = normalizeAxis(s.axis, out.rank, 'Slice');
       const step = s.step ?? 1;
       if (!Number.isInteger(step) || step === 0) throw graphError(`Slice: expected a non-zero integer step, got ${step}`);
-      const dim = sliceDim(out.shape[ax] as Dim, s.start, s.end, step) ?? this.freshDim('slice');
+      const dim = declaredDim('Slice', sliceDim(out.shape[ax] as Dim, s.start, s.end, step), s.dim) ?? this.freshDim('slice');
       const inputs = [out, this.indexInput(s.start), this.indexInput(s.end), this.ints([ax]), this.ints([step])];
       out = this.one('Slice', inputs, {}, out.dtype, out.shape.map((d, i) => (i === ax ? dim : d)));
     }
@@ -216,14 +223,16 @@ export class Graph extends MathGraph {
   // ---- generators -------------------------------------------------------------------------
 
   /** [start, start+delta, ...) below `limit`; numbers become scalars of `dtype` (default int64). */
-  range(start: Operand, limit: Operand, delta: Operand = 1, dtype: DType = 'int64'): Tensor {
+  /** `options.dim` declares the length when it is not static (see `SliceSpec.dim`). */
+  range(start: Operand, limit: Operand, delta: Operand = 1, dtype: DType = 'int64', options: { dim?: Dim } = {}): Tensor {
     const t = (v: Operand): Tensor => (typeof v === 'number' ? this.scalar(v, dtype) : v);
     const [a, b, c] = [t(start), t(limit), t(delta)];
     for (const s of [a, b, c]) {
       if (s.rank !== 0) throw graphError(`Range: expected scalar inputs, got ${s.toString()}`);
       this.sameDType('Range', a, s);
     }
-    const n = typeof start === 'number' && typeof limit === 'number' && typeof delta === 'number' ? Math.max(0, Math.ceil((limit - start) / delta)) : this.freshDim('range');
+    const known = typeof start === 'number' && typeof limit === 'number' && typeof delta === 'number' ? Math.max(0, Math.ceil((limit - start) / delta)) : undefined;
+    const n = declaredDim('Range', known, options.dim) ?? this.freshDim('range');
     return this.one('Range', [a, b, c], {}, a.dtype, [n]);
   }
 
@@ -298,9 +307,20 @@ function sliceDim(dim: Dim, start: number | Tensor, end: number | Tensor, step: 
     return Math.max(0, Math.ceil((s - e) / -step));
   }
   if (step === 1 && start === 0 && end >= SLICE_END) return dim;
+  // The last -start entries of a symbolic dim: assume it has that many.
+  if (step === 1 && start < 0 && Number.isFinite(start) && end >= SLICE_END) return -start;
   // A symbolic dim sliced with non-negative bounds: assume the bounds lie inside it.
   if (step > 0 && start >= 0 && end >= 0 && Number.isFinite(end) && end < SLICE_END) return Math.max(0, Math.ceil((end - start) / step));
   return undefined;
+}
+
+/** A caller-declared result dim, checked against the inferred one when there is one. */
+function declaredDim(op: string, inferred: Dim | undefined, declared: Dim | undefined): Dim | undefined {
+  if (declared === undefined) return inferred;
+  const valid = typeof declared === 'number' ? Number.isInteger(declared) && declared >= 0 : declared.length > 0;
+  if (!valid) throw graphError(`${op}: expected the declared dim to be an integer >= 0 or a symbol name, got ${JSON.stringify(declared)}`);
+  if (inferred !== undefined && inferred !== declared) throw graphError(`${op}: declared dim ${String(declared)} contradicts the inferred one: expected ${String(inferred)}, got ${String(declared)}`);
+  return declared;
 }
 
 function sumDims(dims: readonly Dim[]): Dim {
