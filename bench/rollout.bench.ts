@@ -64,8 +64,9 @@ const repeats = Number(process.env['BENCH_REPEATS'] ?? 3);
 const configs = new Set((process.env['BENCH_CONFIGS'] ?? 'direct,inproc,floor,bullmq').split(','));
 /**
  * SQL executor children per worker process. 1 by default: with 4 worker processes on 2 cores, the
- * executor's default (2 + a spare per process) puts 12 SQLite children next to 4 Node processes,
- * and measured slower; BENCH_EXECUTOR_POOL_SIZE=default keeps the executor's own default.
+ * executor's default (2 + a spare per process) puts 12 SQLite children next to 4 Node processes
+ * (measured on par with 1 each, within the noise of a shared machine: 379 vs 395 episodes/s
+ * medians); BENCH_EXECUTOR_POOL_SIZE=default keeps the executor's own default.
  */
 const workerPoolSizeSetting = process.env['BENCH_EXECUTOR_POOL_SIZE'] ?? '1';
 const workerPoolSize = workerPoolSizeSetting === 'default' ? undefined : workerPoolSizeSetting;
