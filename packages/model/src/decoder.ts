@@ -1,4 +1,4 @@
-import { tensor, type Graph, type Tensor } from '@sqlenv/onnx-graph';
+import { tensor, type Dim, type Graph, type Tensor } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { ModelConfig } from './config.ts';
 import { loraTensorName, type LoraConfig } from './lora.ts';
@@ -289,14 +289,16 @@ export const MASKED_BIAS = -1e9;
  */
 export function attentionBiasAndPositions(g: Graph, mask: Tensor, pastMask?: Tensor): { bias: Tensor; positions: Tensor } {
   const full = pastMask === undefined ? mask : g.concat([pastMask, mask], 1); // (B, S)
-  // Slot indices from the masks' own shapes (a Range would get a fresh symbolic dim).
-  const keyIdx = g.sub(g.cumSum(g.fullLike(full, 1), 1), 1); // (B, S): 0 … S−1
-  let queryIdx = g.sub(g.cumSum(g.fullLike(mask, 1), 1), 1); // (B, T): 0 … T−1
-  if (pastMask !== undefined) queryIdx = g.add(queryIdx, g.shape(pastMask, 1, 2)); // (B, T): S_past … S−1
-  const causal = g.not(g.greater(g.unsqueeze(keyIdx, [1]), g.unsqueeze(queryIdx, [2]))); // (B, T, S): key ≤ query
+  const [S, T] = [full.shape[1] as Dim, mask.shape[1] as Dim];
+  const length = (x: Tensor): Tensor => g.squeeze(g.shape(x, 1, 2), [0]); // () int64
+  const pastLength = pastMask === undefined ? g.scalar(0, 'int64') : length(pastMask); // (): S_past
+  // Slot indices; the declared dims make them line up with the masks' (B, S) and (B, T).
+  const keyIdx = g.range(0, length(full), 1, 'int64', { dim: S }); // (S): 0 … S−1
+  const queryIdx = g.range(pastLength, length(full), 1, 'int64', { dim: T }); // (T): S_past … S−1
+  const causal = g.not(g.greater(g.unsqueeze(keyIdx, [0]), g.unsqueeze(queryIdx, [1]))); // (T, S): key ≤ query
   const visible = g.and(causal, g.unsqueeze(g.greater(full, 0), [1])); // (B, T, S)
   const bias = g.unsqueeze(g.where(visible, g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, S)
   const allPositions = g.sub(g.cumSum(full, 1), 1); // (B, S)
-  const positions = pastMask === undefined ? allPositions : g.gatherElements(allPositions, queryIdx, 1); // (B, T)
+  const positions = pastMask === undefined ? allPositions : g.slice(allPositions, { axis: 1, start: pastLength, end: Infinity, dim: T }); // (B, T)
   return { bias, positions };
 }

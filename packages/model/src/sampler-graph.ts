@@ -41,7 +41,7 @@ export function sampleNextToken(g: Graph, inputs: SamplerInputs, vocabSize: numb
 
   // Untruncated rows: inverse CDF over the vocabulary in index order, O(V), no sort.
   const cdf = g.cumSum(g.exp(logp), 1); // (B, V)
-  const total = lastColumn(g, cdf); // (B, 1)
+  const total = g.slice(cdf, { axis: 1, start: -1, end: Infinity }); // (B, 1)
   const below = g.reduceSum(g.cast(g.not(g.greater(cdf, g.mul(u, total))), 'int64'), [1]); // (B): #{j: cdf_j ≤ u·total}
   const plainToken = g.where(g.greater(below, vocabSize - 1), vocabSize - 1, below); // (B)
 
@@ -56,7 +56,7 @@ export function sampleNextToken(g: Graph, inputs: SamplerInputs, vocabSize: numb
   const keep = g.less(massBefore, g.unsqueeze(topP, [1])); // (B, K): the first always stays
   const kept = g.where(keep, pK, 0); // (B, K)
   const cdfK = g.cumSum(kept, 1); // (B, K)
-  const totalK = lastColumn(g, cdfK); // (B, 1)
+  const totalK = g.slice(cdfK, { axis: 1, start: -1, end: Infinity }); // (B, 1)
   const belowK = g.reduceSum(g.cast(g.and(keep, g.not(g.greater(cdfK, g.mul(u, totalK)))), 'int64'), [1]); // (B)
   const lastKept = g.sub(g.reduceSum(g.cast(keep, 'int64'), [1]), 1); // (B)
   const slot = g.unsqueeze(g.where(g.greater(belowK, lastKept), lastKept, belowK), [1]); // (B, 1)
@@ -69,9 +69,4 @@ export function sampleNextToken(g: Graph, inputs: SamplerInputs, vocabSize: numb
   const logprob = g.squeeze(g.gatherElements(logp, g.unsqueeze(token, [1]), 1), [1]); // (B)
   const sampleLogprob = g.where(greedy, g.scalar(0), g.where(truncate, truncLogprob, logprob)); // (B)
   return { token, logprob, sampleLogprob };
-}
-
-/** x[:, -1:] keeping the column axis (a Gather, so a symbolic width does not turn into a fresh dim). */
-function lastColumn(g: Graph, x: Tensor): Tensor {
-  return g.unsqueeze(g.gather(x, g.scalar(-1, 'int64'), 1), [1]); // (B, 1)
 }
