@@ -54,7 +54,7 @@ const resultsDir = join(root, 'bench', 'results');
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const episodes = Number(process.env['BENCH_EPISODES'] ?? 800);
 /** Warm-up episodes per process before each timed run: enough for the JIT to settle, not just for start-up. */
-const warmupEpisodes = 160;
+const warmupEpisodes = 400;
 /** Episodes in flight per worker process (and in the direct baseline). */
 const concurrency = 16;
 const workerCounts = (process.env['BENCH_WORKERS'] ?? '1,2,4').split(',').map(Number);
