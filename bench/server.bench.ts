@@ -68,6 +68,9 @@ interface RunReport {
   p90Ms: number;
   p99Ms: number;
   maxMs: number;
+  /** p99 of QUERY steps (through the SQL executor) and of the other steps (DESCRIBE, ANSWER: in process). */
+  queryP99Ms: number;
+  otherP99Ms: number;
   runawayQueries: number;
   runawayMeanMs: number | null;
   /** Every reset and step sent during the run, warm-up included (for CPU per request). */
@@ -178,6 +181,9 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
   fullParse = command.fullParse;
   const { sessions } = await openMany(command.url, command.clients);
   const latencies: number[] = [];
+  /** The same latencies split by action: in-process tools (DESCRIBE, ANSWER) vs the SQL executor (QUERY). */
+  const queryLatencies: number[] = [];
+  const otherLatencies: number[] = [];
   const runawayDurations: number[] = [];
   let steps = 0;
   let resets = 0;
@@ -207,7 +213,7 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
   const intervalMs = command.stepsPerS === undefined ? undefined : (command.clients / command.stepsPerS) * 1000;
   const slots = new Map<BenchSession, number>();
 
-  const timed = async (session: BenchSession, frame: string): Promise<Reply> => {
+  const timed = async (session: BenchSession, frame: string, isQuery: boolean): Promise<Reply> => {
     let t0 = performance.now();
     if (intervalMs !== undefined) {
       const slot = slots.get(session) ?? start + Math.random() * intervalMs;
@@ -221,6 +227,7 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
     // Every step sent inside the window counts, also one that finishes after it (dropping those would hide the slowest).
     if (t0 >= measureFrom && t0 < stopAt) {
       latencies.push(t1 - t0);
+      (isQuery ? queryLatencies : otherLatencies).push(t1 - t0);
       steps += 1;
     }
     if (reply.type === 'error') errors += 1;
@@ -236,7 +243,7 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
       resets += 1;
       totalRequests += 1;
       let last: Reply | undefined;
-      for (const step of frames.steps) last = await timed(session, step);
+      for (let k = 0; k < frames.steps.length; k += 1) last = await timed(session, frames.steps[k] as string, k === frames.steps.length - 2);
       episodes += 1;
       if (last?.type === 'observation' && last.reward !== null && last.reward >= 0.5) correct += 1;
     }
@@ -259,6 +266,8 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
   await Promise.all(lanes);
   for (const s of sessions) s.close();
   latencies.sort((a, b) => a - b);
+  queryLatencies.sort((a, b) => a - b);
+  otherLatencies.sort((a, b) => a - b);
   return {
     clients: sessions.length,
     ...(command.stepsPerS === undefined ? {} : { offeredStepsPerS: command.stepsPerS }),
@@ -273,6 +282,8 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
     p90Ms: percentile(latencies, 90),
     p99Ms: percentile(latencies, 99),
     maxMs: latencies[latencies.length - 1] ?? Number.NaN,
+    queryP99Ms: percentile(queryLatencies, 99),
+    otherP99Ms: percentile(otherLatencies, 99),
     runawayQueries: runawayDurations.length,
     runawayMeanMs: runawayDurations.length === 0 ? null : runawayDurations.reduce((a, b) => a + b, 0) / runawayDurations.length,
     totalRequests,
@@ -541,7 +552,7 @@ function renderMarkdown(r: {
   const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
   const us = (n: number | undefined): string => (n === undefined ? 'n/a' : `${n}`);
   const row = (name: string, clients: string, x: RunReport & { server: ServerLoad }): string =>
-    `| ${name} | ${clients} | ${x.steps} | ${f(x.stepsPerS, 0)} | ${f(x.p50Ms)} ms | ${f(x.p90Ms)} ms | ${f(x.p99Ms)} ms | ${f(x.maxMs)} ms | ${x.episodes} (${x.correct}) | ${x.errors} | ` +
+    `| ${name} | ${clients} | ${x.steps} | ${f(x.stepsPerS, 0)} | ${f(x.p50Ms)} ms | ${f(x.p90Ms)} ms | ${f(x.p99Ms)} ms | ${f(x.maxMs)} ms | ${f(x.queryP99Ms)} / ${f(x.otherP99Ms)} ms | ${x.episodes} (${x.correct}) | ${x.errors} | ` +
     `${Math.round(x.server.eventLoopUtilization * 100)} % | ${x.server.cpuCores} | ${us(x.server.cpuUsPerRequest)} / ${us(x.server.clientUsPerRequest)} / ${us(x.server.executorUsPerRequest)} µs | ${Math.round(x.server.machineShare * 100)} % |`;
   return `# bench:server
 
@@ -560,8 +571,8 @@ Target: server RSS ≤ 500 MB with 1,000 sessions held — ${r.held.target >= 10
 
 ## 2. Active clients (oracle episodes: DESCRIBE gold tables, QUERY gold SQL, ANSWER)
 
-| scenario | clients | steps measured | steps/s | p50 | p90 | p99 | max | episodes (correct) | error frames | server event loop busy | server CPU (cores) | CPU per request: server / client / SQL children | machine share of the bench's processes |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| scenario | clients | steps measured | steps/s | p50 | p90 | p99 | max | p99 QUERY / other steps | episodes (correct) | error frames | server event loop busy | server CPU (cores) | CPU per request: server / client / SQL children | machine share of the bench's processes |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 ${row('active', `${r.active.clients}`, r.active)}
 ${row('light (for comparison)', `${r.light.clients}`, r.light)}
 ${row('active + runaway', `${r.runaway.clients} + 1`, r.runaway)}
