@@ -15,6 +15,16 @@ export function fromOrtTensor(name: string, t: ort.Tensor): TensorData {
   return tensor(t.type, t.dims, t.data as Float32Array);
 }
 
+/**
+ * The model argument for `InferenceSession.create`. The Node binding refuses model bytes on a
+ * SharedArrayBuffer (external data there is fine), so those are copied into a plain buffer:
+ * with the weights external, the model bytes are only the graph.
+ */
+export function ortModelArg(model: string | Uint8Array): string | Uint8Array {
+  if (typeof model === 'string' || !(model.buffer instanceof SharedArrayBuffer)) return model;
+  return new Uint8Array(model);
+}
+
 /** Check feeds against the model's declared inputs: names, dtypes, ranks and static dims. */
 export function checkFeeds(feeds: Readonly<Record<string, TensorData>>, inputs: readonly ValueSpec[] | undefined): void {
   if (!inputs) return;

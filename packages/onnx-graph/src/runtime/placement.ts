@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { InferenceSession } from 'onnxruntime-node';
+import type { ExternalDataFile } from '../graph-core.ts';
+import { writeModelFiles } from './model-files.ts';
 
 /** Nodes one execution provider received, from ONNX Runtime's verbose "Node placements" log. */
 export interface ProviderPlacement {
@@ -53,17 +55,16 @@ export function parsePlacementLog(log: string, requestedProvider: string): Place
  * we parse its stderr. Costs one extra session creation; used only on request.
  */
 export async function probePlacement(
-  modelBytes: Uint8Array,
-  externalData: readonly { path: string; data: Uint8Array }[],
+  model: string | { bytes: Uint8Array; externalData: readonly ExternalDataFile[] },
   options: InferenceSession.SessionOptions,
   requestedProvider: string,
   timeoutMs = 60_000,
 ): Promise<PlacementReport> {
   const dir = await mkdtemp(join(tmpdir(), 'onnx-graph-placement-'));
   try {
-    const modelPath = join(dir, 'model.onnx');
-    await writeFile(modelPath, modelBytes);
-    for (const f of externalData) await writeFile(join(dir, f.path), f.data);
+    // A model file is read where it is; bytes are written out for the child.
+    const modelPath = typeof model === 'string' ? model : join(dir, 'model.onnx');
+    if (typeof model !== 'string') await writeModelFiles(modelPath, model.bytes, model.externalData);
     const { externalData: _inMemory, ...rest } = options;
     const probe = fileURLToPath(new URL('./placement-probe.mjs', import.meta.url));
     const stderr = await new Promise<string>((resolve, reject) => {

@@ -1,12 +1,15 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { attention, rmsNorm } from '../composites.ts';
 import { Graph } from '../graph.ts';
+import { encodeModel } from '../onnx-writer.ts';
 import { tensor, type TensorData } from '../tensor-data.ts';
 import { randn, rng } from '../test-utils.ts';
+import { saveModel } from './model-files.ts';
 import { parsePlacementLog } from './placement.ts';
 import { createSession } from './session.ts';
 
@@ -109,6 +112,46 @@ describe('createSession', () => {
     await reference.close();
     expect(a.top!.data).toEqual(b.top!.data);
     expect(Array.from(a.y!.data as Float32Array).every((v, i) => Math.abs(v - (b.y!.data as Float32Array)[i]!) < 1e-5)).toBe(true);
+  });
+
+  it('creates sessions from a saved model file (external data beside it) in both modes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'onnx-graph-file-'));
+    try {
+      const model = smallModel().toModel({ externalData: 'all' });
+      expect(model.externalData.length).toBeGreaterThan(0);
+      const file = await saveModel(model, join(dir, 'small.onnx'));
+      expect(existsSync(join(dir, model.externalData[0]!.path))).toBe(true);
+      const reference = await createSession(model, { mode: 'direct' });
+      const direct = await createSession(file, { mode: 'direct', logSeverityLevel: 0 });
+      const worker = await createSession(file, { mode: 'worker' });
+      const [a, b, c] = [await reference.run(feeds), await direct.run(feeds), await worker.run(feeds)];
+      expect(b.y!.data).toEqual(a.y!.data);
+      expect(c.y!.data).toEqual(a.y!.data);
+      expect(direct.placement?.placements[0]?.provider).toBe('CPUExecutionProvider');
+      await expectAppError(worker.run({}), ErrorCode.VALIDATION, /missing input 'x'/); // the file source keeps the signature
+      await Promise.all([reference.close(), direct.close(), worker.close()]);
+      await expectAppError(createSession({ path: join(dir, 'missing.onnx') }, { mode: 'worker' }), ErrorCode.RUNTIME, /could not create a session/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('takes model bytes and external data on SharedArrayBuffers (shared with the worker, not copied)', async () => {
+    const shared = (u: Uint8Array): Uint8Array => {
+      const s = new Uint8Array(new SharedArrayBuffer(u.byteLength));
+      s.set(u);
+      return s;
+    };
+    const model = smallModel().toModel({ externalData: 'all' });
+    const reference = await createSession(model, { mode: 'direct' });
+    const expected = await reference.run(feeds);
+    await reference.close();
+    const source = { bytes: shared(encodeModel(model.proto)), externalData: model.externalData.map((f) => ({ path: f.path, data: shared(f.data) })), inputs: model.inputs };
+    for (const mode of ['direct', 'worker'] as const) {
+      const session = await createSession(source, { mode });
+      expect((await session.run(feeds)).y!.data).toEqual(expected.y!.data);
+      await session.close();
+    }
   });
 
   const ortDir = dirname(createRequire(import.meta.url).resolve('onnxruntime-node'));

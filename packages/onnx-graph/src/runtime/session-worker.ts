@@ -2,11 +2,12 @@ import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { workerInput } from '@sqlenv/shared';
 import type { TensorData } from '../tensor-data.ts';
-import { runOrt } from './ort-convert.ts';
+import { ortModelArg, runOrt } from './ort-convert.ts';
 
 /** Worker thread entry: owns one ORT session; runs requests one at a time, in order. */
 export interface WorkerSetup {
-  bytes: Uint8Array;
+  /** A model file's path, or the model's bytes. */
+  model: string | Uint8Array;
   options: ort.InferenceSession.SessionOptions;
 }
 
@@ -24,7 +25,9 @@ if (port) {
   const reply = (message: WorkerReply, transfer: ArrayBuffer[] = []): void => port.postMessage(message, transfer);
   let session: ort.InferenceSession | undefined;
   try {
-    session = await ort.InferenceSession.create(setup.bytes, setup.options);
+    const model = ortModelArg(setup.model);
+    // Two overloads (path, bytes): TypeScript does not pick one for the union.
+    session = typeof model === 'string' ? await ort.InferenceSession.create(model, setup.options) : await ort.InferenceSession.create(model, setup.options);
     reply({ type: 'ready', inputNames: [...session.inputNames], outputNames: [...session.outputNames] });
   } catch (error) {
     reply({ type: 'init-error', message: error instanceof Error ? error.message : String(error) });

@@ -1,21 +1,15 @@
 import * as ort from 'onnxruntime-node';
 import type { Worker } from 'node:worker_threads';
 import { AppError, ErrorCode, startWorker, toAppError, type Logger } from '@sqlenv/shared';
-import type { BuiltModel, ExternalDataFile, ValueSpec } from '../graph-core.ts';
-import { encodeModel } from '../onnx-writer.ts';
+import type { BuiltModel, ValueSpec } from '../graph-core.ts';
 import type { TensorData } from '../tensor-data.ts';
-import { checkFeeds, runOrt } from './ort-convert.ts';
+import { modelBytes, type ModelFile, type ModelSource } from './model-files.ts';
+import { checkFeeds, ortModelArg, runOrt } from './ort-convert.ts';
 import { probePlacement, type PlacementReport } from './placement.ts';
 import { ortSessionOptions, resolveSessionConfig, sessionCreateError, type ResolvedSessionConfig, type SessionConfig } from './session-config.ts';
 import type { WorkerReply, WorkerRequest, WorkerSetup } from './session-worker.ts';
 
-/** Already encoded model bytes (plus external data and, optionally, the signature for feed checks). */
-export interface ModelSource {
-  bytes: Uint8Array;
-  externalData?: readonly ExternalDataFile[];
-  inputs?: readonly ValueSpec[];
-  outputs?: readonly ValueSpec[];
-}
+export type { ModelFile, ModelSource } from './model-files.ts';
 
 export interface RunOptions<K extends string = string> {
   /** Fetch only these outputs (default: all). */
@@ -35,24 +29,35 @@ export interface GraphSession {
   close(): Promise<void>;
 }
 
+/** What a session is created from: the model file's path, or its bytes (external data goes in the options). */
+interface Loadable {
+  model: string | Uint8Array;
+  inputs: readonly ValueSpec[] | undefined;
+}
+
 /**
- * Create an ONNX Runtime session from a built graph. In 'worker' mode (the
- * default) the session lives on its own worker thread: session creation and
- * every run happen there, so the caller's event loop keeps turning.
+ * Create an ONNX Runtime session from a built graph, encoded bytes or a model
+ * file. In 'worker' mode (the default) the session lives on its own worker
+ * thread: session creation and every run happen there, so the caller's event
+ * loop keeps turning. Memory in worker mode: a `ModelFile` is opened by the
+ * worker (the bytes never pass through this thread); external data backed by a
+ * SharedArrayBuffer is shared with the worker, not copied; anything else is
+ * copied to the worker once.
  */
-export async function createSession(model: BuiltModel | ModelSource, config: SessionConfig = {}): Promise<GraphSession> {
+export async function createSession(model: BuiltModel | ModelSource | ModelFile, config: SessionConfig = {}): Promise<GraphSession> {
   const { resolved, logger } = resolveSessionConfig(config);
-  const source: ModelSource = 'proto' in model ? { bytes: encodeModel(model.proto), externalData: model.externalData, inputs: model.inputs, outputs: model.outputs } : model;
-  const externalData = source.externalData ?? [];
+  const source = 'path' in model ? model : modelBytes(model);
+  const externalData = 'bytes' in source ? (source.externalData ?? []) : [];
   const options = ortSessionOptions(resolved, externalData);
+  const loadable: Loadable = { model: 'bytes' in source ? source.bytes : source.path, inputs: source.inputs };
   const log = logger.child({ component: 'onnx-graph', provider: resolved.provider, mode: resolved.mode });
   let placement: PlacementReport | undefined;
   if (resolved.logSeverityLevel === 0) {
-    placement = await probePlacement(source.bytes, externalData, options, resolved.provider);
+    placement = await probePlacement('bytes' in source ? { bytes: source.bytes, externalData } : source.path, options, resolved.provider);
     for (const p of placement.placements) log.info({ executionProvider: p.provider, nodeCount: p.nodeCount }, 'node placement');
     if (placement.cpuFallback.length > 0) log.warn({ nodes: placement.cpuFallback }, 'nodes fell back to CPU');
   }
-  const session = resolved.mode === 'direct' ? await DirectSession.create(source, options, resolved, placement) : await WorkerSession.create(source, options, resolved, placement, log);
+  const session = resolved.mode === 'direct' ? await DirectSession.create(loadable, options, resolved, placement) : await WorkerSession.create(loadable, options, resolved, placement, log);
   log.debug({ inputs: session.inputNames, outputs: session.outputNames }, 'session created');
   return session;
 }
@@ -67,9 +72,11 @@ class DirectSession implements GraphSession {
     readonly placement: PlacementReport | undefined,
   ) {}
 
-  static async create(source: ModelSource, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig, placement: PlacementReport | undefined): Promise<DirectSession> {
+  static async create(source: Loadable, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig, placement: PlacementReport | undefined): Promise<DirectSession> {
     try {
-      const session = await ort.InferenceSession.create(source.bytes, options);
+      const model = ortModelArg(source.model);
+      // Two overloads (path, bytes): TypeScript does not pick one for the union.
+      const session = typeof model === 'string' ? await ort.InferenceSession.create(model, options) : await ort.InferenceSession.create(model, options);
       return new DirectSession(session, source.inputs, config, placement);
     } catch (error) {
       throw sessionCreateError(config, error);
@@ -128,8 +135,9 @@ class WorkerSession implements GraphSession {
     worker.on('exit', (code) => fail(new AppError(ErrorCode.EXECUTOR_CRASHED, `session worker exited with code ${code}`)));
   }
 
-  static async create(source: ModelSource, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig, placement: PlacementReport | undefined, log: Logger): Promise<WorkerSession> {
-    const setup: WorkerSetup = { bytes: source.bytes, options };
+  static async create(source: Loadable, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig, placement: PlacementReport | undefined, log: Logger): Promise<WorkerSession> {
+    // Structured clone: plain buffers are copied, SharedArrayBuffers shared, a path is just a string.
+    const setup: WorkerSetup = { model: source.model, options };
     const worker = startWorker(new URL('./session-worker.ts', import.meta.url), { data: setup });
     let onMessage: ((reply: WorkerReply) => void) | undefined;
     let onError: ((e: Error) => void) | undefined;
