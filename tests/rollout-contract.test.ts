@@ -5,7 +5,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { RolloutRunSpecSchema, TrajectorySchema, type RolloutRunSpecInput } from '@sqlenv/protocol';
 import {
   BullmqTransport,
+  buildGroup,
   InProcessTransport,
+  QuestionSchedule,
   RolloutWorker,
   runCoordinator,
   runSynchronous,
@@ -13,6 +15,7 @@ import {
   StatsPolicyUpdater,
   type AdmissionEvent,
   type EpisodeEvent,
+  type GroupAdmission,
   type RunSummary,
   type Transport,
 } from '@sqlenv/rollout';
@@ -214,6 +217,27 @@ describe.each([inProcess, bullmq])('rollout over the $name transport', (factory)
       expect(summary.lost_episodes).toBe(0);
       const batches = await transport.trainedBatches(spec.run_id);
       expect(new Set(batches.flatMap((b) => b.group_ids)).size).toBe(12);
+    } finally {
+      await transport.close();
+    }
+  });
+
+  it('re-admitting groups that are already there (a restarted coordinator) adds nothing', async () => {
+    const spec = RolloutRunSpecSchema.parse({ policy: 'toy', run_id: runId('readmit'), episodes: 16, group_size: 4, groups_per_batch: 2 });
+    const transport = factory.open()();
+    try {
+      await transport.registerRun(spec);
+      const schedule = new QuestionSchedule(TOY_QUESTIONS, spec.seed);
+      const admission = (seq: number): GroupAdmission => buildGroup(spec, schedule, seq, 0);
+      await transport.admitGroups(spec, [admission(0), admission(1)]);
+      // The second chunk overlaps the first: seq 1 must not be added twice.
+      await transport.admitGroups(spec, [admission(1), admission(2)]);
+      expect((await transport.counters(spec.run_id)).admittedGroups).toBe(3);
+      expect((await transport.queueDepth(spec.run_id)).waiting).toBe(12);
+      // An old chunk never moves the admitted count back.
+      await transport.admitGroups(spec, [admission(0)]);
+      expect((await transport.counters(spec.run_id)).admittedGroups).toBe(3);
+      expect((await transport.queueDepth(spec.run_id)).waiting).toBe(12);
     } finally {
       await transport.close();
     }
