@@ -1,5 +1,5 @@
-import { FlowProducer, Queue, UnrecoverableError, Worker, type FlowJob, type Job, type WorkerOptions } from 'bullmq';
-import { Redis, type ChainableCommander } from 'ioredis';
+import { FlowProducer, Queue, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
+import { Redis } from 'ioredis';
 import { z } from 'zod';
 import {
   EpisodeJobSchema,
@@ -10,7 +10,6 @@ import {
   ScoredGroupSchema,
   type EpisodeJob,
   type EpisodeResult,
-  type GroupJob,
   type RolloutNotice,
   type RolloutRunSpec,
   type ScoredGroup,
@@ -21,7 +20,8 @@ import { BatchStatsSchema, type BatchStats } from '../batch-stats.ts';
 import { failureReason, isPermanentFailure } from '../failure.ts';
 import { DirectoryBlobStore, RedisBlobStore, type BlobStore } from '../store/blob-store.ts';
 import { encodeTrajectory, trajectoryKey, TrajectoryStore } from '../store/trajectory-store.ts';
-import { ADVANCE_ADMITTED, COMMIT, RECORD_SCORED } from './redis-scripts.ts';
+import { defineScripts, type ScriptRedis } from './redis-scripts.ts';
+import { EPISODES, execBatch, GROUPS, groupFlow, RunKeys } from './run-keys.ts';
 import type {
   CommitResult,
   Consumer,
@@ -59,74 +59,11 @@ export const BullmqTransportConfigSchema = z.strictObject({
 export type BullmqTransportConfig = z.infer<typeof BullmqTransportConfigSchema>;
 export type BullmqTransportConfigInput = z.input<typeof BullmqTransportConfigSchema>;
 
-const EPISODES = 'episodes';
-const GROUPS = 'groups';
-
-/** Redis keys of one run; all in the run's hash slot. */
-class RunKeys {
-  readonly prefix: string;
-  constructor(keyBase: string, runId: string) {
-    this.prefix = `${keyBase}:{${runId}}`;
-  }
-  get spec(): string {
-    return `${this.prefix}:spec`;
-  }
-  get state(): string {
-    return `${this.prefix}:state`;
-  }
-  get scored(): string {
-    return `${this.prefix}:scored`;
-  }
-  get scoredData(): string {
-    return `${this.prefix}:scored-data`;
-  }
-  get consumed(): string {
-    return `${this.prefix}:consumed`;
-  }
-  get consumedEpisodes(): string {
-    return `${this.prefix}:consumed-episodes`;
-  }
-  get completedEpisodes(): string {
-    return `${this.prefix}:completed-episodes`;
-  }
-  get batches(): string {
-    return `${this.prefix}:batches`;
-  }
-  get notices(): string {
-    return `${this.prefix}:notices`;
-  }
-  queueKey(queue: string, suffix: string): string {
-    return `${this.prefix}:${queue}:${suffix}`;
-  }
-  blob(rest: string): string {
-    return `${this.prefix}:blob:${rest}`;
-  }
-}
-
 interface RunQueues {
   episodes: Queue;
   groups: Queue;
 }
 
-type ScriptRedis = Redis & {
-  sqlenvRecordScored(consumed: string, scored: string, scoredData: string, groupId: string, seq: number, json: string): Promise<number>;
-  sqlenvCommit(
-    state: string,
-    scored: string,
-    scoredData: string,
-    consumed: string,
-    consumedEpisodes: string,
-    batches: string,
-    expected: number,
-    next: number,
-    weightsKey: string,
-    plan: string,
-    batch: string,
-    channel: string,
-    runId: string,
-  ): Promise<number>;
-  sqlenvAdvanceAdmitted(state: string, count: number): Promise<number>;
-};
 
 /**
  * The distributed transport: a GRPO group is a BullMQ flow (parent job on the
@@ -156,10 +93,7 @@ export class BullmqTransport implements Transport {
     if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid BullMQ transport config: ${formatZodIssues(parsed.error)}`);
     this.#config = parsed.data;
     this.#logger = (options.logger ?? silentLogger).child({ component: 'bullmq-transport' });
-    this.#redis = this.#connect('commands') as ScriptRedis;
-    this.#redis.defineCommand('sqlenvRecordScored', { numberOfKeys: 3, lua: RECORD_SCORED });
-    this.#redis.defineCommand('sqlenvCommit', { numberOfKeys: 6, lua: COMMIT });
-    this.#redis.defineCommand('sqlenvAdvanceAdmitted', { numberOfKeys: 1, lua: ADVANCE_ADMITTED });
+    this.#redis = defineScripts(this.#connect('commands'));
     // BullMQ gets its own connection: it defines ~40 Lua commands on the client it is given, and
     // ioredis copies every defined command onto each pipeline/MULTI it creates, which made our
     // per-episode MULTI several times dearer on a shared client.
@@ -248,49 +182,14 @@ export class BullmqTransport implements Transport {
     const keys = this.#keys(spec.run_id);
     // A coordinator that died between adding flows and counting them re-admits the same
     // seqs on restart: a parent's existence says its flow is already there.
-    const existing = await this.#exec(
+    const existing = await execBatch(
       admissions.reduce((pipeline, { group }) => pipeline.exists(keys.queueKey(GROUPS, group.group_id)), this.#redis.pipeline()),
       'admission check',
     );
     const missing = admissions.filter((_, i) => existing[i] === 0);
     // One MULTI for all the flows: atomic, so a crash leaves each group whole or absent.
-    if (missing.length > 0) await this.#flows.addBulk(missing.map(({ group, episodes }) => this.#flow(spec, keys, group, episodes)));
+    if (missing.length > 0) await this.#flows.addBulk(missing.map(({ group, episodes }) => groupFlow(spec, keys, group, episodes, this.#config.keepCompletedEpisodes)));
     await this.#redis.sqlenvAdvanceAdmitted(keys.state, Math.max(...admissions.map((a) => a.group.seq)) + 1);
-  }
-
-  #flow(spec: RolloutRunSpec, keys: RunKeys, group: GroupJob, episodes: readonly EpisodeJob[]): FlowJob {
-    return {
-      name: 'group',
-      queueName: GROUPS,
-      prefix: keys.prefix,
-      data: group,
-      // Group jobs are kept: they are the record of the flow (and of its failure reason).
-      opts: { jobId: group.group_id, removeOnComplete: false, removeOnFail: false, attempts: 3, backoff: { type: 'exponential', delay: 500 } },
-      children: episodes.map((episode) => ({
-        name: 'episode',
-        queueName: EPISODES,
-        prefix: keys.prefix,
-        data: episode,
-        opts: {
-          jobId: episode.episode_id,
-          attempts: spec.attempts,
-          backoff: { type: 'exponential', delay: spec.backoff_ms },
-          failParentOnFailure: true,
-          removeOnComplete: { count: this.#config.keepCompletedEpisodes },
-          removeOnFail: false,
-        },
-      })),
-    };
-  }
-
-  /** Run a pipeline or MULTI and return its replies, turning a per-command error into an AppError. */
-  async #exec(batch: ChainableCommander, what: string): Promise<unknown[]> {
-    const results = await batch.exec();
-    if (results === null) throw new AppError(ErrorCode.TRANSPORT, `${what}: transaction aborted`);
-    return results.map(([error, value]) => {
-      if (error) throw new AppError(ErrorCode.TRANSPORT, `${what}: ${error.message}`, { cause: error });
-      return value;
-    });
   }
 
   async closeAdmission(runId: string, totalGroups: number): Promise<void> {
@@ -307,19 +206,19 @@ export class BullmqTransport implements Transport {
 
   async counters(runId: string): Promise<RunCounters> {
     const keys = this.#keys(runId);
-    const results = await this.#redis
-      .multi()
-      .hgetall(keys.state)
-      .zcard(keys.scored)
-      .scard(keys.completedEpisodes)
-      .scard(keys.consumedEpisodes)
-      .zcard(keys.queueKey(GROUPS, 'failed'))
-      .zcard(keys.queueKey(EPISODES, 'failed'))
-      .exec();
-    if (results === null) throw new AppError(ErrorCode.TRANSPORT, 'counters transaction aborted');
-    for (const [error] of results) if (error) throw new AppError(ErrorCode.TRANSPORT, `counters: ${error.message}`, { cause: error });
-    const state = (results[0]?.[1] ?? {}) as Record<string, string>;
-    const n = (i: number): number => Number(results[i]?.[1] ?? 0);
+    const results = await execBatch(
+      this.#redis
+        .multi()
+        .hgetall(keys.state)
+        .zcard(keys.scored)
+        .scard(keys.completedEpisodes)
+        .scard(keys.consumedEpisodes)
+        .zcard(keys.queueKey(GROUPS, 'failed'))
+        .zcard(keys.queueKey(EPISODES, 'failed')),
+      'counters',
+    );
+    const state = (results[0] ?? {}) as Record<string, string>;
+    const n = (i: number): number => Number(results[i] ?? 0);
     const num = (field: string): number => Number(state[field] ?? 0);
     return {
       admittedGroups: num('admitted'),
@@ -412,7 +311,7 @@ export class BullmqTransport implements Transport {
     const key = trajectoryKey(trajectory.run_id, trajectory.episode_id);
     const { redisKey, value } = await this.#blobStore.encode(key, encodeTrajectory(trajectory));
     // One round trip, atomic: the trajectory is stored exactly when the episode counts as completed.
-    await this.#exec(this.#redis.multi().set(redisKey, value).sadd(this.#keys(trajectory.run_id).completedEpisodes, trajectory.episode_id), 'store trajectory');
+    await execBatch(this.#redis.multi().set(redisKey, value).sadd(this.#keys(trajectory.run_id).completedEpisodes, trajectory.episode_id), 'store trajectory');
     return key;
   }
 

@@ -1,3 +1,5 @@
+import type { Redis } from 'ioredis';
+
 /**
  * Lua scripts of the BullMQ transport. Each runs atomically in Redis, which is
  * what makes the trainer's consumption exactly-once: a group leaves the scored
@@ -67,3 +69,32 @@ local current = tonumber(redis.call('HGET', KEYS[1], 'admitted') or '0')
 if tonumber(ARGV[1]) > current then redis.call('HSET', KEYS[1], 'admitted', ARGV[1]) end
 return 1
 `;
+
+/** A client with the scripts above defined as commands. */
+export type ScriptRedis = Redis & {
+  sqlenvRecordScored(consumed: string, scored: string, scoredData: string, groupId: string, seq: number, json: string): Promise<number>;
+  sqlenvCommit(
+    state: string,
+    scored: string,
+    scoredData: string,
+    consumed: string,
+    consumedEpisodes: string,
+    batches: string,
+    expected: number,
+    next: number,
+    weightsKey: string,
+    plan: string,
+    batch: string,
+    channel: string,
+    runId: string,
+  ): Promise<number>;
+  sqlenvAdvanceAdmitted(state: string, count: number): Promise<number>;
+};
+
+/** Define the scripts on a client (ioredis loads each once, then calls it by SHA). */
+export function defineScripts(redis: Redis): ScriptRedis {
+  redis.defineCommand('sqlenvRecordScored', { numberOfKeys: 3, lua: RECORD_SCORED });
+  redis.defineCommand('sqlenvCommit', { numberOfKeys: 6, lua: COMMIT });
+  redis.defineCommand('sqlenvAdvanceAdmitted', { numberOfKeys: 1, lua: ADVANCE_ADMITTED });
+  return redis as ScriptRedis;
+}
