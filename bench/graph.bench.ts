@@ -9,16 +9,52 @@
  *   every block weight, emitted by `gradients()`), and the ratio. Reverse mode
  *   should cost a small constant factor of the forward (about 2-3x), not 10x;
  * - per-run overhead of the worker-thread runtime vs a direct `session.run`,
- *   for a tiny graph (pure overhead) and for 1 MiB in/out (copy cost).
+ *   for a tiny graph (pure overhead) and for 1 MiB in/out (copy cost);
+ * - peak and settled RSS of a worker-mode session over a 256 MiB weight, created from
+ *   a built model (copied to the worker), SharedArrayBuffer-backed weights, or a saved
+ *   model file (one child process each: `--worker-memory <source> <dir>`).
  * Writes bench/results/graph.md and bench/results/graph.json.
  */
-import { writeFile } from 'node:fs/promises';
-import { cpus, loadavg } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { attention, causalMask, gradients, Graph, linear, rmsNorm, silu, tensor, type GraphSession, type TensorData, type Tensor, createSession } from '@sqlenv/onnx-graph';
+import { attention, causalMask, gradients, Graph, linear, rmsNorm, silu, tensor, type GraphSession, type TensorData, type Tensor, createSession, saveModel } from '@sqlenv/onnx-graph';
 
 const resultsDir = join(dirname(fileURLToPath(import.meta.url)), 'results');
+
+// ---- worker-session memory probe (runs in a child process: its RSS is its own) ----------------
+const MEMORY_SOURCES = ['built model (copied)', 'SharedArrayBuffer weights', 'model file'] as const;
+const memoryWeightSide = 8192; // float32 [8192, 8192] = 256 MiB
+
+function memoryProbeModel(data: Float32Array): ReturnType<Graph['toModel']> {
+  const g = new Graph();
+  const w = g.initializer('w', tensor('float32', [memoryWeightSide, memoryWeightSide], data), { external: true });
+  g.output('y', g.matMul(g.input('x', 'float32', [1, memoryWeightSide]), w));
+  return g.toModel({ externalData: 'all' });
+}
+
+const probeArg = process.argv.indexOf('--worker-memory');
+if (probeArg > 0) {
+  const [source, dir] = [process.argv[probeArg + 1], process.argv[probeArg + 2] as string];
+  const n = memoryWeightSide ** 2;
+  if (source === 'write') {
+    await saveModel(memoryProbeModel(new Float32Array(n).fill(0.001)), join(dir, 'model.onnx'));
+  } else {
+    // Pre-packing off: ORT keeps exactly one copy, so the differences are the JS-side copies.
+    const config = { mode: 'worker', sessionConfig: { 'session.disable_prepacking': '1' } } as const;
+    const session =
+      source === 'model file'
+        ? await createSession({ path: join(dir, 'model.onnx') }, config)
+        : await createSession(memoryProbeModel(new Float32Array(source === 'SharedArrayBuffer weights' ? new SharedArrayBuffer(n * 4) : new ArrayBuffer(n * 4)).fill(0.001)), config);
+    for (let i = 0; i < 3; i++) await session.run({ x: tensor('float32', [1, memoryWeightSide], new Float32Array(memoryWeightSide).fill(1)) });
+    const settledRssBytes = process.memoryUsage().rss;
+    await session.close();
+    process.stdout.write(`${JSON.stringify({ source, peakRssBytes: process.resourceUsage().maxRSS * 1024, settledRssBytes })}\n`);
+  }
+  process.exit(0);
+}
 /** Block sizes: batch, sequence length, model width (4 heads, MLP 4x... as SwiGLU 8/3x rounded). */
 const sizes = [
   { batch: 2, seqLen: 32, dModel: 64 },
@@ -175,6 +211,14 @@ for (const size of sizes) {
 const overhead = [await benchOverhead('16 floats', 16), await benchOverhead('1 MiB in + 1 MiB out', 2 ** 18)];
 for (const o of overhead) console.log(`run overhead (${o.payload}): direct ${o.directMs.toFixed(3)} ms, worker ${o.workerMs.toFixed(3)} ms`);
 
+const memoryDir = await mkdtemp(join(tmpdir(), 'bench-graph-memory-'));
+const self = fileURLToPath(import.meta.url);
+const probe = (source: string): string => execFileSync(process.execPath, ['--import', 'tsx', self, '--worker-memory', source, memoryDir], { encoding: 'utf8' });
+probe('write');
+const memory = MEMORY_SOURCES.map((source) => JSON.parse(probe(source).trim().split('\n').at(-1) as string) as { source: string; peakRssBytes: number; settledRssBytes: number });
+await rm(memoryDir, { recursive: true, force: true });
+for (const m of memory) console.log(`worker session memory (${m.source}): peak ${(m.peakRssBytes / 2 ** 20).toFixed(0)} MiB, settled ${(m.settledRssBytes / 2 ** 20).toFixed(0)} MiB`);
+
 const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', loadAverage1m: loadavg()[0] ?? 0, node: process.version };
 const fmt = (v: number, digits = 2): string => v.toFixed(digits);
 const md = [
@@ -203,7 +247,17 @@ const md = [
   '| --- | --- | --- | --- |',
   ...overhead.map((o) => `| ${o.payload} | ${fmt(o.directMs, 3)} | ${fmt(o.workerMs, 3)} | ${fmt(o.overheadMs, 3)} |`),
   '',
+  '## Worker-mode session memory',
+  '',
+  'One float32 weight of 256 MiB as external data, `MatMul` with a [1, 8192] input, worker mode, `session.disable_prepacking` (ORT keeps one copy); one child process per source, peak = the process\'s max RSS, settled = RSS after three runs.',
+  '',
+  '| source | peak RSS MiB | settled RSS MiB |',
+  '| --- | --- | --- |',
+  ...memory.map((m) => `| ${m.source} | ${fmt(m.peakRssBytes / 2 ** 20, 0)} | ${fmt(m.settledRssBytes / 2 ** 20, 0)} |`),
+  '',
+  'Built model: the caller\'s weights, the copy posted to the worker and ORT\'s own. SharedArrayBuffer weights: the worker reads the caller\'s memory (no posted copy). Model file (`saveModel` + `createSession({ path })`): ORT reads the file in the worker, the creating process never holds the weights.',
+  '',
 ].join('\n');
 await writeFile(join(resultsDir, 'graph.md'), md);
-await writeFile(join(resultsDir, 'graph.json'), JSON.stringify({ machine, heads, intraOpThreads, blockRuns, overheadRuns, blocks, overhead }, null, 2) + '\n');
+await writeFile(join(resultsDir, 'graph.json'), JSON.stringify({ machine, heads, intraOpThreads, blockRuns, overheadRuns, blocks, overhead, memory }, null, 2) + '\n');
 console.log(`wrote ${join('bench', 'results', 'graph.md')}`);

@@ -21,13 +21,18 @@ export type WorkerReply =
 
 const port = parentPort;
 if (port) {
-  const setup = workerInput<WorkerSetup>(workerData);
+  let setup: WorkerSetup | undefined = workerInput<WorkerSetup>(workerData);
+  // The model's copy in this thread is needed only until ORT has loaded it (ORT copies what it
+  // keeps): unhook it from workerData too, so nothing here keeps it reachable afterwards.
+  delete (workerData as { data?: unknown }).data;
   const reply = (message: WorkerReply, transfer: ArrayBuffer[] = []): void => port.postMessage(message, transfer);
   let session: ort.InferenceSession | undefined;
   try {
+    const { options } = setup;
     const model = ortModelArg(setup.model);
+    setup = undefined;
     // Two overloads (path, bytes): TypeScript does not pick one for the union.
-    session = typeof model === 'string' ? await ort.InferenceSession.create(model, setup.options) : await ort.InferenceSession.create(model, setup.options);
+    session = typeof model === 'string' ? await ort.InferenceSession.create(model, options) : await ort.InferenceSession.create(model, options);
     reply({ type: 'ready', inputNames: [...session.inputNames], outputNames: [...session.outputNames] });
   } catch (error) {
     reply({ type: 'init-error', message: error instanceof Error ? error.message : String(error) });
