@@ -32,6 +32,8 @@ import WebSocket from 'ws';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { createEnvServer } from '../apps/env-server/src/env-server.ts';
 
+/** How long after its window a run may take to finish its last requests before it is reported as stalled. */
+const STALL_GRACE_MS = 30_000;
 const RUNAWAY_SQL = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
 
 interface PlannedEpisode {
@@ -68,6 +70,9 @@ interface RunReport {
   p90Ms: number;
   p99Ms: number;
   maxMs: number;
+  /** The run did not end within STALL_GRACE_MS of its window; `unanswered` steps were still waiting (counted with their wait so far). */
+  stalled: boolean;
+  unanswered: number;
   /** p99 of QUERY steps (through the SQL executor) and of the other steps (DESCRIBE, ANSWER: in process). */
   queryP99Ms: number;
   otherP99Ms: number;
@@ -212,6 +217,8 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
   // (no coordinated omission: a stalled client does not quietly send less).
   const intervalMs = command.stepsPerS === undefined ? undefined : (command.clients / command.stepsPerS) * 1000;
   const slots = new Map<BenchSession, number>();
+  /** Steps sent and not answered yet, per session (to account for them if the run stalls). */
+  const outstanding = new Map<BenchSession, { t0: number; isQuery: boolean }>();
 
   const timed = async (session: BenchSession, frame: string, isQuery: boolean): Promise<Reply> => {
     let t0 = performance.now();
@@ -221,7 +228,9 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
       if (slot > t0) await new Promise((resolve) => setTimeout(resolve, slot - t0));
       t0 = slot;
     }
+    outstanding.set(session, { t0, isQuery });
     const reply = await session.request(frame);
+    outstanding.delete(session);
     const t1 = performance.now();
     totalRequests += 1;
     // Every step sent inside the window counts, also one that finishes after it (dropping those would hide the slowest).
@@ -263,7 +272,27 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
     const runaway = await BenchSession.open(command.url);
     lanes.push(runawayLane(runaway).finally(() => runaway.close()));
   }
-  await Promise.all(lanes);
+  // A run that does not end well after its window (e.g. an executor whose children all hang) is cut off and
+  // reported as stalled: its unanswered steps count with the time they had waited, rather than the bench hanging.
+  let stallTimer: NodeJS.Timeout | undefined;
+  const allDone = Promise.all(lanes).then(() => true);
+  // Lanes of a stalled run reject later, when their sockets close: not an error then.
+  allDone.catch(() => undefined);
+  const finished = await Promise.race([
+    allDone,
+    new Promise<false>((resolve) => (stallTimer = setTimeout(() => resolve(false), stopAt + STALL_GRACE_MS - performance.now()))),
+  ]);
+  clearTimeout(stallTimer);
+  let unanswered = 0;
+  if (!finished) {
+    const now = performance.now();
+    for (const { t0, isQuery } of outstanding.values()) {
+      if (t0 < measureFrom || t0 >= stopAt) continue;
+      unanswered += 1;
+      latencies.push(now - t0);
+      (isQuery ? queryLatencies : otherLatencies).push(now - t0);
+    }
+  }
   for (const s of sessions) s.close();
   latencies.sort((a, b) => a - b);
   queryLatencies.sort((a, b) => a - b);
@@ -282,6 +311,8 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
     p90Ms: percentile(latencies, 90),
     p99Ms: percentile(latencies, 99),
     maxMs: latencies[latencies.length - 1] ?? Number.NaN,
+    stalled: !finished,
+    unanswered,
     queryP99Ms: percentile(queryLatencies, 99),
     otherP99Ms: percentile(otherLatencies, 99),
     runawayQueries: runawayDurations.length,
@@ -348,8 +379,10 @@ function collectGarbage(): void {
   (runInNewContext('gc') as () => void)();
 }
 
-async function waitForSessions(count: () => number, target: number): Promise<void> {
-  while (count() > target) await new Promise((r) => setTimeout(r, 50));
+/** Wait for the server to drop the run's sessions; gives up after `timeoutMs` (a stalled run's sessions cannot drain). */
+async function waitForSessions(count: () => number, target: number, timeoutMs = 15_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (count() > target && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
 }
 
 async function serverMain(): Promise<void> {
@@ -427,17 +460,17 @@ async function serverMain(): Promise<void> {
   const lightServer = withPerRequest(lightLoad.end(), light);
   await waitForSessions(() => server.sessionCount(), 0);
 
-  process.stderr.write(`${clients} active clients + 1 runaway query for ${durationMs / 1000} s...\n`);
-  const runawayLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
-  const runaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: true, fullParse, plan });
-  const runawayServer = withPerRequest(runawayLoad.end(), runaway);
-  await waitForSessions(() => server.sessionCount(), 0);
-
   // The same 256 clients at the issue's rate instead of as fast as they can: latency at that load, not at saturation.
   process.stderr.write(`${clients} clients paced at ${pacedStepsPerS} steps/s for ${durationMs / 1000} s...\n`);
   const pacedLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
   const paced = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: false, fullParse, plan, stepsPerS: pacedStepsPerS });
   const pacedServer = withPerRequest(pacedLoad.end(), paced);
+  await waitForSessions(() => server.sessionCount(), 0);
+
+  process.stderr.write(`${clients} active clients + 1 runaway query for ${durationMs / 1000} s...\n`);
+  const runawayLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
+  const runaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: true, fullParse, plan });
+  const runawayServer = withPerRequest(runawayLoad.end(), runaway);
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${clients} clients paced at ${pacedStepsPerS} steps/s + 1 runaway query for ${durationMs / 1000} s...\n`);
@@ -552,7 +585,7 @@ function renderMarkdown(r: {
   const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
   const us = (n: number | undefined): string => (n === undefined ? 'n/a' : `${n}`);
   const row = (name: string, clients: string, x: RunReport & { server: ServerLoad }): string =>
-    `| ${name} | ${clients} | ${x.steps} | ${f(x.stepsPerS, 0)} | ${f(x.p50Ms)} ms | ${f(x.p90Ms)} ms | ${f(x.p99Ms)} ms | ${f(x.maxMs)} ms | ${f(x.queryP99Ms)} / ${f(x.otherP99Ms)} ms | ${x.episodes} (${x.correct}) | ${x.errors} | ` +
+    `| ${name}${x.stalled ? ` (STALLED: ${x.unanswered} steps unanswered ${STALL_GRACE_MS / 1000} s after the window)` : ''} | ${clients} | ${x.steps} | ${f(x.stepsPerS, 0)} | ${f(x.p50Ms)} ms | ${f(x.p90Ms)} ms | ${f(x.p99Ms)} ms | ${f(x.maxMs)} ms | ${f(x.queryP99Ms)} / ${f(x.otherP99Ms)} ms | ${x.episodes} (${x.correct}) | ${x.errors} | ` +
     `${Math.round(x.server.eventLoopUtilization * 100)} % | ${x.server.cpuCores} | ${us(x.server.cpuUsPerRequest)} / ${us(x.server.clientUsPerRequest)} / ${us(x.server.executorUsPerRequest)} µs | ${Math.round(x.server.machineShare * 100)} % |`;
   return `# bench:server
 

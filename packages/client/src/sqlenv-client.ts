@@ -12,6 +12,7 @@ import {
 } from '@sqlenv/protocol';
 import { appErrorFromFrame } from './error-frames.ts';
 import { toWebSocketUrl } from './ws-url.ts';
+import { fastObservationFrame } from './fast-frame.ts';
 
 export const SQLEnvClientOptionsSchema = z.strictObject({
   /** Sent as `Authorization: Bearer <apiKey>` on the WebSocket handshake. */
@@ -203,10 +204,17 @@ export class SQLEnvClient implements RemoteEnvironment {
   private onMessage(data: WebSocket.RawData): void {
     let frame: ServerFrame;
     try {
-      const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.from(data as Buffer).toString('utf8');
-      const parsed = ServerFrameSchema.safeParse(JSON.parse(text));
-      if (!parsed.success) throw new Error(formatZodIssues(parsed.error));
-      frame = parsed.data;
+      const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.from(data).toString('utf8');
+      const json: unknown = JSON.parse(text);
+      // Observation replies (every reset and step) take a precompiled check with the schema's verdict; the rest go through zod.
+      const fast = fastObservationFrame(json);
+      if (fast !== undefined) {
+        frame = fast;
+      } else {
+        const parsed = ServerFrameSchema.safeParse(json);
+        if (!parsed.success) throw new Error(formatZodIssues(parsed.error));
+        frame = parsed.data;
+      }
     } catch (error) {
       // A reply we cannot read breaks the one-reply-per-request pairing: end the session loudly.
       this.ended = new AppError(ErrorCode.TRANSPORT, `unreadable frame from server: ${error instanceof Error ? error.message : String(error)}`);
