@@ -12,6 +12,7 @@ import {
   runCoordinator,
   runSynchronous,
   runTrainer,
+  scoreGroup,
   StatsPolicyUpdater,
   type AdmissionEvent,
   type EpisodeEvent,
@@ -239,6 +240,38 @@ describe.each([inProcess, bullmq])('rollout over the $name transport', (factory)
       expect((await transport.counters(spec.run_id)).admittedGroups).toBe(3);
       expect((await transport.queueDepth(spec.run_id)).waiting).toBe(12);
     } finally {
+      await transport.close();
+    }
+  });
+
+  it('a trainer that starts behind pages through a buffer bigger than one read', async () => {
+    // 24 scored groups wait before the trainer starts; it reads 16 at a time (2 × B, at least 16).
+    const spec = RolloutRunSpecSchema.parse({ policy: 'toy', run_id: runId('backlog'), episodes: 96, group_size: 4, groups_per_batch: 2, max_staleness: 100, drop_zero_variance: true });
+    const transportFor = factory.open();
+    const transport = transportFor();
+    const trainerTransport = transportFor();
+    const worker = new RolloutWorker({ transport: transportFor(), resolveRun: () => Promise.resolve({ policy: new ToyPolicy(), environments: toyEnvironments() }), concurrency: 8, workerId: 'w0', discoveryMs: 50 });
+    try {
+      await transport.registerRun(spec);
+      const schedule = new QuestionSchedule(TOY_QUESTIONS, spec.seed);
+      await transport.admitGroups(spec, Array.from({ length: 24 }, (_, seq) => buildGroup(spec, schedule, seq, 0)));
+      await transport.closeAdmission(spec.run_id, 24);
+      const scorer = transport.consumeGroups(spec.run_id, (group, results) => scoreGroup(spec, group, results));
+      await worker.start();
+      for (let i = 0; i < 400 && (await transport.counters(spec.run_id)).scoredPending < 24; i++) await new Promise((r) => setTimeout(r, 25));
+      await scorer.close();
+      expect((await transport.counters(spec.run_id)).scoredPending).toBe(24);
+      const result = await runTrainer({ transport: trainerTransport, runId: spec.run_id, updater: new StatsPolicyUpdater(), pollMs: 20, runWaitMs: 5_000 });
+      expect(result.finished).toBe(true);
+      const counters = await transport.counters(spec.run_id);
+      expect(counters.trainedGroups + counters.droppedGroups).toBe(24);
+      expect(counters.consumedEpisodes).toBe(96);
+      expect(counters.duplicateTrajectories).toBe(0);
+      expect(counters.scoredPending).toBe(0);
+      expect(counters.done).toBe(true);
+    } finally {
+      await worker.close();
+      await trainerTransport.close();
       await transport.close();
     }
   });

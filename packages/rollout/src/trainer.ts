@@ -6,8 +6,11 @@ import { batchStats, scoreGroup } from './scoring.ts';
 import type { Transport } from './transport/transport.ts';
 import { Wakeup } from './wakeup.ts';
 
-/** Fewest scored groups the trainer reads per look at the buffer (it reads max(this, 4 × B)). */
-const PENDING_PAGE_MIN_GROUPS = 64;
+/**
+ * Fewest scored groups the trainer reads per look at the buffer (it reads max(this, 2 × B)). More
+ * than B, so a full page always holds a batch or something to drop.
+ */
+const PENDING_PAGE_MIN_GROUPS = 16;
 
 /** One batch handed to the policy updater. */
 export interface TrainingBatch {
@@ -128,7 +131,7 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
       }
       // The oldest page of the buffer, not all of it: a trainer that fell behind would otherwise
       // re-read (and re-parse) the whole growing buffer at every wake-up.
-      const pageSize = Math.max(PENDING_PAGE_MIN_GROUPS, 4 * spec.groups_per_batch);
+      const pageSize = Math.max(PENDING_PAGE_MIN_GROUPS, 2 * spec.groups_per_batch);
       const pending = await transport.pendingScored(runId, pageSize);
       const truncated = pending.length >= pageSize;
       const dropped = spec.drop_zero_variance ? pending.filter((g) => g.zero_variance) : [];
