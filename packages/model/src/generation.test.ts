@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JsLoopGreedyDecoder } from './decode-step-graph.ts';
 import { Generator } from './generator.ts';
@@ -185,6 +188,25 @@ describe('generation graph', () => {
   });
 });
 
+
+describe('Generator from a model file', () => {
+  it('samples what the in-memory generator samples, can release the weights and outlives its files', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sqlenv-generator-file-'));
+    const own = new Map(weights); // releaseWeights empties the map it is given
+    let fromFile: Generator | undefined;
+    try {
+      fromFile = await Generator.create(config, own, { lora, modelFile: join(dir, 'generation.onnx'), releaseWeights: true });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(own.size).toBe(0);
+    const requests = prompts.map((promptIds, i) => ({ promptIds, seed: 40 + i, temperature: 0.9, topP: 0.9 }));
+    const options = { maxNewTokens: 6, topK: 20, stopIds: [] };
+    expect(await fromFile.generate(requests, options)).toEqual(await generator.generate(requests, options));
+    await fromFile.close();
+    await expect(Generator.create(config, new Map(weights), { releaseWeights: true })).rejects.toThrow(/releaseWeights needs modelFile/);
+  });
+});
 
 describe('per-token JavaScript loop over the step graph (benchmark baseline)', () => {
   it('produces the same greedy tokens as the in-graph loop', async () => {

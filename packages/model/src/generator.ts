@@ -1,4 +1,4 @@
-import { createSession, tensor, type GraphSession, type SessionConfig, type TensorData } from '@sqlenv/onnx-graph';
+import { createSession, saveModel, tensor, type BuiltModel, type GraphSession, type SessionConfig, type TensorData } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { ModelConfig } from './config.ts';
 import { leftPad, loraFeeds, uniformsForSeed } from './batch.ts';
@@ -52,6 +52,18 @@ export interface GeneratorOptions {
   inPlaceWeights?: boolean;
   /** ONNX Runtime session settings (default: direct mode, one intra-op thread). */
   session?: SessionConfig;
+  /**
+   * Write the model (graph, big weights as external data files beside it) to this `.onnx` path and
+   * let ONNX Runtime load it from disk: loading from memory briefly holds the weights twice inside
+   * ORT on top of the caller's copy (bench/results/generate.md). Use a directory of its own; the
+   * files may be deleted once `create` has resolved. Default: load from memory.
+   */
+  modelFile?: string;
+  /**
+   * With `modelFile`: empty `weights` once the files are written, so the float32 arrays can be
+   * collected before ORT loads its copy (the caller's map is left empty). Default false.
+   */
+  releaseWeights?: boolean;
 }
 
 /**
@@ -73,11 +85,16 @@ export class Generator {
   }
 
   static async create(config: ModelConfig, weights: ModelWeights, options: GeneratorOptions = {}): Promise<Generator> {
-    const { graph } = buildGenerationGraph(config, weights, {
-      ...(options.lora === undefined ? {} : { lora: options.lora }),
-      ...(options.inPlaceWeights === undefined ? {} : { inPlaceWeights: options.inPlaceWeights }),
-    });
-    const session = await createSession(graph.toModel(), { mode: 'direct', ...options.session });
+    const build = (): BuiltModel =>
+      buildGenerationGraph(config, weights, {
+        ...(options.lora === undefined ? {} : { lora: options.lora }),
+        ...(options.inPlaceWeights === undefined ? {} : { inPlaceWeights: options.inPlaceWeights }),
+      }).graph.toModel();
+    if (options.releaseWeights === true && options.modelFile === undefined) throw new AppError(ErrorCode.VALIDATION, 'releaseWeights needs modelFile');
+    // The built graph is not kept in a variable: once written, nothing here references the weights.
+    const source = options.modelFile === undefined ? build() : await saveModel(build(), options.modelFile);
+    if (options.releaseWeights === true) weights.clear();
+    const session = await createSession(source, { mode: 'direct', ...options.session });
     return new Generator(config, options.lora, session);
   }
 

@@ -4,10 +4,13 @@
  * generation session, generate, and print one JSON line with timings and the
  * process's peak RSS. Run: node --import tsx heavy-generate.ts DIR [BATCH] [PROMPT_TOKENS] [NEW_TOKENS] [LAYOUT]
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Generator } from '../generator.ts';
 import { loadModel } from '../weights.ts';
 
-const LAYOUTS = ['no-prepack', 'in-place', 'default'] as const;
+const LAYOUTS = ['no-prepack', 'file', 'in-place', 'default'] as const;
 const [dir, batchArg = '1', promptArg = '32', newArg = '16', layoutArg = 'no-prepack'] = process.argv.slice(2);
 if (dir === undefined) throw new Error(`usage: heavy-generate.ts DIR [BATCH] [PROMPT_TOKENS] [NEW_TOKENS] [${LAYOUTS.join('|')}]`);
 const layout = LAYOUTS.find((l) => l === layoutArg);
@@ -20,12 +23,17 @@ const t0 = performance.now();
 let loaded: ReturnType<typeof loadModel> | undefined = loadModel(dir);
 const config = loaded.config;
 const t1 = performance.now();
-// 'no-prepack': ORT keeps one copy of each weight (session.disable_prepacking); 'in-place': the W·xᵀ
-// layout that ORT does not pre-pack; 'default': Gemm with pre-packing (two copies).
+// 'no-prepack': ORT keeps one copy of each weight (session.disable_prepacking); 'file': the same,
+// loaded by ORT from a model file with the JS weights released first; 'in-place': the W·xᵀ layout
+// that ORT does not pre-pack; 'default': Gemm with pre-packing (two copies).
+const fileDir = layout === 'file' ? mkdtempSync(join(tmpdir(), 'sqlenv-heavy-model-')) : undefined;
 const generator = await Generator.create(config, loaded.weights, {
   inPlaceWeights: layout === 'in-place',
-  session: { intraOpThreads: 2, ...(layout === 'no-prepack' ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}) },
+  session: { intraOpThreads: 2, ...(layout === 'no-prepack' || layout === 'file' ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}) },
+  ...(fileDir === undefined ? {} : { modelFile: join(fileDir, 'generation.onnx'), releaseWeights: true }),
 });
+if (fileDir !== undefined) rmSync(fileDir, { recursive: true, force: true });
+const createPeakRssBytes = process.resourceUsage().maxRSS * 1024; // peak up to a ready session
 loaded = undefined; // the session holds its own copy: let the float32 arrays go
 const t2 = performance.now();
 const requests = Array.from({ length: batch }, (_, b) => ({
@@ -47,6 +55,7 @@ process.stdout.write(
     loadMs: Math.round(t1 - t0),
     sessionMs: Math.round(t2 - t1),
     generateMs: Math.round(t3 - t2),
+    createPeakRssBytes,
     maxRssBytes: usage.maxRSS * 1024,
   })}\n`,
 );
