@@ -218,6 +218,9 @@ describe.each([inProcess, bullmq])('rollout over the $name transport', (factory)
       expect(summary.lost_episodes).toBe(0);
       const batches = await transport.trainedBatches(spec.run_id);
       expect(new Set(batches.flatMap((b) => b.group_ids)).size).toBe(12);
+      // A finished run is no longer active (and stays so when listed again).
+      expect(await transport.activeRuns()).not.toContain(spec.run_id);
+      expect(await transport.activeRuns()).not.toContain(spec.run_id);
     } finally {
       await transport.close();
     }

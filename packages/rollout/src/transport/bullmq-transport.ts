@@ -174,6 +174,9 @@ export class BullmqTransport implements Transport {
     const ids = await this.#redis.smembers(this.#runsKey);
     if (ids.length === 0) return [];
     const done = await Promise.all(ids.map((id) => this.#redis.hget(this.#keys(id).state, 'done')));
+    // Finished runs leave the set, so every worker's discovery costs O(active runs), not O(runs ever).
+    const finished = ids.filter((_, i) => done[i] === '1');
+    if (finished.length > 0) await this.#redis.srem(this.#runsKey, ...finished);
     return ids.filter((_, i) => done[i] !== '1').sort();
   }
 
