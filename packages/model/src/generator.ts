@@ -61,7 +61,7 @@ export interface GeneratorOptions {
   modelFile?: string;
   /**
    * With `modelFile`: empty `weights` once the files are written, so the float32 arrays can be
-   * collected before ORT loads its copy (the caller's map is left empty). Default false.
+   * collected (at V8's next major GC) while ORT holds its copy (the caller's map is left empty). Default false.
    */
   releaseWeights?: boolean;
 }
