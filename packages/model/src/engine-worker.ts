@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { SessionConfig } from '@sqlenv/onnx-graph';
 import { ErrorCode, isAppError, workerInput } from '@sqlenv/shared';
@@ -15,6 +18,7 @@ export interface EngineWorkerSetup {
   modelDir: string;
   lora: LoraConfig | undefined;
   inPlaceWeights: boolean;
+  loadViaFile: boolean;
   session: Omit<SessionConfig, 'logger' | 'mode'>;
 }
 
@@ -33,16 +37,21 @@ if (port !== null) {
   const setup = workerInput<EngineWorkerSetup>(workerData);
   const reply = (message: EngineReply): void => port.postMessage(message);
   let generator: Generator | undefined;
+  const fileDir = setup.loadViaFile ? mkdtempSync(join(tmpdir(), 'sqlenv-engine-model-')) : undefined;
   try {
     const { config, weights } = loadModel(setup.modelDir);
     generator = await Generator.create(config, weights, {
       ...(setup.lora === undefined ? {} : { lora: setup.lora }),
       inPlaceWeights: setup.inPlaceWeights,
       session: { ...setup.session, mode: 'direct' },
+      ...(fileDir === undefined ? {} : { modelFile: join(fileDir, 'generation.onnx'), releaseWeights: true }),
     });
     reply({ type: 'ready', vocabSize: config.vocabSize, eosTokenIds: config.eosTokenIds, padTokenId: config.padTokenId });
   } catch (error) {
     reply({ type: 'init-error', message: error instanceof Error ? error.message : String(error) });
+  } finally {
+    // ORT has the model once the session exists (a mapped file stays readable after unlinking).
+    if (fileDir !== undefined) rmSync(fileDir, { recursive: true, force: true });
   }
   const active = generator;
   if (active !== undefined) {

@@ -19,8 +19,9 @@ let direct: Generator;
 beforeAll(async () => {
   const { weights } = loadModel(dir);
   [engine, direct] = await Promise.all([
-    // Without pre-packing (one weight copy) the engine must sample exactly what the default session does.
-    InferenceEngine.start({ modelDir: dir, lora, batchWindowMs: 20, lengthBucketTokens: 8, topK: 30, disablePrepacking: true }),
+    // Without pre-packing (one weight copy) and loaded through a model file, the engine must sample
+    // exactly what the default in-memory session does.
+    InferenceEngine.start({ modelDir: dir, lora, batchWindowMs: 20, lengthBucketTokens: 8, topK: 30, disablePrepacking: true, loadViaFile: true }),
     Generator.create(config, weights, { lora }),
   ]);
 });

@@ -34,6 +34,12 @@ export const engineOptionsSchema = z.object({
    * GEMMs (prefill, big batches), not one-row decoding. Default false.
    */
   disablePrepacking: z.boolean().default(false),
+  /**
+   * Load the session through a model file in a temporary directory (removed once loaded) and release
+   * the float32 weights first (`Generator` `modelFile` + `releaseWeights`): ORT maps the file instead of
+   * loading from memory. Costs writing the weights to disk once. Default false.
+   */
+  loadViaFile: z.boolean().default(false),
   /** The older way to one weight copy (W·xᵀ layout, decoder.ts `linear`); prefer `disablePrepacking`. Default false. */
   inPlaceWeights: z.boolean().default(false),
   /** ORT threads inside one op. Default 1. */
@@ -115,6 +121,7 @@ export class InferenceEngine {
       modelDir: options.modelDir,
       lora: options.lora,
       inPlaceWeights: options.inPlaceWeights,
+      loadViaFile: options.loadViaFile,
       session: {
         intraOpThreads: options.intraOpThreads,
         ...(options.disablePrepacking ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}),
