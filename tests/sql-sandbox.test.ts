@@ -89,6 +89,22 @@ function sha256(path: string): string {
   return createHash('sha256').update(readFileSync(path)).digest('hex');
 }
 
+/** CPU time (user + system, ms) each process used over the next `windowMs` (Linux /proc). */
+async function childCpuMsOver(pids: readonly number[], windowMs: number): Promise<number[]> {
+  const ticksPerMs = 100 / 1000; // USER_HZ is 100 on Linux
+  const read = (pid: number): number => {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      return Number(fields[11]) + Number(fields[12]);
+    } catch {
+      return 0; // the process is gone: it is not busy
+    }
+  };
+  const before = pids.map(read);
+  await new Promise((resolve) => setTimeout(resolve, windowMs));
+  return pids.map((pid, i) => (read(pid) - (before[i] ?? 0)) / ticksPerMs);
+}
+
 async function outcome(promise: Promise<QueryResult>): Promise<{ result?: QueryResult; error?: AppError }> {
   try {
     return { result: await promise };
@@ -191,6 +207,35 @@ describe('adversarial corpus', () => {
     expect(answers.every((a) => a.beforeRunaway)).toBe(true);
     expect((await runaway).error?.code).toBe(ErrorCode.TIMEOUT);
     // The pool is whole again and answers normally.
+    expect((await executor.query(db.path, 'SELECT count(*) FROM singer')).rows).toEqual([[5]]);
+  });
+
+  it('leaves no child running a re-dispatched runaway without a deadline', async () => {
+    await executor.whenReady();
+    const db = dbs[0] as TestDb;
+    // Two slow-but-finishing heads, one per child; a runaway and a fast query
+    // pipelined behind them. Once the heads are slow, the next dispatch takes
+    // the runaway back and re-dispatches it while its copy stays in the first
+    // child's input. That copy must keep a deadline: when the slow head
+    // finishes, the child runs it and must be cut off, not left burning a core.
+    const SLOW = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) SELECT count(*) FROM c';
+    const slow = [0, 1].map(() => outcome(executor.query(db.path, SLOW, { timeoutMs: 30_000 })));
+    const runaway = outcome(executor.query(db.path, `${FOREVER} SELECT count(*) FROM c`, { timeoutMs: 1_000 }));
+    const fast = executor.query(db.path, 'SELECT 1');
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    const trigger = executor.query(db.path, 'SELECT 2');
+    for (const o of await Promise.all(slow)) expect(o.result?.rows).toEqual([[2000000]]);
+    expect((await runaway).error?.code).toBe(ErrorCode.TIMEOUT);
+    expect((await fast).rows).toEqual([[1]]);
+    expect((await trigger).rows).toEqual([[2]]);
+    // Ghost copies still queued in a child finish or hit their own deadline; then every child is idle.
+    const idleBy = Date.now() + 15_000;
+    for (;;) {
+      const busyMs = await childCpuMsOver(executor.childPids(), 1_000);
+      if (busyMs.every((ms) => ms < 300)) break;
+      expect(Date.now(), `executor children still busy: ${busyMs.join(', ')} ms of CPU per second`).toBeLessThan(idleBy);
+    }
+    expect(executor.stats().waiting).toBe(0);
     expect((await executor.query(db.path, 'SELECT count(*) FROM singer')).rows).toEqual([[5]]);
   });
 

@@ -67,6 +67,12 @@ export interface ExecutorStats {
 
 interface Job {
   id: number;
+  /**
+   * A copy left in a child's input after its request was re-dispatched
+   * (reclaimQueued): the child still runs it, so it keeps its place and its
+   * deadline in `inFlight`, but its answer goes nowhere.
+   */
+  ghost?: true;
   dbPath: string;
   sql: string;
   maxRows: number;
@@ -80,14 +86,8 @@ interface ChildSlot {
   pid: number;
   ready: boolean;
   dead: boolean;
-  /** Sent and not yet answered, oldest first; [0] is running (once ready). */
+  /** Sent and not yet answered, oldest first; [0] is running (once ready). Ghosts included. */
   inFlight: Job[];
-  /**
-   * Ids of requests taken back from behind a slow head (see reclaimQueued):
-   * the child still has them in its input and will answer them; those
-   * answers are dropped. The child takes nothing new until they are all back.
-   */
-  abandoned: Set<number>;
   /** When inFlight[0] started running, by the reasoning in the header (performance.now() ms). */
   headStartedMs: number;
   timer: NodeJS.Timeout | undefined;
@@ -107,6 +107,16 @@ const TSX_LOADER = import.meta.resolve('tsx');
 /** A child whose running query is older than this gets no new requests (see pickChild). */
 const SLOW_HEAD_MS = 50;
 const knownCodes = new Set<string>(Object.values(ErrorCode));
+
+/** The job id of a request frame (`[id, dbPath, sql, maxRows]`). */
+function frameJobId(frame: string): number {
+  return Number(frame.slice(1, frame.indexOf(',')));
+}
+
+/** The copy of a re-dispatched request that stays in its first child's queue; its answer is dropped. */
+function ghostOf(job: Job): Job {
+  return { ...job, ghost: true, resolve: () => undefined, reject: () => undefined };
+}
 
 /** A promise with its resolve function (Promise.withResolvers needs Node 22). */
 function signal(): { promise: Promise<void>; resolve: () => void } {
@@ -235,7 +245,7 @@ export class SqlExecutor {
     let bestScore = Infinity;
     for (const child of this.children) {
       const load = child.inFlight.length;
-      if (child.dead || load >= this.config.pipelineDepth || child.abandoned.size > 0) continue;
+      if (child.dead || load >= this.config.pipelineDepth) continue;
       if (child.ready && load > 0 && nowMs - child.headStartedMs > SLOW_HEAD_MS) continue;
       const score = load + (child.ready ? 0 : this.config.pipelineDepth);
       if (score < bestScore) {
@@ -250,18 +260,22 @@ export class SqlExecutor {
    * Requests pipelined behind a query that has run longer than SLOW_HEAD_MS
    * would wait for it — until its timeout when it is a runaway. Take them back
    * (they have not started: the child runs its input in order) and put them
-   * at the front of the queue for another child. The slow child may still
-   * answer them later; those answers are ignored (reads are idempotent).
+   * at the front of the queue for another child. A request not yet written to
+   * the child simply leaves its outbox; one already written stays in the
+   * child's `inFlight` as a ghost, so that the child's answers still pair up
+   * in order and the copy keeps its deadline (a ghost that runs away gets its
+   * child killed like any other query). Re-running a read is harmless.
    */
   private reclaimQueued(): void {
     const nowMs = performance.now();
     for (const child of this.children) {
       if (child.dead || !child.ready || child.inFlight.length < 2 || nowMs - child.headStartedMs <= SLOW_HEAD_MS) continue;
-      const queued = child.inFlight.splice(1);
-      const unsent = new Set(child.outbox.map((frame) => Number(frame.slice(1, frame.indexOf(',')))));
-      // Frames not yet written are simply dropped; written ones will be answered and ignored.
-      child.outbox = child.outbox.filter((frame) => !queued.some((job) => frame.startsWith(`[${job.id},`)));
-      for (const job of queued) if (!unsent.has(job.id)) child.abandoned.add(job.id);
+      const queued = child.inFlight.slice(1).filter((job) => job.ghost !== true);
+      if (queued.length === 0) continue;
+      const reclaimed = new Set(queued.map((job) => job.id));
+      const unsent = new Set(child.outbox.map(frameJobId).filter((id) => reclaimed.has(id)));
+      child.outbox = child.outbox.filter((frame) => !unsent.has(frameJobId(frame)));
+      child.inFlight = child.inFlight.filter((job) => !unsent.has(job.id)).map((job) => (reclaimed.has(job.id) ? ghostOf(job) : job));
       this.waiting.unshift(...queued);
     }
   }
@@ -359,7 +373,7 @@ export class SqlExecutor {
     const settled = signal();
     const closed = signal();
     const child: ChildSlot = {
-      proc, pid: proc.pid ?? -1, ready: false, dead: false, inFlight: [], abandoned: new Set(), headStartedMs: 0, timer: undefined, timerDueMs: Infinity,
+      proc, pid: proc.pid ?? -1, ready: false, dead: false, inFlight: [], headStartedMs: 0, timer: undefined, timerDueMs: Infinity,
       outbox: [], lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
     };
     into.push(child);
@@ -398,18 +412,13 @@ export class SqlExecutor {
       this.dispatch();
       return;
     }
-    if (child.abandoned.delete(frame[0])) {
-      // An answer to a request re-dispatched elsewhere (reclaimQueued).
-      if (child.abandoned.size === 0) this.dispatch();
-      return;
-    }
     const job = child.inFlight[0];
     if (job === undefined || job.id !== frame[0]) {
       this.replace(child, undefined, 'answered out of order');
       return;
     }
     child.inFlight.shift();
-    this.counters.completed += 1;
+    if (job.ghost !== true) this.counters.completed += 1;
     if (child.inFlight.length > 0) this.headStarted(child, performance.now());
     if (frame[1] === 0) {
       job.resolve({ columns: frame[2], rows: frame[3], truncated: frame[4], cellsTruncated: frame[5], elapsedMs: frame[6] });
@@ -451,7 +460,8 @@ export class SqlExecutor {
     this.retire(child);
     const jobs = child.inFlight.splice(0);
     if (headError !== undefined) jobs.shift()?.reject(headError);
-    this.waiting.unshift(...jobs);
+    // Ghosts were already re-dispatched (reclaimQueued): only real requests go back.
+    this.waiting.unshift(...jobs.filter((job) => job.ghost !== true));
     this.refill();
     this.dispatch();
   }
