@@ -1,8 +1,7 @@
 import { z } from 'zod';
-import { ResetOptionsSchema, type ResetOptions } from '@sqlenv/protocol';
+import { fastResetOptions, ResetOptionsSchema, type ResetOptions } from '@sqlenv/protocol';
 import type { ServedDataset } from './env-runtime.ts';
 import { toValidationIssues, validationError } from './error-mapping.ts';
-import { fastResetOptions } from './fast-parse.ts';
 
 /** The /web/catalog document: what a person may pick from. Ids and question text only. */
 export const CatalogDocumentSchema = z.strictObject({

@@ -1,7 +1,6 @@
-import { SqlActionSchema, type EpisodeState, type ResetOptions, type SqlAction, type StepResult } from '@sqlenv/protocol';
+import { fastSqlAction, SqlActionSchema, type EpisodeState, type ResetOptions, type SqlAction, type StepResult } from '@sqlenv/protocol';
 import type { Catalog } from './catalog.ts';
 import type { ServedEnvironment } from './env-runtime.ts';
-import { fastSqlAction } from './fast-parse.ts';
 import { toValidationIssues, validationError } from './error-mapping.ts';
 import type { ServerMetrics } from './server-metrics.ts';
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ClientFrameSchema, MAX_ARGUMENT_CHARS, ResetOptionsSchema, SqlActionSchema } from '@sqlenv/protocol';
-import { fastClientFrame, fastResetOptions, fastSqlAction } from './fast-parse.ts';
+import { ClientFrameSchema, MAX_ARGUMENT_CHARS, ResetOptionsSchema, SqlActionSchema, fastResetOptions, fastSqlAction } from '@sqlenv/protocol';
+import { fastClientFrame } from './fast-parse.ts';
 
 // Inputs as a client can send them: JSON text, so own keys include the awkward ones.
 const keyArb = fc.constantFrom('type', 'data', 'action_type', 'argument', 'question_id', 'db_id', 'episode_id', 'seed', 'split', 'extra', '__proto__', 'constructor');

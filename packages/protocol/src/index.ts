@@ -27,3 +27,4 @@ export { toJsonSchema, openEnvSchemas } from './json-schema.ts';
 export * from './openenv-frames.ts';
 export * from './episode-job.ts';
 export * from './trajectory.ts';
+export { fastSqlAction, fastResetOptions } from './fast-parse.ts';

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import {
   ActionType,
+  fastResetOptions,
+  fastSqlAction,
   type Cell,
   ResetOptionsSchema,
   SqlActionSchema,
@@ -22,7 +24,6 @@ import { EnvConfigSchema, type EnvConfig, type EnvConfigInput } from '../config/
 import type { Dataset, DatabaseInfo } from '../dataset/dataset.ts';
 import { isDoubleQuotedStringError, singleQuoteStrings } from './double-quoted-strings.ts';
 import { historyEntry, oneLine, renderDescribe, renderSchemaInfo, unknownTableMessage } from './episode-text.ts';
-import { fastResetOptions, fastSqlAction } from './fast-parse.ts';
 import { renderResult } from './render-result.ts';
 import { resolveTable } from './resolve-table.ts';
 import { SampleCache } from './sample-cache.ts';

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_ARGUMENT_CHARS, ResetOptionsSchema, SqlActionSchema } from '@sqlenv/protocol';
+import { MAX_ARGUMENT_CHARS, ResetOptionsSchema, SqlActionSchema } from './index.ts';
 import { fastResetOptions, fastSqlAction } from './fast-parse.ts';
 
 const keyArb = fc.constantFrom('action_type', 'argument', 'question_id', 'db_id', 'episode_id', 'seed', 'split', 'extra', '__proto__');
@@ -13,7 +13,7 @@ const leafArb = fc.oneof(
 );
 const inputArb = fc.oneof(leafArb, fc.array(leafArb, { maxLength: 2 }), fc.dictionary(keyArb, leafArb, { maxKeys: 4 }));
 
-describe('env fast-parse', () => {
+describe('fast-parse', () => {
   it('accepts only what zod accepts, with the same result', () => {
     fc.assert(
       fc.property(inputArb, (input) => {
