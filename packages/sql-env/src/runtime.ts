@@ -1,6 +1,6 @@
-import { AppError, ErrorCode, formatZodIssues, silentLogger, type Logger } from '@sqlenv/shared';
+import { silentLogger, type Logger } from '@sqlenv/shared';
 import { SqlExecutor, type ExecutorConfig } from './sandbox/index.ts';
-import { EnvConfigSchema, type EnvConfig, type EnvConfigInput } from './config/env-config.ts';
+import { parseEnvConfig, type EnvConfig, type EnvConfigInput } from './config/env-config.ts';
 import type { Dataset } from './dataset/dataset.ts';
 import { loadDataset, type DatasetLoadConfig } from './dataset/load-dataset.ts';
 import { SampleCache } from './env/sample-cache.ts';
@@ -37,9 +37,7 @@ export interface SqlEnvRuntime {
 export async function createSqlEnvRuntime(options: SqlEnvRuntimeOptions): Promise<SqlEnvRuntime> {
   const logger = options.logger ?? silentLogger;
   // Validate the episode config before starting processes or loading anything.
-  const parsed = EnvConfigSchema.safeParse(options.env ?? {});
-  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid environment config: ${formatZodIssues(parsed.error)}`);
-  const config = parsed.data;
+  const config = parseEnvConfig(options.env);
   const executor = new SqlExecutor({ ...options.executor, logger: logger.child({ component: 'sql-executor' }) });
   let dataset: Dataset;
   try {

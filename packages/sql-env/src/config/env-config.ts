@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { RewardConfigSchema } from '../reward/index.ts';
 
 /**
@@ -37,3 +38,20 @@ export const EnvConfigSchema = z.strictObject({
 export type EnvConfig = z.infer<typeof EnvConfigSchema>;
 /** What callers may pass: any subset, nested reward settings included. */
 export type EnvConfigInput = z.input<typeof EnvConfigSchema>;
+
+/** Configs produced by parseEnvConfig: a runtime parses once and its environments reuse the result. */
+const parsedConfigs = new WeakSet<object>();
+
+/**
+ * Parse an episode config (AppError VALIDATION naming the bad fields). A
+ * config this function returned earlier is passed through untouched, so the
+ * thousands of environments a server or worker creates do not re-validate
+ * their runtime's config.
+ */
+export function parseEnvConfig(input: EnvConfigInput | EnvConfig = {}): EnvConfig {
+  if (parsedConfigs.has(input)) return input as EnvConfig;
+  const parsed = EnvConfigSchema.safeParse(input);
+  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid environment config: ${formatZodIssues(parsed.error)}`);
+  parsedConfigs.add(parsed.data);
+  return parsed.data;
+}

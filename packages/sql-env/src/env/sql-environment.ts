@@ -20,7 +20,7 @@ import { AppError, ErrorCode, formatZodIssues, isAppError, silentLogger, type Lo
 import { quoteIdentifier, type QueryResult, type SqlExecutor } from '../sandbox/index.ts';
 import { combineBreakdowns, createRewardTracker, profileGold, type GoldProfile, type RewardTracker } from '../reward/index.ts';
 import { verifyAnswer } from '../verifier/index.ts';
-import { EnvConfigSchema, type EnvConfig, type EnvConfigInput } from '../config/env-config.ts';
+import { parseEnvConfig, type EnvConfig, type EnvConfigInput } from '../config/env-config.ts';
 import type { Dataset, DatabaseInfo } from '../dataset/dataset.ts';
 import { isDoubleQuotedStringError, singleQuoteStrings } from './double-quoted-strings.ts';
 import { historyEntry, oneLine, renderDescribe, renderSchemaInfo, unknownTableMessage } from './episode-text.ts';
@@ -84,9 +84,7 @@ export class SqlEnvironment {
   #closed = false;
 
   constructor(deps: SqlEnvironmentDeps) {
-    const parsed = EnvConfigSchema.safeParse(deps.config ?? {});
-    if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid environment config: ${formatZodIssues(parsed.error)}`);
-    this.config = parsed.data;
+    this.config = parseEnvConfig(deps.config);
     this.#dataset = deps.dataset;
     this.#executor = deps.executor;
     this.#logger = deps.logger ?? silentLogger;
