@@ -278,3 +278,17 @@ describe('empty gold results', () => {
     expect(verifyAnswer('no rows', nullGold).correct).toBe(false);
   });
 });
+
+describe('repeated checks of one question', () => {
+  it('give the same verdicts when the prepared gold is reused', () => {
+    const list = { answer_type: 'list' as const, gold_answer: 'a, b, b', gold_rows: [['a'], ['b'], ['b']], gold_columns: ['x'] };
+    const table = { answer_type: 'table' as const, gold_answer: '1 | x\n2 | y', gold_rows: [[1, 'x'], [2, 'y']], gold_columns: ['n', 's'] };
+    for (let round = 0; round < 3; round++) {
+      expect(verifyAnswer('b, a, b', list).correct).toBe(true);
+      expect(verifyAnswer('a, b', list).correct).toBe(false);
+      expect(verifyAnswer('a, a, b', list).correct).toBe(false);
+      expect(verifyAnswer('2 | y\n1 | x', table).correct).toBe(true);
+      expect(verifyAnswer('2 | y\n1 | z', table).correct).toBe(false);
+    }
+  });
+});

@@ -77,7 +77,7 @@ function closestSize(sizes: number[], expected: number): number {
 }
 
 function verifyList(text: string, gold: GoldAnswer): Verdict {
-  const expected = goldItems(gold).map(prepareGold);
+  const expected = cachedPreparation(preparedLists, gold, () => goldItems(gold).map(prepareGold));
   if (expected.length === 0) return { correct: false, reason: 'no gold items' };
   const readings = listReadings(text);
   let reason: string | undefined;
@@ -91,6 +91,24 @@ function verifyList(text: string, gold: GoldAnswer): Verdict {
   }
   const got = closestSize(readings.map((r) => r.length), expected.length);
   return { correct: false, reason: reason ?? `list mismatch: expected ${expected.length} items, got ${got}` };
+}
+
+/**
+ * Gold answers prepared for matching, per question record: a question is
+ * answered many times (a GRPO group, a server under load), and preparing a
+ * large gold list or table dominated the cost of checking an answer.
+ * Records are treated as immutable once loaded.
+ */
+const preparedLists = new WeakMap<GoldAnswer, PreparedGold[]>();
+const preparedTables = new WeakMap<GoldAnswer, PreparedRow<PreparedGold>[]>();
+
+function cachedPreparation<T>(cache: WeakMap<GoldAnswer, T>, gold: GoldAnswer, prepare: () => T): T {
+  let prepared = cache.get(gold);
+  if (prepared === undefined) {
+    prepared = prepare();
+    cache.set(gold, prepared);
+  }
+  return prepared;
 }
 
 interface PreparedRow<C> {
@@ -115,7 +133,7 @@ function verifyTable(text: string, gold: GoldAnswer): Verdict {
       : (tableReadings(gold.gold_answer, gold.gold_columns.length, [])[0] ?? []);
   if (goldRows.length === 0) return { correct: false, reason: 'no gold rows' };
   const width = Math.max(gold.gold_columns.length, goldRows[0]?.length ?? 0);
-  const expected = goldRows.map((row) => prepareRow(row.map(prepareGold)));
+  const expected = cachedPreparation(preparedTables, gold, () => goldRows.map((row) => prepareRow(row.map(prepareGold))));
   const readings = tableReadings(text, width, gold.gold_columns);
   let reason: string | undefined;
   for (const reading of readings) {
