@@ -4,7 +4,7 @@ import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { evaluate, OraclePolicy } from '@sqlenv/agents';
 import { SQLEnvClient } from '@sqlenv/client';
 import { startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, oracleEpisodes, RUNAWAY_SQL, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { createTestRuntime, firstOracleEpisode, oracleEpisodes, RUNAWAY_SQL, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
 
 // The TypeScript client against the real server: typed calls, errors as AppError codes.
 
@@ -14,9 +14,7 @@ let oracle: OracleEpisode;
 
 beforeAll(async () => {
   runtime = await createTestRuntime();
-  const episode = oracleEpisodes(runtime, 1)[0];
-  if (episode === undefined) throw new Error('dataset has no playable question');
-  oracle = episode;
+  oracle = firstOracleEpisode(runtime);
   harness = await startHarness(runtime, { maxSessions: 8 });
 });
 

@@ -3,7 +3,7 @@ import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { EpisodeStateSchema, HttpStepResponseSchema, StepResultSchema, SqlActionSchema, toJsonSchema } from '@sqlenv/protocol';
 import { CatalogDocumentSchema } from '../apps/env-server/src/catalog.ts';
 import { RawWs, startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, oracleEpisodes, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { createTestRuntime, firstOracleEpisode, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
 
 // The HTTP face of the server: OpenEnv's routes and shapes, plus the session-id extension.
 
@@ -13,9 +13,7 @@ let oracle: OracleEpisode;
 
 beforeAll(async () => {
   runtime = await createTestRuntime();
-  const episode = oracleEpisodes(runtime, 1)[0];
-  if (episode === undefined) throw new Error('dataset has no playable question');
-  oracle = episode;
+  oracle = firstOracleEpisode(runtime);
   harness = await startHarness(runtime, { maxSessions: 4 });
 });
 

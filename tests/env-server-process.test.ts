@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { ErrorFrameSchema, ObservationFrameSchema } from '@sqlenv/protocol';
 import { RawWs } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, oracleEpisodes, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { createTestRuntime, firstOracleEpisode, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
 
 // The server as a real process: the Docker entrypoint (main.ts) configured by env vars,
 // a stock-OpenEnv-style Python client against it, and SIGTERM shutdown.
@@ -61,9 +61,7 @@ let server: ServerProcess;
 beforeAll(async () => {
   // The test reads the gold itself (the server never reveals it).
   runtime = await createTestRuntime();
-  const episode = oracleEpisodes(runtime, 1)[0];
-  if (episode === undefined) throw new Error('dataset has no playable question');
-  oracle = episode;
+  oracle = firstOracleEpisode(runtime);
   server = await startMain();
 });
 

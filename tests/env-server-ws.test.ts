@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { ErrorFrameSchema, McpReplyFrameSchema, ObservationFrameSchema, StateReplyFrameSchema } from '@sqlenv/protocol';
 import { RawWs, startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, oracleEpisodes, RUNAWAY_SQL, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { createTestRuntime, firstOracleEpisode, RUNAWAY_SQL, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
 
 // Conformance of /ws with reference/openenv-protocol.md, against the real SQL environment.
 
@@ -12,9 +12,7 @@ let oracle: OracleEpisode;
 
 beforeAll(async () => {
   runtime = await createTestRuntime();
-  const episode = oracleEpisodes(runtime, 1)[0];
-  if (episode === undefined) throw new Error('dataset has no playable question');
-  oracle = episode;
+  oracle = firstOracleEpisode(runtime);
   harness = await startHarness(runtime);
 });
 

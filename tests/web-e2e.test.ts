@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, oracleEpisodes, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { createTestRuntime, firstOracleEpisode, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
 
 // The /web page in real headless Chromium: a person's oracle episode, click by click.
 
@@ -24,9 +24,7 @@ describe.skipIf(!haveChromium)('/web in headless Chromium', () => {
 
   beforeAll(async () => {
     runtime = await createTestRuntime();
-    const episode = oracleEpisodes(runtime, 1)[0];
-    if (episode === undefined) throw new Error('dataset has no playable question');
-    oracle = episode;
+    oracle = firstOracleEpisode(runtime);
     harness = await startHarness(runtime, { apiKey: 'browser-key' });
     browser = await chromium.launch({
       executablePath: CHROMIUM,

@@ -37,5 +37,12 @@ export function oracleEpisodes(runtime: SqlEnvRuntime, count: number): OracleEpi
     .map((q) => ({ questionId: q.question_id, dbId: q.database_name, tables: [...q.tables_involved], goldSql: q.gold_sql, goldAnswer: q.gold_answer }));
 }
 
+/** The simplest oracle episode of the loaded dataset (what most server tests play). */
+export function firstOracleEpisode(runtime: SqlEnvRuntime): OracleEpisode {
+  const episode = oracleEpisodes(runtime, 1)[0];
+  if (episode === undefined) throw new Error('dataset has no playable question');
+  return episode;
+}
+
 /** A query that never finishes on its own: the executor's timeout must cut it off. */
 export const RUNAWAY_SQL = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
