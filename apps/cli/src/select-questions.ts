@@ -12,11 +12,11 @@ export function selectQuestionIds(
   dataset: Dataset,
   options: { split: SplitName | undefined; episodes: number | 'all'; seed: number },
 ): string[] {
-  const split = options.split ?? (dataset.splits.includes('train') ? 'train' : dataset.splits[0]);
-  if (split === undefined || !dataset.splits.includes(split)) {
+  const split = options.split ?? dataset.defaultSplit;
+  if (!dataset.splits.includes(split)) {
     throw new UsageError(`dataset ${dataset.name} has no split '${options.split ?? ''}' (it has: ${dataset.splits.join(', ')})`);
   }
-  const ids = dataset.questions.filter((q) => q.split === split).map((q) => q.question_id);
+  const ids = dataset.questionsOf(split).map((q) => q.question_id);
   if (ids.length === 0) throw new UsageError(`dataset ${dataset.name} has no playable questions in split ${split}`);
   if (options.episodes === 'all') return ids;
   const rng = createRng(options.seed);

@@ -16,7 +16,7 @@ export function createPolicy(name: string, dataset: Dataset, seed: number): Poli
 
 /** The run's questions: its split, or every question when the dataset has none in that split. */
 export function scheduledQuestions(dataset: Dataset, split: RolloutRunSpec['split']): ScheduledQuestion[] {
-  const inSplit = dataset.questions.filter((q) => q.split === split);
+  const inSplit = dataset.questionsOf(split);
   const chosen = inSplit.length > 0 ? inSplit : dataset.questions;
   return chosen.map((q) => ({ questionId: q.question_id, dbId: q.database_name }));
 }
