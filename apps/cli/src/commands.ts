@@ -4,7 +4,7 @@ import { playCommand, playUsage } from './commands/play.ts';
 import { datasetsCommand, datasetsUsage } from './commands/datasets.ts';
 import type * as rollout from '@sqlenv/rollout';
 import { coordinatorUsage, trainerUsage, trainUsage, workerUsage } from '@sqlenv/rollout';
-import { withShutdownSignal } from './shutdown-signal.ts';
+import { withShutdownSignal } from '@sqlenv/shared';
 import { modelCommand, modelUsage } from './commands/model.ts';
 
 export interface Command {

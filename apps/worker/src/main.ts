@@ -1,14 +1,12 @@
 import { workerCommand } from '@sqlenv/rollout';
+import { withShutdownSignal } from '@sqlenv/shared';
 
 /**
  * `node --import tsx apps/worker/src/main.ts [options]`: the worker as its own
  * process (docker-compose runs one per container). Options come from the command
  * line and environment variables; SIGTERM/SIGINT stop it gracefully.
  */
-const controller = new AbortController();
-for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => controller.abort());
-
-const code = await workerCommand(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, signal: controller.signal });
+const code = await withShutdownSignal((signal) => workerCommand(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, signal }));
 process.exitCode = code;
 // Everything is closed by now; a stray handle (a socket in TIME_WAIT) must not keep the container alive.
 setTimeout(() => process.exit(code), 2_000).unref();

@@ -2,3 +2,4 @@ export { AppError, ErrorCode, isAppError, toAppError, type AppErrorOptions } fro
 export { createRootLogger, silentLogger, type Logger } from './logger.ts';
 export { startWorker, workerInput } from './ts-worker.ts';
 export { parseEnv, formatZodIssues } from './env.ts';
+export { withShutdownSignal } from './shutdown-signal.ts';

@@ -1,7 +1,8 @@
 /**
  * Run a long-lived command with an AbortSignal that SIGTERM / SIGINT abort,
  * so workers hand back jobs and servers close sessions instead of dying.
- * A second signal exits at once.
+ * A second signal exits at once. For apps' entry points (packages take a
+ * signal and never listen to the process themselves).
  */
 export async function withShutdownSignal(run: (signal: AbortSignal) => Promise<number>): Promise<number> {
   const controller = new AbortController();
