@@ -340,6 +340,32 @@ describe('pipelining, timeouts and crashes (one child)', () => {
   });
 });
 
+describe('backpressure (one child)', () => {
+  it('keeps answering when its answers fill the pipe while the parent is busy', async () => {
+    const executor = new SqlExecutor({ poolSize: 1, spareChildren: 0, timeoutMs: 3_000, pipelineDepth: 64 });
+    try {
+      await executor.whenReady();
+      // 64 answers of ~8 KB in flight (more than the kernel buffers between
+      // the processes hold) while this thread is blocked and reads nothing:
+      // the child's stdout fills, an answer stays in its user-space buffer,
+      // and the child must resume once that drains rather than wait for an
+      // event that never comes.
+      const queries = Array.from({ length: 256 }, (_, i) => executor.query(fixture.dbPath, `SELECT ${i}, hex(zeroblob(4000))`));
+      await new Promise((resolve) => setImmediate(resolve));
+      const until = performance.now() + 300;
+      while (performance.now() < until) {
+        // busy: the answers pile up in the pipe
+      }
+      const results = await Promise.all(queries.map(outcome));
+      expect(results.map((r) => r.error?.code)).toEqual(results.map(() => undefined));
+      expect(results.map((r) => r.result?.rows[0]?.[0])).toEqual(results.map((_, i) => i));
+      expect(executor.stats().timeouts).toBe(0);
+    } finally {
+      await executor.close();
+    }
+  });
+});
+
 describe('lifecycle', () => {
   it('close() is idempotent and aborts pending and later queries', async () => {
     const executor = new SqlExecutor({ poolSize: 2, timeoutMs: 10_000 });

@@ -8,8 +8,8 @@
  *                   [id, 1, code, message]                                          failure
  *                   [0, 2, pid]                                                      ready (once)
  * Requests run strictly one at a time, in arrival order. A response is handed
- * to the kernel before the next request starts (we wait for 'drain' when the
- * pipe is full): the parent infers "request i+1 started" from "response i
+ * to the kernel before the next request starts (when the socket is full we wait
+ * for its write callback): the parent infers "request i+1 started" from "response i
  * arrived", and that inference must never make a query look older than it is.
  */
 import { Worker } from 'node:worker_threads';
@@ -46,8 +46,21 @@ function isRequest(value: unknown): value is Request {
   return Array.isArray(value) && value.length === 4 && typeof value[0] === 'number' && typeof value[1] === 'string' && typeof value[2] === 'string' && typeof value[3] === 'number';
 }
 
+/**
+ * Called once each frame has been handed to the kernel. Resuming here, not on
+ * 'drain': a stream emits 'drain' only after a write() that returned false
+ * (its buffer past the high-water mark), so a small answer left in user space
+ * by a full socket would otherwise stop this child for good.
+ */
+function onWritten(): void {
+  if (waitingForDrain && process.stdout.writableLength === 0) {
+    waitingForDrain = false;
+    pump();
+  }
+}
+
 function respond(frame: unknown[]): void {
-  process.stdout.write(`${JSON.stringify(frame)}\n`);
+  process.stdout.write(`${JSON.stringify(frame)}\n`, onWritten);
   // writableLength > 0: part of the frame is still in user space; do not start the next query.
   if (process.stdout.writableLength > 0) waitingForDrain = true;
 }
@@ -69,11 +82,6 @@ function pump(): void {
     execute(request);
   }
 }
-
-process.stdout.on('drain', () => {
-  waitingForDrain = false;
-  pump();
-});
 
 const lines = new NdjsonLines();
 process.stdin.setEncoding('utf8');
