@@ -6,7 +6,7 @@
  * killed child, and no byte written to any database file.
  */
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode } from '@sqlenv/shared';
@@ -360,6 +360,80 @@ describe('backpressure (one child)', () => {
       expect(results.map((r) => r.error?.code)).toEqual(results.map(() => undefined));
       expect(results.map((r) => r.result?.rows[0]?.[0])).toEqual(results.map((_, i) => i));
       expect(executor.stats().timeouts).toBe(0);
+    } finally {
+      await executor.close();
+    }
+  });
+});
+
+describe('in-process fast path', () => {
+  // A generous bound so that a busy machine does not keep quick statements
+  // from qualifying; what qualifies is the point here, not the threshold.
+  const quick = { poolSize: 1, spareChildren: 0, timeoutMs: 2_000, inProcessMaxMs: 50 } as const;
+
+  it('runs a statement a child proved quick in this process, with the same result', async () => {
+    const executor = new SqlExecutor(quick);
+    try {
+      const sql = 'SELECT singer_id, name, photo FROM singer ORDER BY singer_id';
+      const first = await executor.query(fixture.dbPath, sql);
+      expect(executor.stats()).toMatchObject({ completed: 1, inProcess: 0 });
+      const again = await executor.query(fixture.dbPath, sql);
+      expect(executor.stats()).toMatchObject({ completed: 1, inProcess: 1 });
+      expect({ ...again, elapsedMs: 0 }).toEqual({ ...first, elapsedMs: 0 });
+      // A truncated result is reproduced too (row by row, as in the child) ...
+      const capped = await executor.query(fixture.dbPath, sql, { maxRows: 2 });
+      const cappedAgain = await executor.query(fixture.dbPath, sql, { maxRows: 2 });
+      expect(capped.truncated).toBe(true);
+      expect({ ...cappedAgain, elapsedMs: 0 }).toEqual({ ...capped, elapsedMs: 0 });
+      // ... and the row cap is part of what was proven: another cap goes to a child first.
+      expect(executor.stats()).toMatchObject({ completed: 2, inProcess: 2 });
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it('never runs a random, clock-dependent, failing or runaway statement in this process', async () => {
+    const executor = new SqlExecutor(quick);
+    try {
+      for (let round = 0; round < 3; round += 1) {
+        for (const sql of ['SELECT random()', "SELECT date('now')", 'SELECT CURRENT_TIMESTAMP', 'SELECT nope FROM singer']) {
+          await outcome(executor.query(fixture.dbPath, sql));
+        }
+      }
+      expect(executor.stats()).toMatchObject({ completed: 12, inProcess: 0 });
+      for (let round = 0; round < 2; round += 1) {
+        expect((await outcome(executor.query(fixture.dbPath, `${FOREVER} SELECT count(*) FROM c`, { timeoutMs: TIMEOUT_MS }))).error?.code).toBe(ErrorCode.TIMEOUT);
+      }
+      expect(executor.stats()).toMatchObject({ timeouts: 2, inProcess: 0 });
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it('sends a statement back to the children when it fails in this process', async () => {
+    const executor = new SqlExecutor(quick);
+    const copy = join(fixture.dir, 'fast-path-copy.sqlite');
+    copyFileSync(fixture.dbPath, copy);
+    try {
+      const sql = 'SELECT count(*) FROM singer';
+      expect((await executor.query(copy, sql)).rows).toEqual([[5]]);
+      rmSync(copy);
+      // Proven, so tried in this process, where the file is gone: reported, and demoted.
+      expect((await outcome(executor.query(copy, sql))).error?.code).toBe(ErrorCode.NOT_FOUND);
+      expect(executor.stats()).toMatchObject({ inProcess: 1, demoted: 1 });
+      // The child still has the file open (read-only, unlinked): it answers, and proves it again.
+      expect((await executor.query(copy, sql)).rows).toEqual([[5]]);
+      expect(executor.stats()).toMatchObject({ completed: 2, inProcess: 1 });
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it('is off with inProcessMaxMs 0: every query goes to a child', async () => {
+    const executor = new SqlExecutor({ ...quick, inProcessMaxMs: 0 });
+    try {
+      for (let i = 0; i < 3; i += 1) await executor.query(fixture.dbPath, 'SELECT count(*) FROM singer');
+      expect(executor.stats()).toMatchObject({ completed: 3, inProcess: 0 });
     } finally {
       await executor.close();
     }

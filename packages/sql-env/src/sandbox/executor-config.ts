@@ -57,6 +57,18 @@ export const ExecutorConfigSchema = QueryLimitsSchema.extend({
   maxQueuedRequests: z.int().min(1).default(100_000),
   /** V8 old-space limit of each child, in MiB: a child that blows it dies and is replaced (EXECUTOR_CRASHED). */
   childMaxHeapMb: z.int().min(32).default(1_024),
+  /**
+   * In-process fast path (fast-path.ts): a statement whose identical text
+   * (same database, same row cap) already ran to completion in a child within
+   * this many milliseconds, and that calls no random or clock function, runs
+   * in this process from then on — its work is a pure function of read-only
+   * data, so it cannot run away, and the round trip to a child costs more
+   * than the query. An in-process run slower than 4× this sends the statement
+   * back to the children. 0 turns the fast path off.
+   */
+  inProcessMaxMs: z.number().min(0).max(100).default(0.25),
+  /** Statements remembered as proven fast (oldest proof dropped first). */
+  inProcessStatements: z.int().min(1).default(10_000),
   /** Children that die before becoming ready this many times in a row fail all waiting requests (EXECUTOR_CRASHED). */
   maxStartFailures: z.int().min(1).default(3),
 });

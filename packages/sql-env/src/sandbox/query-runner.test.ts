@@ -74,6 +74,38 @@ describe('QueryRunner', () => {
     expect(cell).toBe(`${'a'.repeat(99)}…`);
   });
 
+  it('gives the same result fetching all rows at once (bounded) as row by row, caps included', () => {
+    const cases: [string, number][] = [
+      ['SELECT name, age FROM singer ORDER BY age', 10],
+      ['SELECT name FROM singer', 4],
+      ['SELECT * FROM empty', 3],
+      ["SELECT printf('%.*c', 5000, 'y'), zeroblob(1000), 1e999, NULL FROM singer", 10],
+      [`${FOREVER} SELECT printf('%.*c', 90, 'x') FROM c LIMIT 300`, 1_000],
+    ];
+    for (const [sql, maxRows] of cases) {
+      const byRow = runner.run(fixture.dbPath, sql, maxRows);
+      const bounded = runner.run(fixture.dbPath, sql, maxRows, true);
+      expect({ ...bounded, elapsedMs: 0 }, sql).toEqual({ ...byRow, elapsedMs: 0 });
+    }
+    // Both paths really cut: rows, cells and the result budget.
+    expect(runner.run(fixture.dbPath, 'SELECT name FROM singer', 4, true)).toMatchObject({ truncated: true });
+    expect(runner.run(fixture.dbPath, `${FOREVER} SELECT printf('%.*c', 90, 'x') FROM c LIMIT 300`, 1_000, true).truncated).toBe(true);
+  });
+
+  it('keeps at most statementCacheSize statements, evicting the least recently used', () => {
+    const small = new QueryRunner(QueryLimitsSchema.parse({ statementCacheSize: 2 }));
+    try {
+      const sqls = ['SELECT 1', 'SELECT 2', 'SELECT 3'];
+      for (const sql of sqls) small.run(fixture.dbPath, sql, 1);
+      small.run(fixture.dbPath, 'SELECT 2', 1);
+      small.run(fixture.dbPath, 'SELECT 4', 1); // evicts SELECT 3 (SELECT 2 was used since)
+      const cached = (small as unknown as { statements: Map<string, Map<string, unknown>> }).statements.get(fixture.dbPath);
+      expect([...(cached?.keys() ?? [])].sort()).toEqual(['SELECT 2', 'SELECT 4']);
+    } finally {
+      small.close();
+    }
+  });
+
   it('turns non-finite reals into text and keeps integers as numbers', () => {
     expect(runner.run(fixture.dbPath, 'SELECT 1e999, -1e999, 9007199254740993, 2.5, NULL', 1).rows).toEqual([['Inf', '-Inf', 9007199254740992, 2.5, null]]);
   });

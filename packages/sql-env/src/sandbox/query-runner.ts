@@ -21,7 +21,8 @@ type Statement = Database.Statement<unknown[], unknown[]>;
 interface CachedStatement {
   stmt: Statement;
   columns: string[];
-  dbPath: string;
+  /** Value of the runner's use counter at the latest use (for LRU eviction). */
+  lastUsed: number;
 }
 
 /** Characters a non-string cell is charged against the result budget. */
@@ -85,21 +86,35 @@ export function assertReadOnlyStatement(stmt: { reader: boolean; readonly: boole
  * Runs validated, read-only queries synchronously against cached read-only
  * connections, with a prepared-statement LRU. This is what each executor child
  * runs; it has NO timeout of its own (better-sqlite3 cannot interrupt a
- * query), so in-process use is only for trusted SQL and benchmarks.
+ * query), so in-process use is only for trusted SQL, benchmarks, and the
+ * executor's fast path (statements a child proved quick, see fast-path.ts).
  */
 export class QueryRunner {
   private readonly databases = new Map<string, Database.Database>();
-  /** key: dbPath + '\0' + sql; Map order = least recently used first. */
-  private readonly statements = new Map<string, CachedStatement>();
+  /**
+   * Prepared statements by database path, then SQL text (two lookups on the
+   * caller's own strings, no key to build on the hot path). Recency is a
+   * counter stamped on each use; eviction scans, but only when a statement is
+   * prepared, which costs far more anyway.
+   */
+  private readonly statements = new Map<string, Map<string, CachedStatement>>();
+  private statementCount = 0;
+  private uses = 0;
   private heapLimitApplied = false;
 
   constructor(private readonly limits: QueryLimits & { applyHeapLimit?: boolean }) {}
 
-  run(dbPath: string, sql: string, maxRows: number): QueryResult {
+  /**
+   * `bounded`: the caller knows this exact statement returns at most
+   * `maxRows` rows within the result budget (the executor's fast path: a
+   * child ran it before and it was not truncated), so all rows are fetched in
+   * one call instead of row by row. The caps are applied either way.
+   */
+  run(dbPath: string, sql: string, maxRows: number, bounded = false): QueryResult {
     const startedMs = performance.now();
     try {
       const cached = this.statement(dbPath, sql);
-      const result = this.fetch(cached, maxRows);
+      const result = bounded ? this.fetchAll(cached, maxRows) : this.fetch(cached, maxRows);
       result.elapsedMs = Math.round((performance.now() - startedMs) * 1000) / 1000;
       return result;
     } catch (error) {
@@ -110,50 +125,70 @@ export class QueryRunner {
   /** Close every connection (statements die with them). */
   close(): void {
     this.statements.clear();
+    this.statementCount = 0;
     for (const db of this.databases.values()) db.close();
     this.databases.clear();
   }
 
   private fetch(cached: CachedStatement, maxRows: number): QueryResult {
-    const { maxCellChars, maxResultChars } = this.limits;
     const rows: Cell[][] = [];
     let truncated = false;
-    let cellsTruncated = false;
-    let budgetChars = maxResultChars;
+    const state = { budgetChars: this.limits.maxResultChars, cellsTruncated: false };
     // Iterate instead of .all(): rows past the caps are never materialised.
     // Breaking out of for..of calls the iterator's return(), which resets the statement.
     for (const raw of cached.stmt.iterate()) {
-      if (rows.length >= maxRows) {
+      if (rows.length >= maxRows || !this.admitRow(raw as unknown[], rows.length, state)) {
         truncated = true;
         break;
       }
-      const values = raw as unknown[];
-      const row: Cell[] = new Array<Cell>(values.length);
-      let rowChars = 0;
-      for (let c = 0; c < values.length; c += 1) {
-        const { cell, cut } = toCell(values[c], maxCellChars);
-        row[c] = cell;
-        if (cut) cellsTruncated = true;
+      rows.push(raw as Cell[]);
+    }
+    return { columns: cached.columns, rows, truncated, cellsTruncated: state.cellsTruncated, elapsedMs: 0 };
+  }
+
+  private fetchAll(cached: CachedStatement, maxRows: number): QueryResult {
+    const all = cached.stmt.all() as Cell[][];
+    const state = { budgetChars: this.limits.maxResultChars, cellsTruncated: false };
+    let kept = 0;
+    while (kept < all.length && kept < maxRows && this.admitRow(all[kept] as unknown[], kept, state)) kept += 1;
+    const truncated = kept < all.length;
+    if (truncated) all.length = kept;
+    return { columns: cached.columns, rows: all, truncated, cellsTruncated: state.cellsTruncated, elapsedMs: 0 };
+  }
+
+  /**
+   * Turn one raw row (better-sqlite3 gives a fresh array per row) into Cells
+   * in place, charging it to the result budget. False when the row does not
+   * fit (it is then dropped); the first row is always admitted so a capped
+   * result is never silently empty.
+   */
+  private admitRow(values: unknown[], index: number, state: { budgetChars: number; cellsTruncated: boolean }): boolean {
+    const { maxCellChars } = this.limits;
+    let rowChars = 0;
+    for (let c = 0; c < values.length; c += 1) {
+      const value = values[c];
+      // The common cells need no conversion: finite numbers, NULLs, short strings.
+      if (typeof value === 'string' && value.length <= maxCellChars) {
+        rowChars += value.length;
+      } else if (value === null || (typeof value === 'number' && Number.isFinite(value))) {
+        rowChars += SCALAR_CELL_CHARS;
+      } else {
+        const { cell, cut } = toCell(value, maxCellChars);
+        values[c] = cell;
+        if (cut) state.cellsTruncated = true;
         rowChars += typeof cell === 'string' ? cell.length : SCALAR_CELL_CHARS;
       }
-      // Always keep the first row so a capped result is never silently empty.
-      if (rowChars > budgetChars && rows.length > 0) {
-        truncated = true;
-        break;
-      }
-      budgetChars -= rowChars;
-      rows.push(row);
     }
-    return { columns: cached.columns, rows, truncated, cellsTruncated, elapsedMs: 0 };
+    if (rowChars > state.budgetChars && index > 0) return false;
+    state.budgetChars -= rowChars;
+    return true;
   }
 
   private statement(dbPath: string, sql: string): CachedStatement {
-    const key = `${dbPath}\0${sql}`;
-    const hit = this.statements.get(key);
+    this.uses += 1;
+    const hit = this.statements.get(dbPath)?.get(sql);
     if (hit !== undefined) {
-      // Refresh recency (Map keeps insertion order).
-      this.statements.delete(key);
-      this.statements.set(key, hit);
+      hit.lastUsed = this.uses;
       return hit;
     }
     const { statement } = validateSql(sql, this.limits);
@@ -161,20 +196,28 @@ export class QueryRunner {
     const stmt = db.prepare<unknown[], unknown[]>(statement);
     assertReadOnlyStatement(stmt);
     stmt.raw(true);
-    const cached: CachedStatement = { stmt, columns: stmt.columns().map((c) => c.name), dbPath };
+    const cached: CachedStatement = { stmt, columns: stmt.columns().map((c) => c.name), lastUsed: this.uses };
     if (this.limits.statementCacheSize > 0) {
-      this.statements.set(key, cached);
-      this.evictStatements();
+      if (this.statementCount >= this.limits.statementCacheSize) this.evictLeastRecentStatement();
+      let forDb = this.statements.get(dbPath);
+      if (forDb === undefined) {
+        forDb = new Map();
+        this.statements.set(dbPath, forDb);
+      }
+      forDb.set(sql, cached);
+      this.statementCount += 1;
     }
     return cached;
   }
 
-  private evictStatements(): void {
-    while (this.statements.size > this.limits.statementCacheSize) {
-      const oldest = this.statements.keys().next();
-      if (oldest.done === true) return;
-      this.statements.delete(oldest.value);
+  private evictLeastRecentStatement(): void {
+    let oldest: { forDb: Map<string, CachedStatement>; sql: string; lastUsed: number } | undefined;
+    for (const forDb of this.statements.values()) {
+      for (const [sql, cached] of forDb) if (oldest === undefined || cached.lastUsed < oldest.lastUsed) oldest = { forDb, sql, lastUsed: cached.lastUsed };
     }
+    if (oldest === undefined) return;
+    oldest.forDb.delete(oldest.sql);
+    this.statementCount -= 1;
   }
 
   private database(dbPath: string): Database.Database {
@@ -210,7 +253,8 @@ export class QueryRunner {
       const oldest = this.databases.entries().next();
       if (oldest.done === true) return;
       const [path, db] = oldest.value;
-      for (const [key, cached] of this.statements) if (cached.dbPath === path) this.statements.delete(key);
+      this.statementCount -= this.statements.get(path)?.size ?? 0;
+      this.statements.delete(path);
       this.databases.delete(path);
       db.close();
     }

@@ -36,12 +36,18 @@
  * queue and run on another or the fresh child: a timeout never fails anyone
  * else. A child that dies on its own (OOM, killed externally) fails only its
  * running request with EXECUTOR_CRASHED, and is replaced the same way.
+ *
+ * Fast path: a statement that already ran to completion in a child within
+ * `inProcessMaxMs` (and calls no random or clock function) then runs in this
+ * process, on the same QueryRunner code, without the round trip; see
+ * fast-path.ts for why that cannot run away.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { ExecutorConfigSchema, type ExecutorConfig } from './executor-config.ts';
+import { FastPathTable, isRepeatableSql } from './fast-path.ts';
 import { NdjsonLines } from './ndjson-lines.ts';
-import type { QueryResult } from './query-runner.ts';
+import { QueryRunner, type QueryResult } from './query-runner.ts';
 
 export interface QueryOptions {
   /** Cap on rows returned (default: config.maxRows). */
@@ -59,6 +65,10 @@ export interface ExecutorStats {
   crashes: number;
   /** Queries answered by a child (rows or an SQL error). */
   completed: number;
+  /** Queries answered in this process by the fast path (rows or an SQL error). */
+  inProcess: number;
+  /** Fast-path statements sent back to the children after an unexpectedly slow or failed in-process run. */
+  demoted: number;
   /** Queries waiting in the executor, not yet sent to a child. */
   waiting: number;
   /** Queries sent to children and not yet answered. */
@@ -139,7 +149,10 @@ export class SqlExecutor {
   private nextJobId = 1;
   private closing: Promise<void> | undefined;
   private startFailures = 0;
-  private readonly counters = { spawnedChildren: 0, timeouts: 0, crashes: 0, completed: 0 };
+  private readonly counters = { spawnedChildren: 0, timeouts: 0, crashes: 0, completed: 0, inProcess: 0, demoted: 0 };
+  private readonly fastPath: FastPathTable;
+  /** The in-process runner of the fast path, opened on first use. */
+  private localRunner: QueryRunner | undefined;
 
   constructor(config: Partial<ExecutorConfig> & { logger?: Logger } = {}) {
     const { logger, ...rest } = config;
@@ -151,6 +164,7 @@ export class SqlExecutor {
     this.logger = (logger ?? silentLogger).child({ component: 'sql-executor' });
     const { maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes } = this.config;
     this.childArg = JSON.stringify({ maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes });
+    this.fastPath = new FastPathTable(this.config.inProcessStatements);
     this.refill();
   }
 
@@ -172,6 +186,10 @@ export class SqlExecutor {
     // Refused here too (the child checks again) so a huge text is never shipped.
     if (sql.length > this.config.maxSqlChars) {
       return Promise.reject(new AppError(ErrorCode.SQL_REJECTED, `SQL is too long (${sql.length} characters; the limit is ${this.config.maxSqlChars})`));
+    }
+    if (this.config.inProcessMaxMs > 0) {
+      const proof = this.fastPath.lookup(dbPath, sql, maxRows);
+      if (proof !== undefined) return this.runInProcess(proof.complete, dbPath, sql, maxRows);
     }
     if (this.waiting.length >= this.config.maxQueuedRequests) {
       return Promise.reject(new AppError(ErrorCode.CAPACITY, `the SQL executor queue is full (${this.config.maxQueuedRequests} waiting queries)`));
@@ -209,6 +227,8 @@ export class SqlExecutor {
   /** Stop every child; pending and later queries fail with ABORTED. Idempotent. */
   close(): Promise<void> {
     if (this.closing !== undefined) return this.closing;
+    this.localRunner?.close();
+    this.localRunner = undefined;
     const aborted = (): AppError => new AppError(ErrorCode.ABORTED, 'the SQL executor was closed');
     for (const job of this.waiting.splice(0)) job.reject(aborted());
     const exits: Promise<void>[] = [];
@@ -219,6 +239,37 @@ export class SqlExecutor {
     }
     this.closing = Promise.all(exits).then(() => undefined);
     return this.closing;
+  }
+
+  // ---- fast path ----------------------------------------------------------
+
+  private runInProcess(complete: boolean, dbPath: string, sql: string, maxRows: number): Promise<QueryResult> {
+    const { maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes } = this.config;
+    this.localRunner ??= new QueryRunner({ maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes });
+    this.counters.inProcess += 1;
+    try {
+      const result = this.localRunner.run(dbPath, sql, maxRows, complete);
+      if (result.elapsedMs > 4 * this.config.inProcessMaxMs) this.demote(dbPath, sql, `took ${result.elapsedMs} ms in-process`);
+      return Promise.resolve(result);
+    } catch (error) {
+      // It succeeded in a child; a failure now (a database file gone, ...) is
+      // reported as is, and the statement goes back to being checked by a child.
+      this.demote(dbPath, sql, 'failed in-process');
+      return Promise.reject(error instanceof AppError ? error : new AppError(ErrorCode.SQL_ERROR, String(error)));
+    }
+  }
+
+  private demote(dbPath: string, sql: string, why: string): void {
+    this.fastPath.demote(dbPath, sql);
+    this.counters.demoted += 1;
+    this.logger.warn({ why }, 'statement sent back from the in-process fast path to the executor children');
+  }
+
+  /** A child answered `job` with rows: a quick, repeatable statement qualifies for the fast path. */
+  private maybeProve(job: Job, elapsedMs: number, truncated: boolean): void {
+    if (this.config.inProcessMaxMs <= 0 || !(elapsedMs <= this.config.inProcessMaxMs)) return;
+    if (this.fastPath.lookup(job.dbPath, job.sql, job.maxRows) !== undefined || !isRepeatableSql(job.sql)) return;
+    this.fastPath.prove(job.dbPath, job.sql, { maxRows: job.maxRows, elapsedMs, complete: !truncated });
   }
 
   // ---- dispatch -----------------------------------------------------------
@@ -421,6 +472,7 @@ export class SqlExecutor {
     if (job.ghost !== true) this.counters.completed += 1;
     if (child.inFlight.length > 0) this.headStarted(child, performance.now());
     if (frame[1] === 0) {
+      this.maybeProve(job, frame[6], frame[4] === true);
       job.resolve({ columns: frame[2], rows: frame[3], truncated: frame[4], cellsTruncated: frame[5], elapsedMs: frame[6] });
     } else {
       const code = typeof frame[2] === 'string' && knownCodes.has(frame[2]) ? (frame[2] as ErrorCode) : ErrorCode.INTERNAL;
