@@ -10,6 +10,8 @@
  *   budget: a finished one is reset, inside the measured time);
  * - the same queries sent straight to the executor pool (no environment), to
  *   separate the environment's own cost from the sandbox's;
+ * - the QUERY steps and executor runs again with the executor's in-process
+ *   fast path off (every query through a child process), for comparison;
  * - the same simple SELECTs run directly with better-sqlite3 (a prepared
  *   statement, in-process), and the ratio direct rate ÷ env rate;
  * - RSS with 1,000 concurrent open episodes (each reset, one DESCRIBE and one QUERY done).
@@ -31,7 +33,9 @@ const datasetSource = spiderDir === undefined || spiderDir === '' ? 'builtin' : 
 /** Episodes in flight during the step benchmarks. */
 const concurrency = 256;
 /** Steps per measured action type (after a warm-up of a tenth of it). */
-const stepsPerKind = 30_000;
+const stepsPerKind = 60_000;
+/** The QUERY rates and the direct rates are measured this many times, interleaved; the median is reported. */
+const rounds = 3;
 const openEpisodes = 1_000;
 
 setFlagsFromString('--expose-gc');
@@ -43,6 +47,17 @@ interface StepRate {
   steps: number;
   seconds: number;
   stepsPerSecond: number;
+}
+
+interface Ratio {
+  query: string;
+  envStepsPerSecond: number;
+  executorRunsPerSecond: number;
+  directRunsPerSecond: number;
+  ratio: number;
+  envStepsPerSecondChildOnly: number;
+  executorRunsPerSecondChildOnly: number;
+  ratioChildOnly: number;
 }
 
 interface DirectRate {
@@ -95,6 +110,17 @@ async function measureExecutor(runtime: SqlEnvRuntime, dbPath: string, sql: stri
   await Promise.all(Array.from({ length: concurrency }, loop));
   const seconds = (performance.now() - started) / 1000;
   return { sql, runs, seconds, runsPerSecond: runs / seconds };
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] as number;
+}
+
+/** Median-rate entry of several measurements of the same thing. */
+function medianOf<T extends { seconds: number }>(runs: readonly T[], rate: (r: T) => number): T {
+  const target = median(runs.map(rate));
+  return runs.find((r) => rate(r) === target) as T;
 }
 
 function measureDirect(dbPath: string, sql: string, runs: number): DirectRate {
@@ -182,22 +208,57 @@ async function main(): Promise<void> {
       for (const [kind, action] of [
         ['DESCRIBE', { action_type: 'DESCRIBE', argument: table.name }],
         ['SAMPLE', { action_type: 'SAMPLE', argument: table.name }],
-        ['QUERY count(*)', { action_type: 'QUERY', argument: countSql }],
-        ['QUERY 20 rows', { action_type: 'QUERY', argument: rowsSql }],
       ] as const) {
         await measureSteps(runtime, question.question_id, kind, action, warmup);
         rates.push(await measureSteps(runtime, question.question_id, kind, action, stepsPerKind));
       }
-      const executorOnly = [];
-      for (const sql of [countSql, rowsSql]) {
-        await measureExecutor(runtime, db.path, sql, warmup);
-        executorOnly.push(await measureExecutor(runtime, db.path, sql, stepsPerKind));
+      // The same QUERY steps with the fast path off: a second runtime on the same (warm) cache.
+      const childOnly = await createSqlEnvRuntime({ dataset: datasetSource, cacheDir, executor: { inProcessMaxMs: 0 } });
+      const queries = [
+        { label: 'count(*)', sql: countSql, directRuns: 200_000 },
+        { label: '20 rows', sql: rowsSql, directRuns: 100_000 },
+      ];
+      const ratios = [];
+      try {
+        await childOnly.executor.whenReady();
+        for (const { label, sql, directRuns } of queries) {
+          const action = { action_type: 'QUERY', argument: sql } as const;
+          const kind = `QUERY ${label}`;
+          for (const r of [runtime, childOnly]) {
+            await measureSteps(r, question.question_id, kind, action, warmup);
+            await measureExecutor(r, db.path, sql, warmup);
+          }
+          const env: StepRate[] = [];
+          const envOff: StepRate[] = [];
+          const exec: DirectRate[] = [];
+          const execOff: DirectRate[] = [];
+          const direct: DirectRate[] = [];
+          for (let round = 0; round < rounds; round += 1) {
+            env.push(await measureSteps(runtime, question.question_id, kind, action, stepsPerKind));
+            envOff.push(await measureSteps(childOnly, question.question_id, kind, action, stepsPerKind));
+            exec.push(await measureExecutor(runtime, db.path, sql, stepsPerKind));
+            execOff.push(await measureExecutor(childOnly, db.path, sql, stepsPerKind));
+            direct.push(measureDirect(db.path, sql, directRuns));
+          }
+          const envRate = medianOf(env, (x) => x.stepsPerSecond);
+          rates.push(envRate);
+          const directRate = median(direct.map((x) => x.runsPerSecond));
+          const envOffRate = median(envOff.map((x) => x.stepsPerSecond));
+          ratios.push({
+            query: label,
+            envStepsPerSecond: envRate.stepsPerSecond,
+            executorRunsPerSecond: median(exec.map((x) => x.runsPerSecond)),
+            directRunsPerSecond: directRate,
+            ratio: directRate / envRate.stepsPerSecond,
+            envStepsPerSecondChildOnly: envOffRate,
+            executorRunsPerSecondChildOnly: median(execOff.map((x) => x.runsPerSecond)),
+            ratioChildOnly: directRate / envOffRate,
+          });
+        }
+      } finally {
+        await childOnly.close();
       }
-      const direct = [measureDirect(db.path, countSql, 200_000), measureDirect(db.path, rowsSql, 100_000)];
-      const ratios = [
-        { query: 'count(*)', envStepsPerSecond: rates[2]?.stepsPerSecond ?? 0, executorRunsPerSecond: executorOnly[0]?.runsPerSecond ?? 0, directRunsPerSecond: direct[0]?.runsPerSecond ?? 0 },
-        { query: '20 rows', envStepsPerSecond: rates[3]?.stepsPerSecond ?? 0, executorRunsPerSecond: executorOnly[1]?.runsPerSecond ?? 0, directRunsPerSecond: direct[1]?.runsPerSecond ?? 0 },
-      ].map((r) => ({ ...r, ratio: r.directRunsPerSecond / r.envStepsPerSecond }));
+      const fastPath = runtime.executor.stats();
 
       const memory = await measureOpenEpisodes(
         runtime,
@@ -210,11 +271,10 @@ async function main(): Promise<void> {
         machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', totalMemBytes: totalmem(), node: process.version, loadAverage1m: loadavg()[0] ?? 0 },
         dataset: { source: datasetSource === 'builtin' ? 'builtin' : 'SPIDER_DIR', name: dataset.name, questions: dataset.questions.length, failures: dataset.failures.length, databases: dataset.databases.size },
         load: { coldSeconds: cold.seconds, warmSeconds },
-        setup: { dbId, table: table.name, tableRows: table.rowCount, concurrency, stepsPerKind, executorPoolSize: 'default' },
+        setup: { dbId, table: table.name, tableRows: table.rowCount, concurrency, stepsPerKind, rounds, executorPoolSize: 'default', inProcessMaxMs: runtime.executor.config.inProcessMaxMs },
         rates,
-        executorOnly,
-        direct,
         ratios,
+        executorStats: { completedInChildren: fastPath.completed, inProcess: fastPath.inProcess, demoted: fastPath.demoted },
         memory,
       };
       await mkdir(resultsDir, { recursive: true });
@@ -234,10 +294,10 @@ function renderMarkdown(r: {
   machine: { cpus: number; cpuModel: string; totalMemBytes: number; node: string; loadAverage1m: number };
   dataset: { source: string; name: string; questions: number; failures: number; databases: number };
   load: { coldSeconds: number; warmSeconds: number };
-  setup: { dbId: string; table: string; tableRows: number; concurrency: number; stepsPerKind: number };
+  setup: { dbId: string; table: string; tableRows: number; concurrency: number; stepsPerKind: number; rounds: number; inProcessMaxMs: number };
   rates: StepRate[];
-  direct: DirectRate[];
-  ratios: { query: string; envStepsPerSecond: number; executorRunsPerSecond: number; directRunsPerSecond: number; ratio: number }[];
+  ratios: Ratio[];
+  executorStats: { completedInChildren: number; inProcess: number; demoted: number };
   memory: { episodes: number; rssBytes: number; rssDeltaBytes: number; heapUsedDeltaBytes: number; executorChildrenRssBytes: number };
 }): string {
   const lines = [
@@ -259,11 +319,18 @@ function renderMarkdown(r: {
     '|---|---|---:|',
     ...r.rates.map((s) => `| ${s.kind} | \`${s.argument}\` | ${Math.round(s.stepsPerSecond)} |`),
     '',
-    '## QUERY step vs the executor pool alone vs the same prepared statement run directly with better-sqlite3 (in-process, one thread, no timeout)',
+    '## QUERY step vs the executor alone vs the same prepared statement run directly with better-sqlite3 (in-process, one thread, no timeout)',
     '',
-    '| query | env QUERY steps/s | executor.query runs/s | direct runs/s | ratio (direct ÷ env) |',
-    '|---|---:|---:|---:|---:|',
-    ...r.ratios.map((x) => `| ${x.query} | ${Math.round(x.envStepsPerSecond)} | ${Math.round(x.executorRunsPerSecond)} | ${Math.round(x.directRunsPerSecond)} | ${x.ratio.toFixed(2)} |`),
+    `Median of ${r.setup.rounds} interleaved rounds each. "Fast path on" is the default: a statement a child already ran to completion within ${r.setup.inProcessMaxMs} ms (and that calls no random or clock function) then runs in the environment's process. "Fast path off" sends every query through a child process (\`inProcessMaxMs: 0\`).`,
+    '',
+    '| query | env QUERY steps/s | executor.query runs/s | direct runs/s | ratio (direct ÷ env) | env steps/s, fast path off | executor runs/s, fast path off | ratio, fast path off |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    ...r.ratios.map(
+      (x) =>
+        `| ${x.query} | ${Math.round(x.envStepsPerSecond)} | ${Math.round(x.executorRunsPerSecond)} | ${Math.round(x.directRunsPerSecond)} | ${x.ratio.toFixed(2)} | ${Math.round(x.envStepsPerSecondChildOnly)} | ${Math.round(x.executorRunsPerSecondChildOnly)} | ${x.ratioChildOnly.toFixed(2)} |`,
+    ),
+    '',
+    `Queries answered over the whole run with the fast path on: ${r.executorStats.completedInChildren} by a child, ${r.executorStats.inProcess} in-process, ${r.executorStats.demoted} statements demoted.`,
     '',
     `## Memory with ${r.memory.episodes} concurrent open episodes (each reset + DESCRIBE + QUERY)`,
     '',

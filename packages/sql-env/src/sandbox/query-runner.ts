@@ -122,6 +122,11 @@ export class QueryRunner {
     }
   }
 
+  /** True when `sql` on `dbPath` is already prepared (its next run skips opening and preparing). */
+  isPrepared(dbPath: string, sql: string): boolean {
+    return this.statements.get(dbPath)?.has(sql) === true;
+  }
+
   /** Close every connection (statements die with them). */
   close(): void {
     this.statements.clear();

@@ -247,9 +247,11 @@ export class SqlExecutor {
     const { maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes } = this.config;
     this.localRunner ??= new QueryRunner({ maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes });
     this.counters.inProcess += 1;
+    // A first run here also opens the database and prepares the statement: not what was proven.
+    const prepared = this.localRunner.isPrepared(dbPath, sql);
     try {
       const result = this.localRunner.run(dbPath, sql, maxRows, complete);
-      if (result.elapsedMs > 4 * this.config.inProcessMaxMs) this.demote(dbPath, sql, `took ${result.elapsedMs} ms in-process`);
+      if (prepared && result.elapsedMs > 4 * this.config.inProcessMaxMs) this.demote(dbPath, sql, `took ${result.elapsedMs} ms in-process`);
       return Promise.resolve(result);
     } catch (error) {
       // It succeeded in a child; a failure now (a database file gone, ...) is
