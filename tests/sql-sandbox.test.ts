@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { getPriority, setPriority } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode } from '@sqlenv/shared';
@@ -434,6 +435,86 @@ describe('in-process fast path', () => {
     try {
       for (let i = 0; i < 3; i += 1) await executor.query(fixture.dbPath, 'SELECT count(*) FROM singer');
       expect(executor.stats()).toMatchObject({ completed: 3, inProcess: 0 });
+    } finally {
+      await executor.close();
+    }
+  });
+});
+
+describe('slow queries give up their CPU priority', () => {
+  // Takes most of a second (3,000,000 rows of a recursive CTE), then answers.
+  const SLOW = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) FROM c';
+
+  it('renices a child whose query runs long, and restores it when the query ends', async () => {
+    const calls: [number, number][] = [];
+    const executor = new SqlExecutor({
+      poolSize: 1, spareChildren: 0, timeoutMs: 20_000,
+      setPriority: (pid, nice) => {
+        calls.push([pid, nice]);
+        setPriority(pid, nice);
+      },
+    });
+    try {
+      await executor.whenReady();
+      const [pid] = executor.childPids() as [number];
+      const slow = executor.query(fixture.dbPath, SLOW);
+      while (calls.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(getPriority(pid)).toBe(19);
+      expect((await slow).rows).toEqual([[3_000_000]]);
+      expect(calls).toEqual([[pid, 19], [pid, 0]]);
+      expect(getPriority(pid)).toBe(0);
+      expect(executor.childPids()).toEqual([pid]);
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it('kills a child as soon as the left-behind copy of a taken-back runaway starts there', async () => {
+    const executor = new SqlExecutor({ poolSize: 2, spareChildren: 1, timeoutMs: 20_000 });
+    try {
+      await executor.whenReady();
+      // One slow head per child (A longer than B), then a runaway pipelined
+      // behind A's. Past SLOW_HEAD_MS it is taken back and runs on B once B is
+      // free, but its copy stays in A's input and starts when A's head ends.
+      const onA = executor.query(fixture.dbPath, SLOW);
+      const onB = executor.query(fixture.dbPath, SLOW.replace('3000000', '1000000'));
+      const [pidA] = executor.childPids();
+      const runaway = outcome(executor.query(fixture.dbPath, `${FOREVER} SELECT count(*) FROM c`, { timeoutMs: 4_000 }));
+      expect((await onB).rows).toEqual([[1_000_000]]);
+      expect((await onA).rows).toEqual([[3_000_000]]);
+      // The copy is killed within a few checks, long before the runaway's own 4 s deadline on B.
+      const deadline = Date.now() + 2_000;
+      while (executor.childPids().includes(pidA as number)) {
+        expect(Date.now(), 'the child running the copy is still alive').toBeLessThan(deadline);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(executor.stats().timeouts).toBe(0);
+      expect((await runaway).error?.code).toBe(ErrorCode.TIMEOUT);
+      expect(executor.stats()).toMatchObject({ timeouts: 1, crashes: 0 });
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it('replaces the child instead when its priority cannot be raised again (unprivileged)', async () => {
+    const executor = new SqlExecutor({
+      poolSize: 1, spareChildren: 0, timeoutMs: 20_000,
+      setPriority: (pid, nice) => {
+        if (nice < 19) throw new Error('EACCES: permission denied');
+        setPriority(pid, nice);
+      },
+    });
+    try {
+      await executor.whenReady();
+      const [pid] = executor.childPids();
+      const slow = executor.query(fixture.dbPath, SLOW);
+      const behind = executor.query(fixture.dbPath, 'SELECT 1 + 1');
+      expect((await slow).rows).toEqual([[3_000_000]]);
+      expect((await behind).rows).toEqual([[2]]);
+      await executor.whenReady();
+      expect(executor.childPids()).not.toContain(pid);
+      expect((await executor.query(fixture.dbPath, 'SELECT 3')).rows).toEqual([[3]]);
+      expect(executor.stats()).toMatchObject({ crashes: 0, timeouts: 0 });
     } finally {
       await executor.close();
     }

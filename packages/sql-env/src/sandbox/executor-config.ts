@@ -63,8 +63,8 @@ export const ExecutorConfigSchema = QueryLimitsSchema.extend({
    * this many milliseconds, and that calls no random or clock function, runs
    * in this process from then on — its work is a pure function of read-only
    * data, so it cannot run away, and the round trip to a child costs more
-   * than the query. An in-process run slower than 4× this sends the statement
-   * back to the children. 0 turns the fast path off.
+   * than the query. An in-process run slower than 10 ms (or 4× this) sends
+   * the statement back to the children. 0 turns the fast path off.
    */
   inProcessMaxMs: z.number().min(0).max(100).default(0.25),
   /** Statements remembered as proven fast (oldest proof dropped first). */

@@ -37,12 +37,27 @@
  * else. A child that dies on its own (OOM, killed externally) fails only its
  * running request with EXECUTOR_CRASHED, and is replaced the same way.
  *
+ * Slow queries: every SLOW_CHECK_MS while anything is in flight, the requests
+ * pipelined behind a query older than SLOW_HEAD_MS are taken back
+ * (reclaimQueued) even when no other event would trigger it; a child whose
+ * running query is older than LOW_PRIORITY_AFTER_MS is reniced to the lowest
+ * CPU priority (a runaway query burns a whole core until its timeout; on a
+ * small machine that core is shared with the server and the other children,
+ * and the quick queries should win it). When its query ends, the child gets
+ * its normal priority back; where the process may not raise its priority
+ * again (an unprivileged container without a nice ulimit), the child finishes
+ * what it has and is replaced instead. A ghost (the left-behind copy of a
+ * taken-back request) that starts and runs longer than SLOW_HEAD_MS gets its
+ * child killed at once: its real copy runs elsewhere under its own deadline,
+ * and a runaway must not hold two children for a whole timeout.
+ *
  * Fast path: a statement that already ran to completion in a child within
  * `inProcessMaxMs` (and calls no random or clock function) then runs in this
  * process, on the same QueryRunner code, without the round trip; see
  * fast-path.ts for why that cannot run away.
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { setPriority } from 'node:os';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { ExecutorConfigSchema, type ExecutorConfig } from './executor-config.ts';
 import { FastPathTable, isRepeatableSql } from './fast-path.ts';
@@ -104,6 +119,10 @@ interface ChildSlot {
   timerDueMs: number;
   /** Frames waiting for the next batched write. */
   outbox: string[];
+  /** Reniced to LOW_PRIORITY for a slow query (see the header). */
+  lowPriority: boolean;
+  /** Could not get its normal priority back: takes no new requests, retired once idle. */
+  recycle: boolean;
   lines: NdjsonLines;
   /** Resolves when the child is ready or dead, whichever comes first. */
   settled: Promise<void>;
@@ -116,6 +135,18 @@ const CHILD_ENTRY = new URL('./executor-child.ts', import.meta.url);
 const TSX_LOADER = import.meta.resolve('tsx');
 /** A child whose running query is older than this gets no new requests (see pickChild). */
 const SLOW_HEAD_MS = 50;
+/** How often slow queries are looked for while requests are in flight. */
+const SLOW_CHECK_MS = 25;
+/** A child whose running query is older than this is reniced to LOW_PRIORITY. */
+const LOW_PRIORITY_AFTER_MS = 250;
+/**
+ * An in-process (fast-path) run slower than this (or than 4 × inProcessMaxMs)
+ * sends its statement back to the children. Wall time, so generous: on a busy
+ * machine a microsecond query can be preempted for a few milliseconds.
+ */
+const DEMOTE_AFTER_MS = 10;
+/** The nice value of a child running a slow query (the lowest priority). */
+const LOW_PRIORITY = 19;
 const knownCodes = new Set<string>(Object.values(ErrorCode));
 
 /** The job id of a request frame (`[id, dbPath, sql, maxRows]`). */
@@ -153,9 +184,17 @@ export class SqlExecutor {
   private readonly fastPath: FastPathTable;
   /** The in-process runner of the fast path, opened on first use. */
   private localRunner: QueryRunner | undefined;
+  /** Runs every SLOW_CHECK_MS while any child has requests in flight. */
+  private slowTicker: NodeJS.Timeout | undefined;
+  private readonly setPriority: (pid: number, nice: number) => void;
 
-  constructor(config: Partial<ExecutorConfig> & { logger?: Logger } = {}) {
-    const { logger, ...rest } = config;
+  /**
+   * `setPriority` replaces os.setPriority (for tests: an unprivileged process
+   * cannot raise a priority again, and that path must be exercised too).
+   */
+  constructor(config: Partial<ExecutorConfig> & { logger?: Logger; setPriority?: (pid: number, nice: number) => void } = {}) {
+    const { logger, setPriority: setPriorityOverride, ...rest } = config;
+    this.setPriority = setPriorityOverride ?? setPriority;
     const parsed = ExecutorConfigSchema.safeParse(rest);
     if (!parsed.success) {
       throw new AppError(ErrorCode.VALIDATION, `invalid executor config: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
@@ -227,6 +266,8 @@ export class SqlExecutor {
   /** Stop every child; pending and later queries fail with ABORTED. Idempotent. */
   close(): Promise<void> {
     if (this.closing !== undefined) return this.closing;
+    if (this.slowTicker !== undefined) clearInterval(this.slowTicker);
+    this.slowTicker = undefined;
     this.localRunner?.close();
     this.localRunner = undefined;
     const aborted = (): AppError => new AppError(ErrorCode.ABORTED, 'the SQL executor was closed');
@@ -251,7 +292,7 @@ export class SqlExecutor {
     const prepared = this.localRunner.isPrepared(dbPath, sql);
     try {
       const result = this.localRunner.run(dbPath, sql, maxRows, complete);
-      if (prepared && result.elapsedMs > 4 * this.config.inProcessMaxMs) this.demote(dbPath, sql, `took ${result.elapsedMs} ms in-process`);
+      if (prepared && result.elapsedMs > Math.max(DEMOTE_AFTER_MS, 4 * this.config.inProcessMaxMs)) this.demote(dbPath, sql, `took ${result.elapsedMs} ms in-process`);
       return Promise.resolve(result);
     } catch (error) {
       // It succeeded in a child; a failure now (a database file gone, ...) is
@@ -298,7 +339,7 @@ export class SqlExecutor {
     let bestScore = Infinity;
     for (const child of this.children) {
       const load = child.inFlight.length;
-      if (child.dead || load >= this.config.pipelineDepth) continue;
+      if (child.dead || child.recycle || load >= this.config.pipelineDepth) continue;
       if (child.ready && load > 0 && nowMs - child.headStartedMs > SLOW_HEAD_MS) continue;
       const score = load + (child.ready ? 0 : this.config.pipelineDepth);
       if (score < bestScore) {
@@ -335,6 +376,10 @@ export class SqlExecutor {
 
   private send(child: ChildSlot, job: Job): void {
     const wasIdle = child.inFlight.length === 0;
+    if (this.slowTicker === undefined) {
+      this.slowTicker = setInterval(() => this.onSlowTick(), SLOW_CHECK_MS);
+      this.slowTicker.unref();
+    }
     child.inFlight.push(job);
     if (wasIdle && child.ready) this.headStarted(child, performance.now());
     child.outbox.push(`${JSON.stringify([job.id, job.dbPath, job.sql, job.maxRows])}\n`);
@@ -351,6 +396,48 @@ export class SqlExecutor {
     const data = child.outbox.length === 1 ? (child.outbox[0] as string) : child.outbox.join('');
     child.outbox = [];
     child.proc.stdin?.write(data);
+  }
+
+  // ---- slow queries ---------------------------------------------------------
+
+  private onSlowTick(): void {
+    const nowMs = performance.now();
+    let busy = false;
+    for (const child of [...this.children]) {
+      if (child.dead || child.inFlight.length === 0) continue;
+      busy = true;
+      if (!child.ready) continue;
+      const ageMs = nowMs - child.headStartedMs;
+      if (child.inFlight[0]?.ghost === true && ageMs > SLOW_HEAD_MS) {
+        this.logger.debug({ pid: child.pid }, 'a re-dispatched copy of a request runs long; killing its child');
+        this.replace(child, undefined);
+        continue;
+      }
+      if (!child.lowPriority && ageMs > LOW_PRIORITY_AFTER_MS) {
+        try {
+          this.setPriority(child.pid, LOW_PRIORITY);
+          child.lowPriority = true;
+        } catch (error) {
+          this.logger.debug({ pid: child.pid, err: error }, 'could not lower the priority of a slow executor child');
+        }
+      }
+    }
+    this.dispatch();
+    if (!busy && this.slowTicker !== undefined) {
+      clearInterval(this.slowTicker);
+      this.slowTicker = undefined;
+    }
+  }
+
+  /** The slow query of a reniced child has ended: normal priority again, or replace the child if that is not allowed. */
+  private restorePriority(child: ChildSlot): void {
+    child.lowPriority = false;
+    try {
+      this.setPriority(child.pid, 0);
+    } catch (error) {
+      if (!child.recycle) this.logger.info({ pid: child.pid, err: error }, 'cannot restore an executor child\'s priority; replacing it once idle (allow it with a nice ulimit of 20)');
+      child.recycle = true;
+    }
   }
 
   // ---- deadlines ----------------------------------------------------------
@@ -427,7 +514,7 @@ export class SqlExecutor {
     const closed = signal();
     const child: ChildSlot = {
       proc, pid: proc.pid ?? -1, ready: false, dead: false, inFlight: [], headStartedMs: 0, timer: undefined, timerDueMs: Infinity,
-      outbox: [], lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
+      outbox: [], lowPriority: false, recycle: false, lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
     };
     into.push(child);
     this.counters.spawnedChildren += 1;
@@ -472,6 +559,7 @@ export class SqlExecutor {
     }
     child.inFlight.shift();
     if (job.ghost !== true) this.counters.completed += 1;
+    if (child.lowPriority) this.restorePriority(child);
     if (child.inFlight.length > 0) this.headStarted(child, performance.now());
     if (frame[1] === 0) {
       this.maybeProve(job, frame[6], frame[4] === true);
@@ -479,6 +567,10 @@ export class SqlExecutor {
     } else {
       const code = typeof frame[2] === 'string' && knownCodes.has(frame[2]) ? (frame[2] as ErrorCode) : ErrorCode.INTERNAL;
       job.reject(new AppError(code, String(frame[3])));
+    }
+    if (child.recycle && child.inFlight.length === 0) {
+      this.replace(child, undefined);
+      return;
     }
     this.dispatch();
   }
