@@ -535,6 +535,20 @@ describe('lifecycle', () => {
     for (const pid of pids) expect(isAlive(pid), `child ${pid}`).toBe(false);
   });
 
+  it('starts children with plain node on the bundled entry, not through the TypeScript loader', async () => {
+    const executor = new SqlExecutor({ poolSize: 1, spareChildren: 0 });
+    try {
+      await executor.whenReady();
+      const [pid] = executor.childPids();
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      expect(argv.some((arg) => arg.includes('tsx'))).toBe(false);
+      expect(argv.some((arg) => /executor-child-[0-9a-f]+\.mjs$/.test(arg))).toBe(true);
+      expect((await executor.query(fixture.dbPath, 'SELECT count(*) FROM singer')).rows).toEqual([[5]]);
+    } finally {
+      await executor.close();
+    }
+  });
+
   it('rejects bad options with VALIDATION', async () => {
     expect(() => new SqlExecutor({ poolSize: 0 })).toThrow(/poolSize/);
     const executor = new SqlExecutor({ poolSize: 1 });

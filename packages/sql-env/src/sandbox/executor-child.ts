@@ -13,14 +13,26 @@
  * arrived", and that inference must never make a query look older than it is.
  */
 import { Worker } from 'node:worker_threads';
-import { ErrorCode, toAppError } from '@sqlenv/shared';
-import { QueryLimitsSchema } from './executor-config.ts';
+// The one module of @sqlenv/shared this process needs (the package's index also loads the logger).
+import { ErrorCode, toAppError } from '@sqlenv/shared/app-error';
+import type { QueryLimits } from './executor-config.ts';
 import { NdjsonLines } from './ndjson-lines.ts';
 import { QueryRunner } from './query-runner.ts';
 
 type Request = [id: number, dbPath: string, sql: string, maxRows: number];
 
-const limits = QueryLimitsSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
+/** The limits come from the parent, which validated them (executor-config.ts); only their shape is checked here. */
+function parseLimits(arg: string | undefined): QueryLimits {
+  const parsed: unknown = JSON.parse(arg ?? 'null');
+  const keys: (keyof QueryLimits)[] = ['maxSqlChars', 'maxCellChars', 'maxResultChars', 'statementCacheSize', 'maxOpenDatabases', 'sqliteHeapLimitBytes'];
+  if (typeof parsed !== 'object' || parsed === null || !keys.every((k) => typeof (parsed as Record<string, unknown>)[k] === 'number')) {
+    process.stderr.write('executor child: bad limits argument\n');
+    process.exit(2);
+  }
+  return parsed as QueryLimits;
+}
+
+const limits = parseLimits(process.argv[2]);
 const runner = new QueryRunner({ ...limits, applyHeapLimit: true });
 
 /**

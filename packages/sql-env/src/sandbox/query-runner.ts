@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import type { Cell } from '@sqlenv/protocol';
-import { AppError, ErrorCode, toAppError } from '@sqlenv/shared';
+import { AppError, ErrorCode, toAppError } from '@sqlenv/shared/app-error';
 import type { QueryLimits } from './executor-config.ts';
 import { validateSql } from './sql-validator.ts';
 

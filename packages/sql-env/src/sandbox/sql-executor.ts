@@ -59,6 +59,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { setPriority } from 'node:os';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import { executorChildEntry } from './child-entry.ts';
 import { ExecutorConfigSchema, type ExecutorConfig } from './executor-config.ts';
 import { FastPathTable, isRepeatableSql } from './fast-path.ts';
 import { NdjsonLines } from './ndjson-lines.ts';
@@ -130,9 +131,6 @@ interface ChildSlot {
   closed: Promise<void>;
 }
 
-const CHILD_ENTRY = new URL('./executor-child.ts', import.meta.url);
-/** Resolved here so a child finds tsx whatever the caller's working directory. */
-const TSX_LOADER = import.meta.resolve('tsx');
 /** A child whose running query is older than this gets no new requests (see pickChild). */
 const SLOW_HEAD_MS = 50;
 /** How often slow queries are looked for while requests are in flight. */
@@ -204,6 +202,8 @@ export class SqlExecutor {
     const { maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes } = this.config;
     this.childArg = JSON.stringify({ maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes });
     this.fastPath = new FastPathTable(this.config.inProcessStatements);
+    const entry = executorChildEntry();
+    if (!entry.bundled) this.logger.warn({ reason: entry.fallbackReason }, 'executor children start through the TypeScript loader (slower): the bundle could not be built');
     this.refill();
   }
 
@@ -505,8 +505,9 @@ export class SqlExecutor {
   }
 
   private spawn(into: ChildSlot[]): void {
-    const proc = fork(CHILD_ENTRY, [this.childArg], {
-      execArgv: ['--import', TSX_LOADER, `--max-old-space-size=${this.config.childMaxHeapMb}`],
+    const entry = executorChildEntry();
+    const proc = fork(entry.module, [this.childArg], {
+      execArgv: [...entry.execArgv, `--max-old-space-size=${this.config.childMaxHeapMb}`],
       stdio: ['pipe', 'pipe', 'inherit', 'ipc'],
       serialization: 'json',
     });

@@ -1,4 +1,4 @@
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode } from '@sqlenv/shared/app-error';
 import { TokenKind, tokenizeSql, type SqlToken } from './sql-tokenizer.ts';
 
 /**
