@@ -3,14 +3,21 @@
  *
  * Wire format, both directions: newline-delimited JSON arrays (JSON.stringify
  * never emits a raw newline, so '\n' is an unambiguous frame end).
- *   parent → child  [id, dbPath, sql, maxRows]
+ *   parent → child  [id, dbPath, sql, maxRows]                                      request
+ *                   ["cancel", id]                                                  skip it if not started
  *   child → parent  [id, 0, columns, rows, truncated, cellsTruncated, elapsedMs]   success
  *                   [id, 1, code, message]                                          failure
+ *                   [id, 3]                                                          skipped (cancelled)
  *                   [0, 2, pid]                                                      ready (once)
- * Requests run strictly one at a time, in arrival order. A response is handed
- * to the kernel before the next request starts (when the socket is full we wait
- * for its write callback): the parent infers "request i+1 started" from "response i
- * arrived", and that inference must never make a query look older than it is.
+ * Requests run strictly one at a time, in arrival order, and every request is
+ * answered in that order (a cancelled one with "skipped"). A response is
+ * handed to the kernel before the next request starts (when the socket is
+ * full we wait for its write callback): the parent infers "request i+1
+ * started" from "response i arrived", and that inference must never make a
+ * query look older than it is. Between two requests the child lets its event
+ * loop read input, so a cancellation the parent sent while a slow query ran
+ * is seen before the next request starts (the parent cancels the requests it
+ * took back from behind a slow query and ran elsewhere).
  */
 import { Worker } from 'node:worker_threads';
 // The one module of @sqlenv/shared this process needs (the package's index also loads the logger).
@@ -54,6 +61,10 @@ watchdog.unref();
 const queue: Request[] = [];
 let waitingForDrain = false;
 
+function isCancel(value: unknown): value is ['cancel', number] {
+  return Array.isArray(value) && value.length === 2 && value[0] === 'cancel' && typeof value[1] === 'number';
+}
+
 function isRequest(value: unknown): value is Request {
   return Array.isArray(value) && value.length === 4 && typeof value[0] === 'number' && typeof value[1] === 'string' && typeof value[2] === 'string' && typeof value[3] === 'number';
 }
@@ -87,11 +98,31 @@ function execute([id, dbPath, sql, maxRows]: Request): void {
   }
 }
 
+/** Ids of queued requests the parent cancelled (answered "skipped" when their turn comes). */
+const cancelled = new Set<number>();
+/** A pass through the event loop is pending before the next request (see the header). */
+let yielding = false;
+
+function resume(): void {
+  yielding = false;
+  pump();
+}
+
 function pump(): void {
-  while (!waitingForDrain) {
+  while (!waitingForDrain && !yielding) {
     const request = queue.shift();
     if (request === undefined) return;
+    if (cancelled.delete(request[0])) {
+      respond([request[0], 3]);
+      continue;
+    }
     execute(request);
+    if (queue.length > 0) {
+      // Two hops: the first immediate runs in this loop turn's check phase,
+      // the second after the next turn's poll phase has read any input.
+      yielding = true;
+      setImmediate(() => setImmediate(resume));
+    }
   }
 }
 
@@ -100,6 +131,11 @@ process.stdin.setEncoding('utf8');
 process.stdin.on('data', (chunk: string) => {
   lines.push(chunk, (line) => {
     const parsed: unknown = JSON.parse(line);
+    if (isCancel(parsed)) {
+      // Too late (already answered) is fine: the parent then gets the real answer.
+      if (queue.some((request) => request[0] === parsed[1])) cancelled.add(parsed[1]);
+      return;
+    }
     // A malformed frame means the peer is not our parent: stop rather than guess.
     if (!isRequest(parsed)) process.exit(2);
     queue.push(parsed);

@@ -46,10 +46,11 @@
  * and the quick queries should win it). When its query ends, the child gets
  * its normal priority back; where the process may not raise its priority
  * again (an unprivileged container without a nice ulimit), the child finishes
- * what it has and is replaced instead. A ghost (the left-behind copy of a
- * taken-back request) that starts and runs longer than SLOW_HEAD_MS gets its
- * child killed at once: its real copy runs elsewhere under its own deadline,
- * and a runaway must not hold two children for a whole timeout.
+ * what it has and is replaced instead. A request taken back from a child is
+ * cancelled there; in the rare case that the cancellation comes too late and
+ * the copy starts and runs longer than GHOST_KILL_AFTER_MS, its child is
+ * killed: the real copy runs elsewhere under its own deadline, and a runaway
+ * must not hold two children for a whole timeout.
  *
  * Fast path: a statement that already ran to completion in a child within
  * `inProcessMaxMs` (and calls no random or clock function) then runs in this
@@ -95,8 +96,10 @@ interface Job {
   id: number;
   /**
    * A copy left in a child's input after its request was re-dispatched
-   * (reclaimQueued): the child still runs it, so it keeps its place and its
-   * deadline in `inFlight`, but its answer goes nowhere.
+   * (reclaimQueued). The child is told to skip it, and answers "skipped"
+   * when its turn comes; if the cancellation came too late the child runs it.
+   * Either way it keeps its place and its deadline in `inFlight`, and its
+   * answer goes nowhere.
    */
   ghost?: true;
   dbPath: string;
@@ -135,6 +138,8 @@ interface ChildSlot {
 const SLOW_HEAD_MS = 50;
 /** How often slow queries are looked for while requests are in flight. */
 const SLOW_CHECK_MS = 25;
+/** A ghost (see Job) that runs longer than this gets its child killed (its cancellation came too late). */
+const GHOST_KILL_AFTER_MS = 250;
 /** A child whose running query is older than this is reniced to LOW_PRIORITY. */
 const LOW_PRIORITY_AFTER_MS = 250;
 /**
@@ -355,10 +360,12 @@ export class SqlExecutor {
    * would wait for it — until its timeout when it is a runaway. Take them back
    * (they have not started: the child runs its input in order) and put them
    * at the front of the queue for another child. A request not yet written to
-   * the child simply leaves its outbox; one already written stays in the
-   * child's `inFlight` as a ghost, so that the child's answers still pair up
-   * in order and the copy keeps its deadline (a ghost that runs away gets its
-   * child killed like any other query). Re-running a read is harmless.
+   * the child simply leaves its outbox; one already written is cancelled (the
+   * child reads its input before each request and answers "skipped") and
+   * stays in the child's `inFlight` as a ghost, so that the child's answers
+   * still pair up in order and the copy keeps its deadline (a ghost that runs
+   * anyway gets its child killed when it runs long, see onSlowTick).
+   * Re-running a read is harmless.
    */
   private reclaimQueued(): void {
     const nowMs = performance.now();
@@ -370,6 +377,7 @@ export class SqlExecutor {
       const unsent = new Set(child.outbox.map(frameJobId).filter((id) => reclaimed.has(id)));
       child.outbox = child.outbox.filter((frame) => !unsent.has(frameJobId(frame)));
       child.inFlight = child.inFlight.filter((job) => !unsent.has(job.id)).map((job) => (reclaimed.has(job.id) ? ghostOf(job) : job));
+      for (const job of queued) if (!unsent.has(job.id)) this.enqueue(child, `${JSON.stringify(['cancel', job.id])}\n`, false);
       this.waiting.unshift(...queued);
     }
   }
@@ -382,7 +390,12 @@ export class SqlExecutor {
     }
     child.inFlight.push(job);
     if (wasIdle && child.ready) this.headStarted(child, performance.now());
-    child.outbox.push(`${JSON.stringify([job.id, job.dbPath, job.sql, job.maxRows])}\n`);
+    this.enqueue(child, `${JSON.stringify([job.id, job.dbPath, job.sql, job.maxRows])}\n`, wasIdle);
+  }
+
+  /** Add a frame to the child's next batched write. */
+  private enqueue(child: ChildSlot, frame: string, wasIdle: boolean): void {
+    child.outbox.push(frame);
     if (child.outbox.length === 1) {
       // An idle child should start at once (latency); a busy one loses
       // nothing if we wait for the rest of this tick's requests (throughput).
@@ -408,7 +421,7 @@ export class SqlExecutor {
       busy = true;
       if (!child.ready) continue;
       const ageMs = nowMs - child.headStartedMs;
-      if (child.inFlight[0]?.ghost === true && ageMs > SLOW_HEAD_MS) {
+      if (child.inFlight[0]?.ghost === true && ageMs > GHOST_KILL_AFTER_MS) {
         this.logger.debug({ pid: child.pid }, 'a re-dispatched copy of a request runs long; killing its child');
         this.replace(child, undefined);
         continue;
@@ -554,7 +567,7 @@ export class SqlExecutor {
       return;
     }
     const job = child.inFlight[0];
-    if (job === undefined || job.id !== frame[0]) {
+    if (job === undefined || job.id !== frame[0] || (frame[1] === 3 && job.ghost !== true)) {
       this.replace(child, undefined, 'answered out of order');
       return;
     }
@@ -562,7 +575,9 @@ export class SqlExecutor {
     if (job.ghost !== true) this.counters.completed += 1;
     if (child.lowPriority) this.restorePriority(child);
     if (child.inFlight.length > 0) this.headStarted(child, performance.now());
-    if (frame[1] === 0) {
+    if (frame[1] === 3) {
+      // A cancelled ghost, skipped by the child: nothing to deliver.
+    } else if (frame[1] === 0) {
       this.maybeProve(job, frame[6], frame[4] === true);
       job.resolve({ columns: frame[2], rows: frame[3], truncated: frame[4], cellsTruncated: frame[5], elapsedMs: frame[6] });
     } else {
