@@ -496,6 +496,28 @@ describe('slow queries give up their CPU priority', () => {
     }
   });
 
+  it('lends a ready spare to the pool while a child is stuck on a slow query', async () => {
+    const executor = new SqlExecutor({ poolSize: 1, spareChildren: 1, timeoutMs: 20_000, inProcessMaxMs: 0 });
+    try {
+      await executor.whenReady();
+      while (executor.stats().spawnedChildren < 2 || executor.childPids().length > 1) await new Promise((resolve) => setTimeout(resolve, 20));
+      await new Promise((resolve) => setTimeout(resolve, 300)); // the spare's own start
+      let runawayDone = false;
+      const runaway = outcome(executor.query(fixture.dbPath, `${FOREVER} SELECT count(*) FROM c`, { timeoutMs: 3_000 })).finally(() => (runawayDone = true));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      // With one pool child stuck, these would wait for its timeout; the lent spare answers them.
+      const answers = await Promise.all([1, 2, 3].map((n) => executor.query(fixture.dbPath, `SELECT ${n}`)));
+      expect(answers.map((r) => r.rows[0]?.[0])).toEqual([1, 2, 3]);
+      expect(runawayDone).toBe(false);
+      expect(executor.childPids()).toHaveLength(2);
+      expect((await runaway).error?.code).toBe(ErrorCode.TIMEOUT);
+      // The stuck child is gone; the lent one stays in the pool, and a new spare is started.
+      expect(executor.childPids()).toHaveLength(1);
+    } finally {
+      await executor.close();
+    }
+  });
+
   it('replaces the child instead when its priority cannot be raised again (unprivileged)', async () => {
     const executor = new SqlExecutor({
       poolSize: 1, spareChildren: 0, timeoutMs: 20_000,

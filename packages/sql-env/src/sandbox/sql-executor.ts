@@ -40,10 +40,10 @@
  * Slow queries: every SLOW_CHECK_MS while anything is in flight, the requests
  * pipelined behind a query older than SLOW_HEAD_MS are taken back
  * (reclaimQueued) even when no other event would trigger it; a child whose
- * running query is older than LOW_PRIORITY_AFTER_MS is reniced to the lowest
- * CPU priority (a runaway query burns a whole core until its timeout; on a
- * small machine that core is shared with the server and the other children,
- * and the quick queries should win it). When its query ends, the child gets
+ * slow query keeps burning CPU (LOW_PRIORITY_AFTER_CPU_MS) is reniced to the
+ * lowest CPU priority (a runaway query burns a whole core until its timeout;
+ * on a small machine that core is shared with the server and the other
+ * children, and the quick queries should win it). When its query ends, the child gets
  * its normal priority back; where the process may not raise its priority
  * again (an unprivileged container without a nice ulimit), the child finishes
  * what it has and is replaced instead. A request taken back from a child is
@@ -58,6 +58,7 @@
  * fast-path.ts for why that cannot run away.
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { executorChildEntry } from './child-entry.ts';
@@ -125,6 +126,8 @@ interface ChildSlot {
   outbox: string[];
   /** Reniced to LOW_PRIORITY for a slow query (see the header). */
   lowPriority: boolean;
+  /** The child's CPU time (ms) when its current slow head was first seen (onSlowTick); undefined until then. */
+  slowHeadCpuMs: number | undefined;
   /** Could not get its normal priority back: takes no new requests, retired once idle. */
   recycle: boolean;
   lines: NdjsonLines;
@@ -140,7 +143,9 @@ const SLOW_HEAD_MS = 50;
 const SLOW_CHECK_MS = 25;
 /** A ghost (see Job) that runs longer than this gets its child killed (its cancellation came too late). */
 const GHOST_KILL_AFTER_MS = 250;
-/** A child whose running query is older than this is reniced to LOW_PRIORITY. */
+/** A slow head that has used this much CPU since it was first seen slow gets its child reniced to LOW_PRIORITY. */
+const LOW_PRIORITY_AFTER_CPU_MS = 25;
+/** Where CPU time cannot be read: a child whose running query is older than this is reniced. */
 const LOW_PRIORITY_AFTER_MS = 250;
 /**
  * An in-process (fast-path) run slower than this (or than 4 × inProcessMaxMs)
@@ -151,6 +156,17 @@ const DEMOTE_AFTER_MS = 10;
 /** The nice value of a child running a slow query (the lowest priority). */
 const LOW_PRIORITY = 19;
 const knownCodes = new Set<string>(Object.values(ErrorCode));
+
+/** User + system CPU time of a process in ms (Linux /proc; USER_HZ is 100 there), or undefined. */
+function processCpuMs(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ');
+    const ticks = Number(fields?.[11]) + Number(fields?.[12]);
+    return Number.isFinite(ticks) ? ticks * 10 : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** The job id of a request frame (`[id, dbPath, sql, maxRows]`). */
 function frameJobId(frame: string): number {
@@ -190,6 +206,8 @@ export class SqlExecutor {
   /** Runs every SLOW_CHECK_MS while any child has requests in flight. */
   private slowTicker: NodeJS.Timeout | undefined;
   private readonly setPriority: (pid: number, nice: number) => void;
+  /** False once raising a child's priority back has failed (unprivileged): children then start at normal priority. */
+  private canRaisePriority = true;
 
   /**
    * `setPriority` replaces os.setPriority (for tests: an unprivileged process
@@ -426,7 +444,7 @@ export class SqlExecutor {
         this.replace(child, undefined);
         continue;
       }
-      if (!child.lowPriority && ageMs > LOW_PRIORITY_AFTER_MS) {
+      if (!child.lowPriority && ageMs > SLOW_HEAD_MS && this.burnsCpu(child, ageMs)) {
         try {
           this.setPriority(child.pid, LOW_PRIORITY);
           child.lowPriority = true;
@@ -435,11 +453,26 @@ export class SqlExecutor {
         }
       }
     }
+    this.lendSpares(nowMs);
     this.dispatch();
     if (!busy && this.slowTicker !== undefined) {
       clearInterval(this.slowTicker);
       this.slowTicker = undefined;
     }
+  }
+
+  /**
+   * Whether a child's slow head is burning CPU rather than waiting for it: it
+   * has used LOW_PRIORITY_AFTER_CPU_MS of CPU since it was first seen slow
+   * (Linux /proc). A query that is merely slow because the machine is busy
+   * keeps its priority (lowering it would starve it); a runaway does not.
+   * Without /proc, the wall-clock age decides (LOW_PRIORITY_AFTER_MS).
+   */
+  private burnsCpu(child: ChildSlot, ageMs: number): boolean {
+    const cpuMs = processCpuMs(child.pid);
+    if (cpuMs === undefined) return ageMs > LOW_PRIORITY_AFTER_MS;
+    child.slowHeadCpuMs ??= cpuMs;
+    return cpuMs - child.slowHeadCpuMs >= LOW_PRIORITY_AFTER_CPU_MS;
   }
 
   /** The slow query of a reniced child has ended: normal priority again, or replace the child if that is not allowed. */
@@ -448,6 +481,7 @@ export class SqlExecutor {
     try {
       this.setPriority(child.pid, 0);
     } catch (error) {
+      this.canRaisePriority = false;
       if (!child.recycle) this.logger.info({ pid: child.pid, err: error }, 'cannot restore an executor child\'s priority; replacing it once idle (allow it with a nice ulimit of 20)');
       child.recycle = true;
     }
@@ -457,6 +491,7 @@ export class SqlExecutor {
 
   private headStarted(child: ChildSlot, atMs: number): void {
     child.headStartedMs = atMs;
+    child.slowHeadCpuMs = undefined;
     const head = child.inFlight[0];
     if (head === undefined) return;
     const dueMs = atMs + head.timeoutMs;
@@ -512,9 +547,43 @@ export class SqlExecutor {
       }
     }
     // Spares start only once the working children are up: on two cores, a
-    // third cold start would slow down the ones that matter.
+    // third cold start would slow down the ones that matter. A spare lent to
+    // the pool (lendSpares) still counts as one.
     if (this.children.some((c) => !c.ready)) return;
-    while (this.spares.length < this.config.spareChildren) this.spawn(this.spares);
+    const lent = Math.max(0, this.children.length - this.config.poolSize);
+    while (this.spares.length + lent < this.config.spareChildren) this.spawn(this.spares);
+  }
+
+  /** Children whose running query is older than SLOW_HEAD_MS (they take no new requests). */
+  private slowChildCount(nowMs: number): number {
+    let slow = 0;
+    for (const child of this.children) if (!child.dead && child.ready && child.inFlight.length > 0 && nowMs - child.headStartedMs > SLOW_HEAD_MS) slow += 1;
+    return slow;
+  }
+
+  /**
+   * While children are stuck on slow queries, ready spares join the pool so
+   * that poolSize children keep taking requests (a runaway would otherwise
+   * halve a pool of two for its whole timeout). They go back to being spares
+   * once idle and no longer needed (returnLentSpare).
+   */
+  private lendSpares(nowMs: number): void {
+    const wanted = this.config.poolSize + this.slowChildCount(nowMs);
+    while (this.children.length < wanted) {
+      const spare = this.spares.find((c) => c.ready);
+      if (spare === undefined) return;
+      this.spares.splice(this.spares.indexOf(spare), 1);
+      this.children.push(spare);
+      this.logger.debug({ pid: spare.pid }, 'spare executor child lent to the pool while another is stuck on a slow query');
+    }
+  }
+
+  /** An idle child beyond what the pool needs now goes back to the spares. */
+  private returnLentSpare(child: ChildSlot): void {
+    if (child.inFlight.length > 0 || child.outbox.length > 0 || this.children.length <= this.config.poolSize + this.slowChildCount(performance.now())) return;
+    this.children.splice(this.children.indexOf(child), 1);
+    if (this.spares.length < this.config.spareChildren) this.spares.push(child);
+    else this.retire(child);
   }
 
   private spawn(into: ChildSlot[]): void {
@@ -528,10 +597,21 @@ export class SqlExecutor {
     const closed = signal();
     const child: ChildSlot = {
       proc, pid: proc.pid ?? -1, ready: false, dead: false, inFlight: [], headStartedMs: 0, timer: undefined, timerDueMs: Infinity,
-      outbox: [], lowPriority: false, recycle: false, lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
+      outbox: [], lowPriority: false, slowHeadCpuMs: undefined, recycle: false, lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
     };
     into.push(child);
     this.counters.spawnedChildren += 1;
+    // A spare is not needed yet: it starts (~0.1 s of CPU) at the lowest
+    // priority, so that a replacement after every runaway does not take CPU
+    // from the work being served; it gets normal priority once ready.
+    if (into === this.spares && this.canRaisePriority && child.pid > 0) {
+      try {
+        this.setPriority(child.pid, LOW_PRIORITY);
+        child.lowPriority = true;
+      } catch {
+        // Not allowed here: it starts at normal priority.
+      }
+    }
     proc.stdout?.setEncoding('utf8');
     proc.stdout?.on('data', (chunk: string) => child.lines.push(chunk, (line) => this.onFrame(child, line)));
     // EPIPE and resets after a kill are expected; the 'close' handler does the bookkeeping.
@@ -560,6 +640,7 @@ export class SqlExecutor {
     if (frame[1] === 2) {
       child.ready = true;
       child.markSettled();
+      if (child.lowPriority) this.restorePriority(child);
       this.startFailures = 0;
       this.refill();
       if (child.inFlight.length > 0) this.headStarted(child, performance.now());
@@ -589,6 +670,7 @@ export class SqlExecutor {
       return;
     }
     this.dispatch();
+    this.returnLentSpare(child);
   }
 
   /** A child died without being told to (crash, OOM, external kill, failed start). */
