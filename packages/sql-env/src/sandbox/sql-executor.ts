@@ -309,7 +309,9 @@ export class SqlExecutor {
 
   private runInProcess(complete: boolean, dbPath: string, sql: string, maxRows: number): Promise<QueryResult> {
     const { maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes } = this.config;
-    this.localRunner ??= new QueryRunner({ maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes });
+    // One runner serves every proven statement of every database (each child
+    // sees only a share), so it keeps more of them prepared.
+    this.localRunner ??= new QueryRunner({ maxSqlChars, maxCellChars, maxResultChars, statementCacheSize: 4 * statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes });
     this.counters.inProcess += 1;
     // A first run here also opens the database and prepares the statement: not what was proven.
     const prepared = this.localRunner.isPrepared(dbPath, sql);
