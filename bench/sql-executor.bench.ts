@@ -78,7 +78,8 @@ const runner = new QueryRunner(QueryLimitsSchema.parse({}));
 const runnerQps = timeLoop((i) => runner.run(dbPath, queries[i % queries.length] as string, 20));
 runner.close();
 
-const executor = new SqlExecutor({ poolSize, pipelineDepth });
+// The child-process path only: the in-process fast path (on by default) is measured by bench:env.
+const executor = new SqlExecutor({ poolSize, pipelineDepth, inProcessMaxMs: 0 });
 await executor.whenReady();
 await Promise.all(Array.from({ length: poolSize * 4 }, (_, i) => executor.query(dbPath, queries[i % queries.length] as string)));
 const rows: string[] = [];
@@ -93,7 +94,7 @@ const report = [
   '# SQL executor throughput',
   '',
   `Run ${new Date().toISOString()} on ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.version}; 1-minute load average at the end: ${loadavg()[0]?.toFixed(1)} (the cores are shared with other work). Database: ${label}.`,
-  `Executor: ${poolSize} child processes, pipeline depth ${pipelineDepth}. ${seconds} s per measurement; queries rotate over ${queries.length} simple SELECTs (maxRows 20).`,
+  `Executor: ${poolSize} child processes, pipeline depth ${pipelineDepth}, in-process fast path off (every query through a child). ${seconds} s per measurement; queries rotate over ${queries.length} simple SELECTs (maxRows 20).`,
   '',
   `- better-sqlite3 in-process, same prepared statements, \`.raw().all()\`: **${Math.round(directQps).toLocaleString('en-US')} queries/s**`,
   `- QueryRunner in-process (statement cache, capped fetch, cell conversion; no timeout): **${Math.round(runnerQps).toLocaleString('en-US')} queries/s**`,
