@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { CellSchema } from '@sqlenv/protocol';
@@ -7,8 +7,10 @@ import type { Logger } from '@sqlenv/shared';
 
 /**
  * Gold query results cached on disk, so the second load of a dataset does not
- * run its 2,000+ gold queries again. The file name carries a fingerprint of
- * everything the results depend on; a stale or corrupt file is ignored.
+ * run its 2,000+ gold queries again. The file name carries the dataset
+ * directory's key and a fingerprint of everything the results depend on; a
+ * stale or corrupt file is ignored, and writing a new one removes the older
+ * files of the same dataset directory.
  */
 
 /** Bump when what is cached, or how it is computed, changes. */
@@ -61,8 +63,29 @@ export async function goldFingerprint(input: FingerprintInput): Promise<string> 
   return hash.digest('hex').slice(0, 32);
 }
 
-export function goldCachePath(cacheDir: string, fingerprint: string): string {
-  return join(cacheDir, `gold-${fingerprint}.json`);
+/** Short key of a dataset directory (its resolved path), shared by all its cache files. */
+function datasetKey(datasetDir: string): string {
+  return createHash('sha256').update(datasetDir).digest('hex').slice(0, 12);
+}
+
+export function goldCachePath(cacheDir: string, datasetDir: string, fingerprint: string): string {
+  return join(cacheDir, `gold-${datasetKey(datasetDir)}-${fingerprint}.json`);
+}
+
+/**
+ * Remove the cache files of `datasetDir` other than `keep` (left over from
+ * earlier versions of its files). Best effort: a file another process is
+ * still using only costs it a recomputation.
+ */
+export async function pruneGoldCache(cacheDir: string, datasetDir: string, keep: string): Promise<string[]> {
+  const prefix = `gold-${datasetKey(datasetDir)}-`;
+  const removed: string[] = [];
+  for (const name of await readdir(cacheDir).catch(() => [] as string[])) {
+    const path = join(cacheDir, name);
+    if (!name.startsWith(prefix) || !name.endsWith('.json') || path === keep) continue;
+    await rm(path, { force: true }).then(() => removed.push(path), () => undefined);
+  }
+  return removed;
 }
 
 /** Cached entries by goldKey, or an empty map when there is no usable cache file. */

@@ -89,6 +89,13 @@ describe('loadDataset on a Spider-layout directory', () => {
     const third = await loadDataset(dir, { executor, cacheDir });
     expect(executor.calls).toBeGreaterThan(before);
     expect(third.question('music_dev_0')?.gold_answer).toBe('Blue, Red');
+    // The outdated file of this dataset is gone; another dataset's file in the same dir stays.
+    const other = await writeTinySpider();
+    await loadDataset(other, { executor, cacheDir });
+    expect((await readdir(cacheDir)).filter((f) => f.startsWith('gold-'))).toHaveLength(2);
+    await writeFile(join(dir, 'dev.json'), JSON.stringify([{ db_id: 'music', question: 'Album count?', query: 'SELECT count(*) FROM album' }]));
+    await loadDataset(dir, { executor, cacheDir });
+    expect((await readdir(cacheDir)).filter((f) => f.startsWith('gold-'))).toHaveLength(2);
   });
 
   it('ignores a corrupt cache file and recomputes', async () => {

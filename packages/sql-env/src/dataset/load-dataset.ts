@@ -10,7 +10,7 @@ import { buildTableIndex } from '../env/resolve-table.ts';
 import { isDoubleQuotedStringError, singleQuoteStrings } from '../env/double-quoted-strings.ts';
 import type { Dataset, DatabaseInfo, GoldFailure } from './dataset.ts';
 import { GoldFailureReason } from './dataset.ts';
-import { goldCachePath, goldFingerprint, goldKey, readGoldCache, writeGoldCache, type GoldEntry } from './gold-cache.ts';
+import { goldCachePath, goldFingerprint, goldKey, pruneGoldCache, readGoldCache, writeGoldCache, type GoldEntry } from './gold-cache.ts';
 import { databasePath, isFile, readQuestionFiles, type QuestionFile } from './spider-files.ts';
 import { deriveDifficulty, extraSelectCount, tablesInvolved } from './sql-analysis.ts';
 
@@ -71,15 +71,21 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
     databaseFiles: [...databases.values()].map((db) => db.path),
     settings: { goldMaxRows: config.goldMaxRows },
   });
-  const cachePath = goldCachePath(cacheDir, fingerprint);
+  const cachePath = goldCachePath(cacheDir, dir, fingerprint);
   const gold = await readGoldCache(cachePath, fingerprint, logger);
   const cachedCount = gold.size;
   const ran = await runGoldQueries(pending.filter((q) => databases.has(q.dbId)), databases, gold, executor, config);
   if (ran > 0) {
-    await writeGoldCache(cachePath, cacheDir, fingerprint, cacheable(gold)).catch((error: unknown) => {
-      // A read-only cache dir costs speed on the next load, not correctness.
-      logger.warn({ err: error, path: cachePath }, 'could not write the gold cache');
-    });
+    await writeGoldCache(cachePath, cacheDir, fingerprint, cacheable(gold)).then(
+      async () => {
+        const removed = await pruneGoldCache(cacheDir, dir, cachePath);
+        if (removed.length > 0) logger.debug({ removed }, 'removed outdated gold cache files');
+      },
+      (error: unknown) => {
+        // A read-only cache dir costs speed on the next load, not correctness.
+        logger.warn({ err: error, path: cachePath }, 'could not write the gold cache');
+      },
+    );
   }
 
   const goldMs = Math.round(performance.now() - startedMs) - schemasMs;

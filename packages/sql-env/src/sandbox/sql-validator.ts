@@ -118,7 +118,9 @@ function checkFunctions(statement: readonly SqlToken[]): void {
 
 /**
  * Check that `sql` is exactly one read-only query, or throw
- * AppError(SQL_REJECTED) with a message naming what was refused.
+ * AppError(SQL_REJECTED) with a message naming what was refused (or
+ * SQL_ERROR with SQLite's "syntax error" wording when the first word starts
+ * no SQL statement at all, e.g. a typo).
  */
 export function validateSql(sql: string, options: ValidateSqlOptions): ValidatedSql {
   if (sql.length > options.maxSqlChars) reject(`SQL is too long (${sql.length} characters; the limit is ${options.maxSqlChars})`);
@@ -138,6 +140,11 @@ export function validateSql(sql: string, options: ValidateSqlOptions): Validated
     if (!readVerbs.has(target)) reject(refusedVerb(target, ' after WITH'), { refused: target });
     verb = target;
   } else if (!readVerbs.has(verb)) {
+    // A word that starts no SQL statement at all (a typo: SELEC) is SQLite's
+    // syntax error, reported the way SQLite reports it, not a refusal.
+    if (refusedVerbs[verb] === undefined) {
+      throw new AppError(ErrorCode.SQL_ERROR, `near "${sql.slice(first.start, first.end)}": syntax error; ${ALLOWED}`);
+    }
     reject(refusedVerb(verb), { refused: verb });
   }
   checkFunctions(statement);
