@@ -36,6 +36,10 @@ export const ServeConfigSchema = EnvServerLimitsSchema.extend({
   dataset: z.string().min(1).default('builtin'),
   /** Where the builtin dataset is generated; the sql-env default when unset. */
   cacheDir: z.string().min(1).optional(),
+  /** SQL executor child processes (the sql-env default when unset). */
+  executorPoolSize: z.number().int().positive().max(64).optional(),
+  /** The SQL executor's in-process fast path bound in ms (0 = every query through a child; the sql-env default when unset). */
+  executorInProcessMaxMs: z.number().min(0).max(100).optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 export type ServeConfig = z.infer<typeof ServeConfigSchema>;
@@ -60,6 +64,8 @@ export const ServeEnvSchema = z
     SQLENV_MAX_FRAME_BYTES: envNumber.optional(),
     SQLENV_MAX_BODY_BYTES: envNumber.optional(),
     SQLENV_WEB: envBoolean.optional(),
+    SQLENV_EXECUTOR_POOL_SIZE: envNumber.optional(),
+    SQLENV_EXECUTOR_IN_PROCESS_MAX_MS: envNumber.optional(),
     LOG_LEVEL: z.string().optional(),
   })
   .transform((env) =>
@@ -75,6 +81,8 @@ export const ServeEnvSchema = z
       maxFrameBytes: env.SQLENV_MAX_FRAME_BYTES,
       maxBodyBytes: env.SQLENV_MAX_BODY_BYTES,
       web: env.SQLENV_WEB,
+      executorPoolSize: env.SQLENV_EXECUTOR_POOL_SIZE,
+      executorInProcessMaxMs: env.SQLENV_EXECUTOR_IN_PROCESS_MAX_MS,
       logLevel: env.LOG_LEVEL,
     }),
   );

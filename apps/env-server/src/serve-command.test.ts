@@ -23,6 +23,8 @@ describe('parseServeConfig', () => {
     expect(flagged).toMatchObject({ port: 8100, maxSessions: 2, apiKey: 'other', dataset: 'some/dir', host: '0.0.0.0' });
     expect(parseServeConfig(['--no-web'], {})).toMatchObject({ web: false });
     expect(parseServeConfig([], { SQLENV_API_KEY: '' })).not.toHaveProperty('apiKey');
+    expect(parseServeConfig([], { SQLENV_EXECUTOR_POOL_SIZE: '3', SQLENV_EXECUTOR_IN_PROCESS_MAX_MS: '0' })).toMatchObject({ executorPoolSize: 3, executorInProcessMaxMs: 0 });
+    expect(() => parseServeConfig([], { SQLENV_EXECUTOR_IN_PROCESS_MAX_MS: '-1' })).toThrow(/executorInProcessMaxMs/);
   });
 
   it('fails fast naming the bad value', () => {

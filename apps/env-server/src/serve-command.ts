@@ -73,8 +73,12 @@ export interface RunningServer {
 
 /** Load the dataset, start the executor pool and the server; the server owns (and closes) the runtime. */
 export async function startServer(config: ServeConfig, logger: Logger): Promise<RunningServer> {
-  const { port, host, dataset, cacheDir, logLevel: _logLevel, ...limits } = config;
-  const runtime = await createSqlEnvRuntime({ dataset, ...(cacheDir === undefined ? {} : { cacheDir }), logger });
+  const { port, host, dataset, cacheDir, executorPoolSize, executorInProcessMaxMs, logLevel: _logLevel, ...limits } = config;
+  const executor = {
+    ...(executorPoolSize === undefined ? {} : { poolSize: executorPoolSize }),
+    ...(executorInProcessMaxMs === undefined ? {} : { inProcessMaxMs: executorInProcessMaxMs }),
+  };
+  const runtime = await createSqlEnvRuntime({ dataset, ...(cacheDir === undefined ? {} : { cacheDir }), executor, logger });
   logger.info({ dataset: runtime.dataset.name, databases: runtime.dataset.databases.size, questions: runtime.dataset.questions.length }, 'dataset loaded');
   const server = createEnvServer({ runtime, ownsRuntime: true, logger, ...limits });
   try {

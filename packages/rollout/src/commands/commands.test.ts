@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { AppError } from '@sqlenv/shared';
+import { AppError, silentLogger } from '@sqlenv/shared';
 import { readOptions } from './command-io.ts';
+import { runtimeOptionsFrom } from './run-resources.ts';
+import { RuntimeOptionsSchema, runtimeOptionSpecs } from './shared-options.ts';
 import { environmentVariables } from './environment-variables.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { coordinatorCommand } from './coordinator-command.ts';
@@ -12,6 +14,13 @@ describe('readOptions + runSpecFrom', () => {
     const options = readOptions(['--episodes', '64', '--drop-zero-variance', 'false'], { SQLENV_EPISODES: '8', SQLENV_GROUP_SIZE: '2', RUN_ID: 'r1' }, specOptionSpecs, SpecOptionsSchema);
     const spec = runSpecFrom(options, () => 'fallback');
     expect(spec).toMatchObject({ run_id: 'r1', episodes: 64, group_size: 2, drop_zero_variance: false, max_staleness: 0, policy: 'oracle', dataset: 'builtin' });
+  });
+
+  it('reads the SQL executor settings of the runtime from the environment', () => {
+    const options = readOptions([], { SQLENV_EXECUTOR_POOL_SIZE: '1', SQLENV_EXECUTOR_IN_PROCESS_MAX_MS: '0' }, runtimeOptionSpecs, RuntimeOptionsSchema);
+    expect(runtimeOptionsFrom(options, silentLogger)).toMatchObject({ executorPoolSize: 1, executorInProcessMaxMs: 0 });
+    expect(runtimeOptionsFrom(readOptions([], {}, runtimeOptionSpecs, RuntimeOptionsSchema), silentLogger)).not.toHaveProperty('executorInProcessMaxMs');
+    expect(() => readOptions(['--executor-in-process-max-ms', '200'], {}, runtimeOptionSpecs, RuntimeOptionsSchema)).toThrow(/executorInProcessMaxMs/);
   });
 
   it('names the bad option', () => {

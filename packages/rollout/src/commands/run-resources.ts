@@ -24,7 +24,18 @@ export function scheduledQuestions(dataset: Dataset, split: RolloutRunSpec['spli
 export interface RuntimeOptions {
   cacheDir?: string;
   executorPoolSize?: number;
+  executorInProcessMaxMs?: number;
   logger?: Logger;
+}
+
+/** RuntimeOptions from parsed command options (unset ones left to the sql-env defaults). */
+export function runtimeOptionsFrom(options: { cacheDir?: string | undefined; executorPoolSize?: number | undefined; executorInProcessMaxMs?: number | undefined }, logger: Logger): RuntimeOptions {
+  return {
+    ...(options.cacheDir === undefined ? {} : { cacheDir: options.cacheDir }),
+    ...(options.executorPoolSize === undefined ? {} : { executorPoolSize: options.executorPoolSize }),
+    ...(options.executorInProcessMaxMs === undefined ? {} : { executorInProcessMaxMs: options.executorInProcessMaxMs }),
+    logger,
+  };
 }
 
 /** One SQL runtime (dataset + executor pool) per dataset source, shared by every run that uses it. */
@@ -42,7 +53,10 @@ export class RuntimeCache {
       runtime = createSqlEnvRuntime({
         dataset,
         ...(this.#options.cacheDir === undefined ? {} : { cacheDir: this.#options.cacheDir }),
-        ...(this.#options.executorPoolSize === undefined ? {} : { executor: { poolSize: this.#options.executorPoolSize } }),
+        executor: {
+          ...(this.#options.executorPoolSize === undefined ? {} : { poolSize: this.#options.executorPoolSize }),
+          ...(this.#options.executorInProcessMaxMs === undefined ? {} : { inProcessMaxMs: this.#options.executorInProcessMaxMs }),
+        },
         logger: this.#options.logger ?? silentLogger,
       });
       // A failed load is not cached: the next run may find the dataset fixed.

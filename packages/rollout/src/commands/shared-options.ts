@@ -50,11 +50,13 @@ export function transportConfig(options: TransportOptions): Record<string, strin
 export const runtimeOptionSpecs: Record<string, OptionSpec> = {
   'cache-dir': { key: 'cacheDir', env: 'SQLENV_CACHE_DIR' },
   'executor-pool-size': { key: 'executorPoolSize', env: 'SQLENV_EXECUTOR_POOL_SIZE' },
+  'executor-in-process-max-ms': { key: 'executorInProcessMaxMs', env: 'SQLENV_EXECUTOR_IN_PROCESS_MAX_MS' },
 };
 
 export const RuntimeOptionsSchema = z.object({
   cacheDir: z.string().optional(),
   executorPoolSize: int.positive().optional(),
+  executorInProcessMaxMs: z.coerce.number().min(0).max(100).optional(),
 });
 
 /** "true" / "false" / "1" / "0" from a flag or an environment variable. */

@@ -10,7 +10,7 @@ import { runTrainer, StatsPolicyUpdater } from '../trainer.ts';
 import { InProcessTransport } from '../transport/in-process-transport.ts';
 import { booleanText, runtimeOptionSpecs, RuntimeOptionsSchema, TransportOptionsSchema } from './shared-options.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
-import { createRunResolver, RuntimeCache, scheduledQuestions } from './run-resources.ts';
+import { createRunResolver, RuntimeCache, runtimeOptionsFrom, scheduledQuestions } from './run-resources.ts';
 import { renderProgress, sparkline } from './progress.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 
@@ -56,11 +56,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     const logger = io.logger ?? (options.logLevel === 'silent' ? silentLogger : createRootLogger('train', { fd: 2, level: options.logLevel }));
     const tty = io.stderr.isTTY === true && !options.json;
     if (tty) io.stderr.write(`Loading dataset ${spec.dataset}…\n`);
-    runtimes = new RuntimeCache({
-      ...(options.cacheDir === undefined ? {} : { cacheDir: options.cacheDir }),
-      ...(options.executorPoolSize === undefined ? {} : { executorPoolSize: options.executorPoolSize }),
-      logger,
-    });
+    runtimes = new RuntimeCache(runtimeOptionsFrom(options, logger));
     const runtime = await runtimes.get(spec.dataset);
     const questions = scheduledQuestions(runtime.dataset, spec.split);
     await transport.registerRun(spec);

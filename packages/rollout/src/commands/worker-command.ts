@@ -7,7 +7,7 @@ import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { BullmqTransport } from '../transport/bullmq-transport.ts';
 import { Wakeup } from '../wakeup.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
-import { createRunResolver, RuntimeCache } from './run-resources.ts';
+import { createRunResolver, RuntimeCache, runtimeOptionsFrom } from './run-resources.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 
 export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--env-url ws://HOST:8000] [--metrics-port P]';
@@ -49,11 +49,7 @@ export async function workerCommand(argv: readonly string[], io: RolloutCommandI
     const options = readOptions(argv, io.env ?? {}, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs }, WorkerOptionsSchema);
     const logger = io.logger ?? createRootLogger('worker', { fd: 2, level: options.logLevel });
     transport = new BullmqTransport(transportConfig(options), { logger });
-    runtimes = new RuntimeCache({
-      ...(options.cacheDir === undefined ? {} : { cacheDir: options.cacheDir }),
-      ...(options.executorPoolSize === undefined ? {} : { executorPoolSize: options.executorPoolSize }),
-      logger,
-    });
+    runtimes = new RuntimeCache(runtimeOptionsFrom(options, logger));
     const metrics = new RolloutMetrics({ processMetrics: true });
     const activeWorker = new RolloutWorker({
       transport,
