@@ -543,6 +543,72 @@ describe('slow queries give up their CPU priority', () => {
   });
 });
 
+describe('mixed load with runaways and killed children (soak)', () => {
+  it('answers every query correctly or with the error it earned, and leaves nothing behind', async () => {
+    const executor = new SqlExecutor({ poolSize: 2, spareChildren: 1, timeoutMs: 5_000 });
+    const seen = new Set<number>();
+    const unexpected: string[] = [];
+    let kills = 0;
+    try {
+      await executor.whenReady();
+      const stopAt = performance.now() + 4_000;
+      let seed = 7;
+      const random = (): number => {
+        seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+        return seed / 2_147_483_648;
+      };
+      const lane = async (): Promise<void> => {
+        while (performance.now() < stopAt) {
+          for (const pid of executor.childPids()) seen.add(pid);
+          const pick = random();
+          const n = Math.floor(random() * 20);
+          if (pick < 0.7) {
+            const { result, error } = await outcome(executor.query(fixture.dbPath, `SELECT ${n}, count(*) FROM singer`));
+            if (error?.code !== ErrorCode.EXECUTOR_CRASHED && JSON.stringify(result?.rows) !== JSON.stringify([[n, 5]])) unexpected.push(`quick ${n}: ${error?.code ?? JSON.stringify(result?.rows)}`);
+          } else if (pick < 0.85) {
+            const k = 50_000 + n * 7_000;
+            const { result, error } = await outcome(executor.query(fixture.dbPath, `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ${k}) SELECT count(*) FROM c`));
+            if (error?.code !== ErrorCode.EXECUTOR_CRASHED && result?.rows[0]?.[0] !== k) unexpected.push(`slow ${k}: ${error?.code ?? JSON.stringify(result?.rows)}`);
+          } else if (pick < 0.9) {
+            const { error } = await outcome(executor.query(fixture.dbPath, `${FOREVER} SELECT count(*) FROM c WHERE x > ${n}`, { timeoutMs: TIMEOUT_MS }));
+            if (error?.code !== ErrorCode.TIMEOUT && error?.code !== ErrorCode.EXECUTOR_CRASHED) unexpected.push(`runaway: ${error?.code ?? 'answered'}`);
+          } else {
+            const { error } = await outcome(executor.query(fixture.dbPath, `SELECT nope${n} FROM singer`));
+            if (error?.code !== ErrorCode.SQL_ERROR && error?.code !== ErrorCode.EXECUTOR_CRASHED) unexpected.push(`bad column: ${error?.code ?? 'answered'}`);
+          }
+        }
+      };
+      const chaos = async (): Promise<void> => {
+        while (performance.now() < stopAt - 500) {
+          await new Promise((resolve) => setTimeout(resolve, 600));
+          const pids = executor.childPids();
+          const victim = pids[Math.floor(random() * pids.length)];
+          if (victim === undefined) continue;
+          try {
+            process.kill(victim, 'SIGKILL');
+            kills += 1;
+          } catch {
+            // already gone
+          }
+        }
+      };
+      await Promise.all([...Array.from({ length: 48 }, lane), chaos()]);
+      expect(unexpected).toEqual([]);
+      const stats = executor.stats();
+      expect(stats).toMatchObject({ waiting: 0, inFlight: 0 });
+      expect(stats.timeouts).toBeGreaterThan(0);
+      expect(stats.inProcess).toBeGreaterThan(0);
+      expect(stats.crashes).toBeLessThanOrEqual(kills);
+      expect((await executor.query(fixture.dbPath, 'SELECT count(*) FROM singer')).rows).toEqual([[5]]);
+    } finally {
+      await executor.close();
+    }
+    // Every child this executor ever showed is gone.
+    const alive = [...seen].filter((pid) => existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z '));
+    expect(alive).toEqual([]);
+  }, 60_000);
+});
+
 describe('lifecycle', () => {
   it('close() is idempotent and aborts pending and later queries', async () => {
     const executor = new SqlExecutor({ poolSize: 2, timeoutMs: 10_000 });
