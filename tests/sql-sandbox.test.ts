@@ -475,7 +475,7 @@ describe('slow queries give up their CPU priority', () => {
       await executor.whenReady();
       // One slow head per child (A longer than B), then a runaway pipelined
       // behind A's. Past SLOW_HEAD_MS it is taken back (and cancelled in A)
-      // and runs on B once B is free.
+      // and runs on another child (the lent spare, or B once free).
       const onA = executor.query(fixture.dbPath, SLOW);
       const onB = executor.query(fixture.dbPath, SLOW.replace('3000000', '1000000'));
       const [pidA] = executor.childPids() as [number];
@@ -499,9 +499,8 @@ describe('slow queries give up their CPU priority', () => {
   it('lends a ready spare to the pool while a child is stuck on a slow query', async () => {
     const executor = new SqlExecutor({ poolSize: 1, spareChildren: 1, timeoutMs: 20_000, inProcessMaxMs: 0 });
     try {
-      await executor.whenReady();
-      while (executor.stats().spawnedChildren < 2 || executor.childPids().length > 1) await new Promise((resolve) => setTimeout(resolve, 20));
-      await new Promise((resolve) => setTimeout(resolve, 300)); // the spare's own start
+      await executor.whenReady({ spares: true });
+      expect(executor.stats().spawnedChildren).toBe(2);
       let runawayDone = false;
       const runaway = outcome(executor.query(fixture.dbPath, `${FOREVER} SELECT count(*) FROM c`, { timeoutMs: 3_000 })).finally(() => (runawayDone = true));
       await new Promise((resolve) => setTimeout(resolve, 200));

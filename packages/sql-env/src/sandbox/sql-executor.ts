@@ -264,13 +264,14 @@ export class SqlExecutor {
 
   /**
    * Resolves once every child that takes requests has started (to warm up
-   * before timing-sensitive work; queries never need it; spares may still be
-   * starting). Rejects with ABORTED if the executor closes first.
+   * before timing-sensitive work; queries never need it), and with
+   * `spares: true` the warm spares too. Rejects with ABORTED if the executor
+   * closes first.
    */
-  async whenReady(): Promise<void> {
+  async whenReady(options: { spares?: boolean } = {}): Promise<void> {
     for (;;) {
       if (this.closing !== undefined) throw new AppError(ErrorCode.ABORTED, 'the SQL executor is closed');
-      const starting = this.children.filter((c) => !c.ready);
+      const starting = [...this.children, ...(options.spares === true ? this.spares : [])].filter((c) => !c.ready);
       if (starting.length === 0) return;
       await Promise.race(starting.map((c) => c.settled));
     }
