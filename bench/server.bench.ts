@@ -22,13 +22,14 @@
  * Run: npm run bench:server  (options: --clients N --light-clients N --held N --duration-s S --pipeline-depth N --full-parse --paced-steps-per-s N --progress --client-cpu-prof DIR)
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import WebSocket from 'ws';
+import { processCpuMs } from '@sqlenv/shared';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { createEnvServer } from '../apps/env-server/src/env-server.ts';
 
@@ -363,12 +364,7 @@ function ask<T>(child: ChildProcess, command: Command): Promise<T> {
 
 /** User + system CPU seconds of a process so far (Linux /proc; 0 elsewhere). */
 function cpuSeconds(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    return Math.round((Number(fields[11]) + Number(fields[12])) / 10) / 10;
-  } catch {
-    return 0;
-  }
+  return Math.round((processCpuMs(pid) ?? 0) / 100) / 10;
 }
 
 const mb = (bytes: number): number => Math.round((bytes / 1024 / 1024) * 10) / 10;

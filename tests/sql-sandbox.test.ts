@@ -10,7 +10,7 @@ import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync } from 'nod
 import { getPriority, setPriority } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, processCpuMs } from '@sqlenv/shared';
 import { SqlExecutor, type QueryResult } from '@sqlenv/sql-env';
 import { makeTestDb } from '../packages/sql-env/src/sandbox/testing/make-test-db.ts';
 
@@ -92,18 +92,11 @@ function sha256(path: string): string {
 
 /** CPU time (user + system, ms) each process used over the next `windowMs` (Linux /proc). */
 async function childCpuMsOver(pids: readonly number[], windowMs: number): Promise<number[]> {
-  const ticksPerMs = 100 / 1000; // USER_HZ is 100 on Linux
-  const read = (pid: number): number => {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-      return Number(fields[11]) + Number(fields[12]);
-    } catch {
-      return 0; // the process is gone: it is not busy
-    }
-  };
+  // A process that is gone is not busy.
+  const read = (pid: number): number => processCpuMs(pid) ?? 0;
   const before = pids.map(read);
   await new Promise((resolve) => setTimeout(resolve, windowMs));
-  return pids.map((pid, i) => (read(pid) - (before[i] ?? 0)) / ticksPerMs);
+  return pids.map((pid, i) => read(pid) - (before[i] ?? 0));
 }
 
 async function outcome(promise: Promise<QueryResult>): Promise<{ result?: QueryResult; error?: AppError }> {
@@ -603,7 +596,7 @@ describe('mixed load with runaways and killed children (soak)', () => {
       await executor.close();
     }
     // Every child this executor ever showed is gone.
-    const alive = [...seen].filter((pid) => existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z '));
+    const alive = [...seen].filter(isAlive);
     expect(alive).toEqual([]);
   }, 60_000);
 });

@@ -3,3 +3,4 @@ export { createRootLogger, silentLogger, type Logger } from './logger.ts';
 export { startWorker, workerInput } from './ts-worker.ts';
 export { parseEnv, formatZodIssues } from './env.ts';
 export { withShutdownSignal } from './shutdown-signal.ts';
+export { processCpuMs } from './process-cpu.ts';

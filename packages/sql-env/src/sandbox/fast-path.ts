@@ -54,8 +54,6 @@ export function isRepeatableSql(sql: string): boolean {
 export interface FastPathProof {
   /** The row cap the child ran it with (the proof holds for this cap only). */
   maxRows: number;
-  /** The child's run time, in ms. */
-  elapsedMs: number;
   /** The child's result was complete (not truncated): the statement's whole result fits the caps. */
   complete: boolean;
 }

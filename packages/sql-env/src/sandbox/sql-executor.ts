@@ -58,11 +58,10 @@
  * fast-path.ts for why that cannot run away.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
-import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import { AppError, ErrorCode, processCpuMs, silentLogger, toAppError, type Logger } from '@sqlenv/shared';
 import { executorChildEntry } from './child-entry.ts';
-import { ExecutorConfigSchema, type ExecutorConfig } from './executor-config.ts';
+import { ExecutorConfigSchema, type ExecutorConfig, type QueryLimits } from './executor-config.ts';
 import { FastPathTable, isRepeatableSql } from './fast-path.ts';
 import { NdjsonLines } from './ndjson-lines.ts';
 import { QueryRunner, type QueryResult } from './query-runner.ts';
@@ -157,17 +156,6 @@ const DEMOTE_AFTER_MS = 10;
 const LOW_PRIORITY = 19;
 const knownCodes = new Set<string>(Object.values(ErrorCode));
 
-/** User + system CPU time of a process in ms (Linux /proc; USER_HZ is 100 there), or undefined. */
-function processCpuMs(pid: number): number | undefined {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ');
-    const ticks = Number(fields?.[11]) + Number(fields?.[12]);
-    return Number.isFinite(ticks) ? ticks * 10 : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** The job id of a request frame (`[id, dbPath, sql, maxRows]`). */
 function frameJobId(frame: string): number {
   return Number(frame.slice(1, frame.indexOf(',')));
@@ -195,6 +183,8 @@ export class SqlExecutor {
   /** Started children kept idle, to replace a killed one without a cold start. */
   private readonly spares: ChildSlot[] = [];
   private readonly waiting: Job[] = [];
+  /** What each query run is held to: sent to every child, and used by the in-process runner. */
+  private readonly limits: QueryLimits;
   private readonly childArg: string;
   private nextJobId = 1;
   private closing: Promise<void> | undefined;
@@ -223,7 +213,8 @@ export class SqlExecutor {
     this.config = parsed.data;
     this.logger = (logger ?? silentLogger).child({ component: 'sql-executor' });
     const { maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes } = this.config;
-    this.childArg = JSON.stringify({ maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes });
+    this.limits = { maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes };
+    this.childArg = JSON.stringify(this.limits);
     this.fastPath = new FastPathTable(this.config.inProcessStatements);
     const entry = executorChildEntry();
     if (!entry.bundled) this.logger.warn({ reason: entry.fallbackReason }, 'executor children start through the TypeScript loader (slower): the bundle could not be built');
@@ -309,10 +300,9 @@ export class SqlExecutor {
   // ---- fast path ----------------------------------------------------------
 
   private runInProcess(complete: boolean, dbPath: string, sql: string, maxRows: number): Promise<QueryResult> {
-    const { maxSqlChars, maxCellChars, maxResultChars, statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes } = this.config;
     // One runner serves every proven statement of every database (each child
     // sees only a share), so it keeps more of them prepared.
-    this.localRunner ??= new QueryRunner({ maxSqlChars, maxCellChars, maxResultChars, statementCacheSize: 4 * statementCacheSize, maxOpenDatabases, sqliteHeapLimitBytes });
+    this.localRunner ??= new QueryRunner({ ...this.limits, statementCacheSize: 4 * this.limits.statementCacheSize });
     this.counters.inProcess += 1;
     // A first run here also opens the database and prepares the statement: not what was proven.
     const prepared = this.localRunner.isPrepared(dbPath, sql);
@@ -324,7 +314,7 @@ export class SqlExecutor {
       // It succeeded in a child; a failure now (a database file gone, ...) is
       // reported as is, and the statement goes back to being checked by a child.
       this.demote(dbPath, sql, 'failed in-process');
-      return Promise.reject(error instanceof AppError ? error : new AppError(ErrorCode.SQL_ERROR, String(error)));
+      return Promise.reject(toAppError(error, ErrorCode.SQL_ERROR));
     }
   }
 
@@ -338,7 +328,7 @@ export class SqlExecutor {
   private maybeProve(job: Job, elapsedMs: number, truncated: boolean): void {
     if (this.config.inProcessMaxMs <= 0 || !(elapsedMs <= this.config.inProcessMaxMs)) return;
     if (this.fastPath.lookup(job.dbPath, job.sql, job.maxRows) !== undefined || !isRepeatableSql(job.sql)) return;
-    this.fastPath.prove(job.dbPath, job.sql, { maxRows: job.maxRows, elapsedMs, complete: !truncated });
+    this.fastPath.prove(job.dbPath, job.sql, { maxRows: job.maxRows, complete: !truncated });
   }
 
   // ---- dispatch -----------------------------------------------------------
