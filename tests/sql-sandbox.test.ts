@@ -5,13 +5,16 @@
  * keep being served, pipelined requests surviving a timeout, an externally
  * killed child, and no byte written to any database file.
  */
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode, processCpuMs } from '@sqlenv/shared';
 import { SqlExecutor, type QueryResult } from '@sqlenv/sql-env';
+import { executorChildEntry } from '../packages/sql-env/src/sandbox/child-entry.ts';
 import { makeTestDb } from '../packages/sql-env/src/sandbox/testing/make-test-db.ts';
 
 const TIMEOUT_MS = 300;
@@ -627,6 +630,29 @@ describe('lifecycle', () => {
     } finally {
       await executor.close();
     }
+  });
+
+  it('an executor child refuses a bad limits argument or a malformed frame: exit code 2, nothing run', async () => {
+    const entry = executorChildEntry();
+    const run = async (arg: string, input?: string): Promise<{ code: number | null; stdout: string; stderr: string }> => {
+      const child = spawn(process.execPath, [...entry.execArgv, fileURLToPath(entry.module), arg], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      if (input !== undefined) child.stdin.write(input);
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      return { code, stdout, stderr };
+    };
+    const bad = await run('{}');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/bad limits argument/);
+    expect(bad.stdout).toBe('');
+    const limits = JSON.stringify({ maxSqlChars: 100, maxCellChars: 100, maxResultChars: 1_000, statementCacheSize: 4, maxOpenDatabases: 2, sqliteHeapLimitBytes: 0 });
+    const malformed = await run(limits, `["not", "a", "request"]\n${JSON.stringify([1, fixture.dbPath, 'SELECT 1', 1])}\n`);
+    expect(malformed.code).toBe(2);
+    // Only the ready frame: the request after the malformed frame never ran.
+    expect(malformed.stdout.trim().split('\n').map((line) => (JSON.parse(line) as unknown[])[1])).toEqual([2]);
   });
 
   it('rejects bad options with VALIDATION', async () => {
