@@ -6,6 +6,8 @@ export {
   readSafetensorsHeader,
   readTensorF32,
   writeSafetensorsFile,
+  encodeSafetensors,
+  decodeSafetensors,
   writeSafetensorsCheckpoint,
   StoredDtype,
   type TensorInfo,
@@ -80,3 +82,14 @@ export {
   type ModelGenerateArgs,
   type ModelGenerateResult,
 } from './commands.ts';
+export {
+  ADAPTER_CONFIG_FILE,
+  ADAPTER_WEIGHTS_FILE,
+  decodeAdapter,
+  encodeAdapter,
+  loadAdapterDir,
+  loraConfigFromPeft,
+  peftAdapterConfig,
+  saveAdapterDir,
+  type Adapter,
+} from './peft-adapter.ts';

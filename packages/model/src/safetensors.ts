@@ -50,39 +50,84 @@ export function readSafetensorsHeader(file: string): { tensors: TensorInfo[]; me
   try {
     const lengthBytes = Buffer.alloc(8);
     if (readSync(fd, lengthBytes, 0, 8, 0) !== 8) throw new AppError(ErrorCode.MODEL, `${file}: truncated safetensors header`);
-    const headerSize = Number(lengthBytes.readBigUInt64LE(0));
-    if (headerSize > 100 * 1024 * 1024) throw new AppError(ErrorCode.MODEL, `${file}: implausible header size ${headerSize}`);
+    const headerSize = checkedHeaderSize(lengthBytes, file);
     const headerBytes = Buffer.alloc(headerSize);
     if (readSync(fd, headerBytes, 0, headerSize, 8) !== headerSize) throw new AppError(ErrorCode.MODEL, `${file}: truncated header`);
-    let json: Record<string, unknown>;
-    try {
-      json = JSON.parse(headerBytes.toString('utf8')) as Record<string, unknown>;
-    } catch (cause) {
-      throw new AppError(ErrorCode.MODEL, `${file}: header is not JSON`, { cause });
-    }
-    const tensors: TensorInfo[] = [];
-    let metadata: Record<string, string> = {};
-    for (const [name, value] of Object.entries(json)) {
-      if (name === '__metadata__') {
-        metadata = (value ?? {}) as Record<string, string>;
-        continue;
-      }
-      const entry = tensorEntrySchema.safeParse(value);
-      if (!entry.success) throw new AppError(ErrorCode.MODEL, `${file}: tensor ${name}: ${formatZodIssues(entry.error)}`);
-      const { dtype, shape, data_offsets: [begin, end] } = entry.data;
-      if (!(dtype in BYTES_PER_ELEMENT)) {
-        throw new AppError(ErrorCode.MODEL, `${file}: tensor ${name} has unsupported dtype ${dtype} (expected F32, F16 or BF16)`);
-      }
-      const storedDtype = dtype as StoredDtype;
-      if (end - begin !== numel(shape) * BYTES_PER_ELEMENT[storedDtype]) {
-        throw new AppError(ErrorCode.MODEL, `${file}: tensor ${name} byte range does not match its shape [${shape.join(', ')}]`);
-      }
-      tensors.push({ name, dtype: storedDtype, shape, offsetBytes: 8 + headerSize + begin, sizeBytes: end - begin, file });
-    }
-    return { tensors, metadata };
+    return parseHeader(headerBytes, file);
   } finally {
     closeSync(fd);
   }
+}
+
+function checkedHeaderSize(lengthBytes: Buffer, label: string): number {
+  const headerSize = Number(lengthBytes.readBigUInt64LE(0));
+  if (headerSize > 100 * 1024 * 1024) throw new AppError(ErrorCode.MODEL, `${label}: implausible header size ${headerSize}`);
+  return headerSize;
+}
+
+/** The JSON header of a file (`label` names it in errors and becomes each tensor's `file`). */
+function parseHeader(headerBytes: Buffer, label: string): { tensors: TensorInfo[]; metadata: Record<string, string> } {
+  const headerSize = headerBytes.length;
+  let json: Record<string, unknown>;
+  try {
+    json = JSON.parse(headerBytes.toString('utf8')) as Record<string, unknown>;
+  } catch (cause) {
+    throw new AppError(ErrorCode.MODEL, `${label}: header is not JSON`, { cause });
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new AppError(ErrorCode.MODEL, `${label}: header is not a JSON object`);
+  const tensors: TensorInfo[] = [];
+  let metadata: Record<string, string> = {};
+  for (const [name, value] of Object.entries(json)) {
+    if (name === '__metadata__') {
+      metadata = (value ?? {}) as Record<string, string>;
+      continue;
+    }
+    const entry = tensorEntrySchema.safeParse(value);
+    if (!entry.success) throw new AppError(ErrorCode.MODEL, `${label}: tensor ${name}: ${formatZodIssues(entry.error)}`);
+    const { dtype, shape, data_offsets: [begin, end] } = entry.data;
+    if (!(dtype in BYTES_PER_ELEMENT)) {
+      throw new AppError(ErrorCode.MODEL, `${label}: tensor ${name} has unsupported dtype ${dtype} (expected F32, F16 or BF16)`);
+    }
+    const storedDtype = dtype as StoredDtype;
+    if (end - begin !== numel(shape) * BYTES_PER_ELEMENT[storedDtype]) {
+      throw new AppError(ErrorCode.MODEL, `${label}: tensor ${name} byte range does not match its shape [${shape.join(', ')}]`);
+    }
+    tensors.push({ name, dtype: storedDtype, shape, offsetBytes: 8 + headerSize + begin, sizeBytes: end - begin, file: label });
+  }
+  return { tensors, metadata };
+}
+
+/**
+ * Every tensor of a safetensors file held in memory (an adapter blob), as float32, and the
+ * header's `__metadata__`. `label` names the source in errors.
+ */
+export function decodeSafetensors(bytes: Uint8Array, label = 'safetensors bytes'): { tensors: Map<string, F32Tensor>; metadata: Record<string, string> } {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (buffer.length < 8) throw new AppError(ErrorCode.MODEL, `${label}: truncated safetensors header`);
+  const headerSize = checkedHeaderSize(buffer.subarray(0, 8), label);
+  if (buffer.length < 8 + headerSize) throw new AppError(ErrorCode.MODEL, `${label}: truncated header`);
+  const { tensors, metadata } = parseHeader(buffer.subarray(8, 8 + headerSize), label);
+  const out = new Map<string, F32Tensor>();
+  for (const info of tensors) {
+    if (info.offsetBytes + info.sizeBytes > buffer.length) throw new AppError(ErrorCode.MODEL, `${label}: truncated tensor data for ${info.name}`);
+    out.set(info.name, { shape: info.shape, data: toF32(buffer.subarray(info.offsetBytes, info.offsetBytes + info.sizeBytes), info.dtype, numel(info.shape)) });
+  }
+  return { tensors: out, metadata };
+}
+
+/** Raw little-endian bytes of one tensor → float32 (bf16 and f16 exact). */
+function toF32(raw: Uint8Array, dtype: StoredDtype, n: number): Float32Array {
+  if (dtype === 'F32') {
+    const out = new Float32Array(n);
+    new Uint8Array(out.buffer).set(raw);
+    return out;
+  }
+  const bits = new Uint16Array(n);
+  new Uint8Array(bits.buffer).set(raw);
+  const out = new Float32Array(n);
+  const convert = dtype === 'BF16' ? bf16BitsToF32 : f16BitsToF32;
+  for (let i = 0; i < n; i++) out[i] = convert(bits[i] as number);
+  return out;
 }
 
 /** Read one tensor as float32 (bf16 exact, f16 exact). */
@@ -91,18 +136,7 @@ export function readTensorF32(info: TensorInfo): Float32Array {
   try {
     const raw = Buffer.allocUnsafe(info.sizeBytes);
     readFully(fd, raw, info.offsetBytes, info.file);
-    const n = numel(info.shape);
-    if (info.dtype === 'F32') {
-      const out = new Float32Array(n);
-      new Uint8Array(out.buffer).set(raw);
-      return out;
-    }
-    const bits = new Uint16Array(n);
-    new Uint8Array(bits.buffer).set(raw);
-    const out = new Float32Array(n);
-    const convert = info.dtype === 'BF16' ? bf16BitsToF32 : f16BitsToF32;
-    for (let i = 0; i < n; i++) out[i] = convert(bits[i] as number);
-    return out;
+    return toF32(raw, info.dtype, numel(info.shape));
   } finally {
     closeSync(fd);
   }
@@ -148,8 +182,8 @@ function materialise(t: TensorToWrite): Float32Array {
   return data;
 }
 
-/** Write one safetensors file; tensors are converted to `dtype` on the way out. */
-export function writeSafetensorsFile(file: string, tensors: readonly TensorToWrite[], dtype: StoredDtype, metadata: Record<string, string> = {}): void {
+/** The length prefix and padded JSON header of a file holding `tensors` in `dtype`. */
+function encodeHeader(tensors: readonly { name: string; shape: number[] }[], dtype: StoredDtype, metadata: Record<string, string>): Buffer {
   const header: Record<string, unknown> = { __metadata__: { format: 'pt', ...metadata } };
   let offset = 0;
   for (const t of tensors) {
@@ -161,16 +195,25 @@ export function writeSafetensorsFile(file: string, tensors: readonly TensorToWri
   let headerText = JSON.stringify(header);
   headerText += ' '.repeat((8 - (Buffer.byteLength(headerText) % 8)) % 8);
   const headerBytes = Buffer.from(headerText, 'utf8');
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(headerBytes.length));
+  return Buffer.concat([length, headerBytes]);
+}
+
+/** Write one safetensors file; tensors are converted to `dtype` on the way out. */
+export function writeSafetensorsFile(file: string, tensors: readonly TensorToWrite[], dtype: StoredDtype, metadata: Record<string, string> = {}): void {
   const fd = openSync(file, 'w');
   try {
-    const length = Buffer.alloc(8);
-    length.writeBigUInt64LE(BigInt(headerBytes.length));
-    writeSync(fd, length);
-    writeSync(fd, headerBytes);
+    writeSync(fd, encodeHeader(tensors, dtype, metadata));
     for (const t of tensors) writeAll(fd, encodeTensor(materialise(t), dtype));
   } finally {
     closeSync(fd);
   }
+}
+
+/** A whole safetensors file in memory (small tensor sets: adapters, optimizer state). */
+export function encodeSafetensors(tensors: readonly TensorToWrite[], dtype: StoredDtype, metadata: Record<string, string> = {}): Buffer {
+  return Buffer.concat([encodeHeader(tensors, dtype, metadata), ...tensors.map((t) => encodeTensor(materialise(t), dtype))]);
 }
 
 const INDEX_FILE = 'model.safetensors.index.json';
