@@ -93,3 +93,4 @@ export {
   saveAdapterDir,
   type Adapter,
 } from './peft-adapter.ts';
+export { trainByteLevelBpe, byteLevelAlphabet, BpeTrainerOptionsSchema, type BpeTrainerOptions, type TrainedBpe } from './bpe-trainer.ts';
