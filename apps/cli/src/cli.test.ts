@@ -104,6 +104,18 @@ describe('sqlenv CLI', () => {
     expect(report.ok).toBe(false);
     expect(report.problems.map((p) => p.kind)).toContain('missing_database');
   });
+
+  it('datasets builtin writes the built-in dataset with extra training draws; bad flags exit 2', async () => {
+    const dir = path.join(scratch, 'builtin-extra');
+    const { code, stdout } = await run(['datasets', 'builtin', '--out', dir, '--extra-train-per-instance', '2']);
+    expect(code).toBe(0);
+    const train = Number(/(\d+) train and 60 dev questions/.exec(stdout)?.[1]);
+    expect(train).toBeGreaterThan(500);
+    const check = await run(['datasets', 'check', dir, '--json']);
+    expect((JSON.parse(check.stdout) as { ok: boolean }).ok).toBe(true);
+    expect((await run(['datasets', 'builtin'])).code).toBe(2);
+    expect((await run(['datasets', 'builtin', '--out', dir, '--extra-train-per-instance', 'x'])).code).toBe(2);
+  });
 });
 
 describe('sqlenv model', () => {

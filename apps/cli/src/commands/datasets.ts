@@ -1,15 +1,42 @@
 import { z } from 'zod';
-import { checkDataset, type DatasetCheckReport } from '@sqlenv/sql-env';
+import { checkDataset, generateBuiltinDataset, type DatasetCheckReport } from '@sqlenv/sql-env';
 import { parseFlags } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 
-export const datasetsUsage = 'sqlenv datasets check <dir> [--json]';
+export const datasetsUsage = 'sqlenv datasets check <dir> [--json] | sqlenv datasets builtin --out DIR [--seed S] [--extra-train-per-instance N]';
 
-/** `sqlenv datasets check <dir>`: validate a Spider-layout directory and report what is wrong. */
+const builtinFlags = z.object({
+  out: z.string().min(1),
+  seed: z.coerce.number().int().min(0).optional(),
+  'extra-train-per-instance': z.coerce.number().int().min(0).optional(),
+});
+
+/**
+ * `sqlenv datasets check <dir>`: validate a Spider-layout directory and report what is wrong.
+ * `sqlenv datasets builtin --out DIR`: write the built-in dataset there (optionally with extra
+ * training draws of its templates; dev stays the standard held-out split).
+ */
 export async function datasetsCommand(argv: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = argv;
-  if (sub !== 'check') throw new UsageError(`expected 'check', got '${sub ?? ''}'`);
+  if (sub === 'builtin') {
+    const { flags } = parseFlags(
+      'datasets builtin',
+      rest,
+      { out: { type: 'string' }, seed: { type: 'string' }, 'extra-train-per-instance': { type: 'string' } },
+      builtinFlags,
+    );
+    const summary = await generateBuiltinDataset({
+      outDir: flags.out,
+      ...(flags.seed === undefined ? {} : { seed: flags.seed }),
+      ...(flags['extra-train-per-instance'] === undefined ? {} : { extraTrainPerInstance: flags['extra-train-per-instance'] }),
+    });
+    const train = summary.domains.reduce((n, d) => n + d.questions.train, 0);
+    const dev = summary.domains.reduce((n, d) => n + d.questions.dev, 0);
+    io.stdout.write(`wrote the built-in dataset (seed ${summary.seed}) to ${flags.out}: ${train} train and ${dev} dev questions in ${summary.domains.length} databases\n`);
+    return 0;
+  }
+  if (sub !== 'check') throw new UsageError(`expected 'check' or 'builtin', got '${sub ?? ''}'`);
   const { flags, positionals } = parseFlags('datasets check', rest, { json: { type: 'boolean' } }, z.object({ json: z.boolean().default(false) }), {
     positionals: 1,
   });

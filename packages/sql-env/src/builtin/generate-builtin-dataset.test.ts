@@ -216,3 +216,27 @@ describe('generateBuiltinDataset questions', () => {
     await expect(generateBuiltinDataset({ outDir: '' })).rejects.toMatchObject({ code: 'VALIDATION' });
   });
 });
+
+describe('generateBuiltinDataset extra training draws', () => {
+  it('adds train questions only, never one that is in dev, and leaves the standard dataset as it was', async () => {
+    const dir = join(scratch, 'extra');
+    const extra = await generateBuiltinDataset({ outDir: dir, extraTrainPerInstance: 3 });
+    expect(extra.extraTrainPerInstance).toBe(3);
+    for (const file of ['dev.json', 'tables.json']) expect(await readFile(join(dir, file), 'utf8'), file).toBe(await readFile(join(dirA, file), 'utf8'));
+    for (const { dbId } of summary.domains) expect(dumpDatabase(dbPath(dir, dbId)), dbId).toBe(dumpDatabase(dbPath(dirA, dbId)));
+    const standardTrain = await readJson<SpiderQuestion[]>(dirA, 'train_spider.json');
+    const train = await readJson<SpiderQuestion[]>(dir, 'train_spider.json');
+    const dev = await readJson<SpiderQuestion[]>(dirA, 'dev.json');
+    // The standard train questions come first, unchanged; the extras follow.
+    expect(train.slice(0, standardTrain.length)).toEqual(standardTrain);
+    expect(train.length).toBeGreaterThan(standardTrain.length * 2);
+    const devQueries = new Set(dev.map((q) => q.query));
+    const devQuestions = new Set(dev.map((q) => `${q.db_id}\n${q.question}`));
+    expect(train.filter((q) => devQueries.has(q.query) || devQuestions.has(`${q.db_id}\n${q.question}`))).toEqual([]);
+    expect(new Set(train.map((q) => q.query)).size).toBe(train.length);
+    for (const question of train.slice(standardTrain.length, standardTrain.length + 40)) {
+      const gold = runGold(dir, question);
+      expect(gold.rows.length, question.query).toBeGreaterThan(0);
+    }
+  });
+});

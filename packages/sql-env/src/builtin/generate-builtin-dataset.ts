@@ -23,6 +23,14 @@ export const BuiltinDatasetOptionsSchema = z.strictObject({
   outDir: z.string().min(1),
   /** PRNG seed (unsigned 32-bit): same seed, same dataset. */
   seed: z.number().int().min(0).max(0xffff_ffff).default(20_240_601),
+  /**
+   * Extra training questions: for each template, up to this many times its instance count of
+   * further draws from the same databases, added to train_spider.json only. A draw whose query
+   * is already in the dataset (train or dev) is rejected, so dev questions stay unseen. 0 (the
+   * default) writes exactly the standard dataset. Used to pre-train the demo model, which needs
+   * more than two examples per template to learn to fill a template's slots.
+   */
+  extraTrainPerInstance: z.number().int().min(0).max(100).default(0),
 });
 export type BuiltinDatasetOptions = z.input<typeof BuiltinDatasetOptionsSchema>;
 
@@ -39,6 +47,8 @@ export interface BuiltinDomainSummary {
 export interface BuiltinDatasetSummary {
   generatorVersion: number;
   seed: number;
+  /** Present when extra training draws were added (see BuiltinDatasetOptionsSchema). */
+  extraTrainPerInstance?: number;
   domains: BuiltinDomainSummary[];
 }
 
@@ -67,7 +77,8 @@ async function generateDomain(
   domain: DomainSpec,
   outDir: string,
   seed: number,
-): Promise<{ summary: BuiltinDomainSummary; train: GeneratedQuestion[]; dev: GeneratedQuestion[] }> {
+  extraTrainPerInstance: number,
+): Promise<{ summary: BuiltinDomainSummary; train: GeneratedQuestion[]; dev: GeneratedQuestion[]; extra: GeneratedQuestion[] }> {
   const rng = new Rng(deriveSeed(seed, domain.dbId));
   const rows = domain.generateRows(rng.fork('rows'));
   const dbDir = join(outDir, 'database', domain.dbId);
@@ -76,10 +87,18 @@ async function generateDomain(
   const tempPath = `${finalPath}.partial`;
   await rm(tempPath, { force: true });
   let questions: GeneratedQuestion[];
+  let extra: GeneratedQuestion[] = [];
   try {
     const db = writeDatabase(tempPath, domain.tables, rows);
     try {
       questions = buildQuestions(db, domain, rng.fork('questions'));
+      if (extraTrainPerInstance > 0) {
+        // A separate stream: the standard questions and split are the same with or without extras.
+        extra = buildQuestions(db, domain, rng.fork('extra-train'), {
+          instancesPerTemplate: (n) => n * extraTrainPerInstance,
+          exclude: new Set(questions.map((q) => q.query)),
+        });
+      }
     } finally {
       db.close();
     }
@@ -95,10 +114,11 @@ async function generateDomain(
       title: domain.title,
       summary: domain.summary,
       tables: domain.tables.map((table) => ({ name: table.name, rows: rows.get(table.name)?.length ?? 0 })),
-      questions: { train: train.length, dev: dev.length },
+      questions: { train: train.length + extra.length, dev: dev.length },
     },
     train,
     dev,
+    extra,
   };
 }
 
@@ -117,20 +137,23 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
   if (!parsed.success) {
     throw new AppError(ErrorCode.VALIDATION, `invalid built-in dataset options: ${formatZodIssues(parsed.error)}`);
   }
-  const { outDir, seed } = parsed.data;
+  const { outDir, seed, extraTrainPerInstance } = parsed.data;
   await mkdir(outDir, { recursive: true });
   const train: SpiderQuestion[] = [];
   const dev: SpiderQuestion[] = [];
+  const extra: SpiderQuestion[] = [];
   const domains: BuiltinDomainSummary[] = [];
   for (const domain of BUILTIN_DOMAINS) {
-    const generated = await generateDomain(domain, outDir, seed);
+    const generated = await generateDomain(domain, outDir, seed, extraTrainPerInstance);
     train.push(...generated.train.map(toSpider));
     dev.push(...generated.dev.map(toSpider));
+    extra.push(...generated.extra.map(toSpider));
     domains.push(generated.summary);
   }
-  const summary: BuiltinDatasetSummary = { generatorVersion: BUILTIN_GENERATOR_VERSION, seed, domains };
+  const summary: BuiltinDatasetSummary = { generatorVersion: BUILTIN_GENERATOR_VERSION, seed, ...(extraTrainPerInstance > 0 ? { extraTrainPerInstance } : {}), domains };
   await writeFile(join(outDir, 'tables.json'), json(BUILTIN_DOMAINS.map(spiderTablesEntry)));
-  await writeFile(join(outDir, 'train_spider.json'), json(train));
+  // Extra draws after every standard question, so the standard train split is a prefix.
+  await writeFile(join(outDir, 'train_spider.json'), json([...train, ...extra]));
   await writeFile(join(outDir, 'dev.json'), json(dev));
   await writeFile(join(outDir, 'builtin-manifest.json'), json(summary));
   return summary;

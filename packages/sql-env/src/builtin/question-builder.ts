@@ -77,15 +77,23 @@ function isTruthy(cell: Cell | undefined): boolean {
  * Instantiates a domain's templates against its freshly written database.
  * A draw is kept only if its gold query returns a non-empty result of the
  * promised shape, its check (if any) passes, and it is not a duplicate.
- * SQL errors are template bugs and are thrown, not skipped.
+ * SQL errors are template bugs and are thrown, not skipped. `exclude` holds queries that must
+ * not be drawn again (extra training draws skip every question already in the dataset);
+ * `instancesPerTemplate` scales each template's wanted count.
  */
-export function buildQuestions(db: Database.Database, domain: DomainSpec, rng: Rng): GeneratedQuestion[] {
+export function buildQuestions(
+  db: Database.Database,
+  domain: DomainSpec,
+  rng: Rng,
+  options: { instancesPerTemplate?: (instances: number) => number; exclude?: ReadonlySet<string> } = {},
+): GeneratedQuestion[] {
   const source = createParamSource(db, rng);
   const questions: GeneratedQuestion[] = [];
-  const seenQueries = new Set<string>();
+  const seenQueries = new Set<string>(options.exclude);
   for (const template of domain.templates) {
+    const wanted = options.instancesPerTemplate?.(template.instances) ?? template.instances;
     let accepted = 0;
-    for (let attempt = 0; attempt < template.instances * ATTEMPTS_PER_INSTANCE && accepted < template.instances; attempt++) {
+    for (let attempt = 0; attempt < wanted * ATTEMPTS_PER_INSTANCE && accepted < wanted; attempt++) {
       let draft;
       try {
         draft = template.draw(source);
