@@ -86,7 +86,8 @@ function envWorker(name: string): AppProcess {
 }
 
 function trainer(name: string): AppProcess {
-  const app = startApp('trainer', name, [...common, '--run', runId], {});
+  // A short trainer lease: the replacement of a killed trainer takes the run over within seconds.
+  const app = startApp('trainer', name, [...common, '--run', runId, '--trainer-lease-ms', '2000'], {});
   apps.push(app);
   return app;
 }

@@ -73,6 +73,14 @@ export const BullmqTransportConfigSchema = z.strictObject({
 export type BullmqTransportConfig = z.infer<typeof BullmqTransportConfigSchema>;
 export type BullmqTransportConfigInput = z.input<typeof BullmqTransportConfigSchema>;
 
+/** KEYS: lease; ARGV: owner, ttl ms. Take a free lease or renew our own (1); another owner holds it (0). */
+const LEASE_SCRIPT = `
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`;
+
 interface RunQueues {
   episodes: Queue;
   groups: Queue;
@@ -459,6 +467,21 @@ export class BullmqTransport implements Transport {
   async trainedBatches(runId: string): Promise<BatchStats[]> {
     const raw = await this.#redis.lrange(this.#keys(runId).batches, 0, -1);
     return raw.map((json) => BatchStatsSchema.parse(JSON.parse(json)));
+  }
+
+  /**
+   * Take the run's trainer lease for `ttlMs` (true), or find it held by another trainer (false).
+   * Re-taking a lease this owner holds renews it.
+   */
+  async acquireTrainerLease(runId: string, owner: string, ttlMs: number): Promise<boolean> {
+    const key = this.#keys(runId).trainerLease;
+    const result = await this.#redis.eval(LEASE_SCRIPT, 1, key, owner, ttlMs);
+    return result === 1;
+  }
+
+  /** Give the lease up, if this owner still holds it. */
+  async releaseTrainerLease(runId: string, owner: string): Promise<void> {
+    await this.#redis.eval(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`, 1, this.#keys(runId).trainerLease, owner);
   }
 
   async drainTrash(runId: string): Promise<number> {

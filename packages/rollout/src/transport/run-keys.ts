@@ -65,6 +65,10 @@ export class RunKeys {
   blob(rest: string): string {
     return `${this.prefix}:blob:${rest}`;
   }
+  /** Which trainer serves the run (a lease with a TTL, renewed while it trains). */
+  get trainerLease(): string {
+    return `${this.prefix}:trainer-lease`;
+  }
   /** Every key of the run starts with this (SCAN pattern for `runs delete` / expiry). */
   get pattern(): string {
     return `${this.prefix}:*`;
