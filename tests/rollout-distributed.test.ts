@@ -164,7 +164,7 @@ describe('distributed rollout across processes', () => {
         expect(await redis.getbit(`${prefix}:trained-episodes`, (parsed?.seq ?? -1) * GROUP_SIZE + (parsed?.index ?? 0))).toBe(1);
       }
       // Trained trajectories were deleted with their groups: no trajectory blob and no trash left.
-      expect(await scanKeys(`${prefix}:blob:${runId}/traj/*`)).toEqual([]);
+      expect(await scanKeys(`${prefix}:blob:traj/*`)).toEqual([]);
       expect(await redis.llen(`${prefix}:trash`)).toBe(0);
       const batches = (await redis.lrange(`${prefix}:batches`, 0, -1)).map((b) => JSON.parse(b) as { version: number; group_ids: string[] });
       expect(batches.map((b) => b.version)).toEqual(batches.map((_, i) => i + 1));

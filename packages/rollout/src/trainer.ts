@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { BatchStats } from './batch-stats.ts';
@@ -184,8 +185,11 @@ async function trainBatch(spec: RolloutRunSpec, groups: readonly ScoredGroup[], 
   const trainedSlots = checkBatchTrajectories(spec, groups, trajectories);
   const stats = batchStats(newVersion, groups, trajectories);
   const weights = await options.updater.update({ version: newVersion, groups, trajectories, stats });
-  // Weights first, commit second: a crash in between leaves an unreferenced blob, never a dangling key.
-  const weightsKey = `${runId}/weights/v${newVersion}`;
+  // Weights first, commit second: a crash in between leaves an unreferenced blob (deleted when a
+  // trainer next resumes the run), never a dangling key. The key is unique to this attempt, so a stale
+  // trainer's write never replaces weights a commit already recorded; retention reads the keys from
+  // the commit history. Keys must start with `<run>/weights/` (sweepUncommittedWeights looks there).
+  const weightsKey = `${runId}/weights/v${newVersion}-${randomBytes(4).toString('hex')}`;
   await transport.blobs.put(weightsKey, weights);
   const { duplicateEpisodes } = await transport.commit(runId, { expectedVersion: version, newVersion, weightsKey, trained: groups, dropped: [], trainedSlots, batch: stats });
   if (duplicateEpisodes > 0) logger.error({ duplicateEpisodes }, 'trainer trained on episodes twice');
