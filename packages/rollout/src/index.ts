@@ -45,6 +45,8 @@ export { RolloutWorker, type RolloutWorkerOptions, type RunResources, type Resol
 export { runTrainer, waitForRun, StatsPolicyUpdater, type PolicyUpdater, type TrainingBatch, type TrainerOptions, type TrainerResult } from './trainer.ts';
 export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult } from './synchronous-run.ts';
 export { RolloutMetrics } from './metrics.ts';
+export { RunAdmin, type RunListing, type RunDetails } from './transport/run-admin.ts';
+export { serveRuns, type TrainerLeases, type TrainerPoolOptions } from './trainer-pool.ts';
 export { startStatusServer, type StatusServer, type StatusServerOptions } from './status-server.ts';
 export { isPermanentFailure, failureReason } from './failure.ts';
 export {
@@ -56,6 +58,8 @@ export {
   trainerUsage,
   trainCommand,
   trainUsage,
+  runsCommand,
+  runsUsage,
   formatSummary,
   createPolicy,
   createRunResolver,

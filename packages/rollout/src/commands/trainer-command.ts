@@ -6,7 +6,8 @@ import { transportHealthCheck, type HealthCheck } from '../health.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { runTrainer, StatsPolicyUpdater } from '../trainer.ts';
 import { serveRuns } from '../trainer-pool.ts';
-import { BullmqTransport } from '../transport/bullmq-transport.ts';
+import { RunAdmin } from '../transport/run-admin.ts';
+import { BullmqTransport, BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
@@ -20,6 +21,7 @@ export const trainerOptionSpecs: Record<string, OptionSpec> = {
   'trainer-id': { key: 'trainerId', env: 'SQLENV_TRAINER_ID' },
   'keep-weights': { key: 'keepWeights', env: 'SQLENV_KEEP_WEIGHTS' },
   'checkpoint-every': { key: 'checkpointEvery', env: 'SQLENV_CHECKPOINT_EVERY' },
+  'run-retention-s': { key: 'runRetentionS', env: 'SQLENV_RUN_RETENTION_S' },
 };
 
 const TrainerOptionsSchema = z
@@ -35,6 +37,8 @@ const TrainerOptionsSchema = z
     keepWeights: z.coerce.number().int().positive().default(3),
     /** Also keep every N-th version as a checkpoint (0 = none). */
     checkpointEvery: z.coerce.number().int().nonnegative().default(0),
+    /** A finished run's keys expire this long after it ends, in seconds (0 = kept until `sqlenv runs delete`). */
+    runRetentionS: z.coerce.number().int().nonnegative().default(7 * 24 * 3600),
   })
   .extend(TransportOptionsSchema.shape)
   .extend(ExecutionOptionsSchema.shape);
@@ -79,6 +83,16 @@ export async function trainerCommand(argv: readonly string[], io: RolloutCommand
       ...(io.signal ? { signal: io.signal } : {}),
       train: async (runId, signal) => {
         const result = await runTrainer({ transport: activeTransport, runId, updater: new StatsPolicyUpdater(), pollMs: options.pollMs, runWaitMs: options.runWaitMs, logger, metrics, retention, signal });
+        if (result.finished && options.runRetentionS > 0) {
+          const { redisUrl, keyBase } = BullmqTransportConfigSchema.parse(transportConfig(options));
+          const admin = new RunAdmin({ redisUrl, keyBase });
+          try {
+            const keys = await admin.expire(runId, options.runRetentionS);
+            logger.info({ runId, keys, retentionS: options.runRetentionS }, 'finished run will expire');
+          } finally {
+            await admin.close();
+          }
+        }
         io.stdout.write(`${JSON.stringify({ run_id: runId, finished: result.finished, policy_version: result.version, batches_this_process: result.batchesThisProcess })}\n`);
       },
     });

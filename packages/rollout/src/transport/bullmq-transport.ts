@@ -69,6 +69,8 @@ export const BullmqTransportConfigSchema = z.strictObject({
   keepCompletedEpisodes: z.number().int().nonnegative().default(1_000),
   /** Completed group jobs kept in Redis for inspection (a scored group's data lives in the scored buffer). */
   keepCompletedGroups: z.number().int().nonnegative().default(1_000),
+  /** Entries kept in each queue's BullMQ event stream (about 150 bytes each); BullMQ's own default. */
+  eventsMaxLen: z.number().int().positive().default(10_000),
 });
 export type BullmqTransportConfig = z.infer<typeof BullmqTransportConfigSchema>;
 export type BullmqTransportConfigInput = z.input<typeof BullmqTransportConfigSchema>;
@@ -195,7 +197,9 @@ export class BullmqTransport implements Transport {
     let queues = this.#queues.get(runId);
     if (!queues) {
       const prefix = this.#keys(runId).prefix;
-      queues = { episodes: new Queue(EPISODES, { connection: this.#bullmq, prefix }), groups: new Queue(GROUPS, { connection: this.#bullmq, prefix }) };
+      // The queue writes its event-stream bound into the queue's meta hash, where BullMQ's scripts read it.
+      const streams = { events: { maxLen: this.#config.eventsMaxLen } };
+      queues = { episodes: new Queue(EPISODES, { connection: this.#bullmq, prefix, streams }), groups: new Queue(GROUPS, { connection: this.#bullmq, prefix, streams }) };
       for (const queue of [queues.episodes, queues.groups]) queue.on('error', (error) => this.#logger.warn({ err: error, runId }, 'queue error'));
       this.#queues.set(runId, queues);
     }
@@ -206,6 +210,8 @@ export class BullmqTransport implements Transport {
     const keys = this.#keys(spec.run_id);
     await this.#redis.set(keys.spec, JSON.stringify(spec), 'NX');
     await this.#redis.sadd(this.#runsKey, spec.run_id);
+    // Every run ever registered (until deleted or expired), for `sqlenv runs list`.
+    await this.#redis.zadd(`${this.#config.keyBase}:all-runs`, 'NX', Date.now(), spec.run_id);
     const stored = await this.getRun(spec.run_id);
     if (!stored) throw new AppError(ErrorCode.INTERNAL, `run ${spec.run_id} vanished right after registration`);
     return stored;
@@ -239,6 +245,7 @@ export class BullmqTransport implements Transport {
       'admission check',
     );
     const missing = admissions.filter((_, i) => existing[i] === 0);
+    this.#runQueues(spec.run_id);
     // One MULTI for all the flows: atomic, so a crash leaves each group whole or absent.
     if (missing.length > 0) await this.#flows.addBulk(missing.map(({ group, episodes }) => groupFlow(spec, keys, group, episodes, this.#config)));
     await this.#redis.sqlenvAdvanceAdmitted(keys.state, Math.max(...admissions.map((a) => a.group.seq)) + 1);
