@@ -59,7 +59,7 @@ export interface RunSummary {
 }
 
 /**
- * Admission control (AReaL-style bounded staleness, reference/grpo-and-async-rl.md):
+ * Admission control (AReaL-style bounded staleness, docs/async-rl.md):
  *
  *   running  = groups admitted whose outcome is not known yet (episodes queued or playing,
  *              or all played but not yet scored);
