@@ -75,6 +75,11 @@ export const BullmqTransportConfigSchema = z.strictObject({
 export type BullmqTransportConfig = z.infer<typeof BullmqTransportConfigSchema>;
 export type BullmqTransportConfigInput = z.input<typeof BullmqTransportConfigSchema>;
 
+/** Whether a blob key is one of `keys` or a part stored under one (`<key>/<part>`). */
+function belongsToAny(blobKey: string, keys: readonly string[]): boolean {
+  return keys.some((key) => blobKey === key || blobKey.startsWith(`${key}/`));
+}
+
 /** KEYS: lease; ARGV: owner, ttl ms. Take a free lease or renew our own (1); another owner holds it (0). */
 const LEASE_SCRIPT = `
 local holder = redis.call('GET', KEYS[1])
@@ -511,7 +516,9 @@ export class BullmqTransport implements Transport {
     for (let i = 0; i + 1 < history.length; i += 2) committed.push({ key: history[i] as string, version: Number(history[i + 1]) });
     const prune = weightsToPrune(committed, retention, new Set([...pinned, ...(current === null ? [] : [current])]));
     if (prune.length === 0) return [];
-    await this.#blobStore.deleteMany(prune);
+    // A version may store parts under its key (`<key>/<part>`: optimizer state next to the adapter).
+    const parts = (await Promise.all(prune.map((key) => this.listBlobs(`${key}/`)))).flat();
+    await this.#blobStore.deleteMany([...prune, ...parts]);
     await this.#redis.zrem(keys.weights, ...prune);
     return prune;
   }
@@ -521,8 +528,8 @@ export class BullmqTransport implements Transport {
     const stored = await this.listBlobs(`${runId}/weights/`);
     if (stored.length === 0) return [];
     const [recorded, pinned, current] = await Promise.all([this.#redis.zrange(keys.weights, 0, -1), this.#redis.hvals(keys.checkpoints), this.#redis.hget(keys.state, 'weights_key')]);
-    const known = new Set([...recorded, ...pinned, ...(current === null ? [] : [current])]);
-    const orphans = stored.filter((key) => !known.has(key));
+    const known = [...recorded, ...pinned, ...(current === null ? [] : [current])];
+    const orphans = stored.filter((key) => !belongsToAny(key, known));
     if (orphans.length > 0) await this.#blobStore.deleteMany(orphans);
     return orphans;
   }

@@ -305,15 +305,16 @@ export class InProcessTransport implements Transport {
     const run = this.#run(runId);
     const committed = [...run.weights].map(([version, key]) => ({ version, key }));
     const prune = weightsToPrune(committed, retention, new Set(run.weightsKey === null ? [] : [run.weightsKey]));
-    await this.blobs.deleteMany(prune);
+    // A version may store parts under its key (`<key>/<part>`), deleted with it.
+    await this.blobs.deleteMany([...prune, ...prune.flatMap((key) => this.blobs.keys(`${key}/`))]);
     for (const [version, key] of run.weights) if (prune.includes(key)) run.weights.delete(version);
     return prune;
   }
 
   async sweepUncommittedWeights(runId: string): Promise<string[]> {
     const run = this.#run(runId);
-    const known = new Set([...run.weights.values(), ...(run.weightsKey === null ? [] : [run.weightsKey])]);
-    const orphans = this.blobs.keys(`${runId}/weights/`).filter((key) => !known.has(key));
+    const known = [...run.weights.values(), ...(run.weightsKey === null ? [] : [run.weightsKey])];
+    const orphans = this.blobs.keys(`${runId}/weights/`).filter((key) => !known.some((k) => key === k || key.startsWith(`${k}/`)));
     await this.blobs.deleteMany(orphans);
     return orphans;
   }

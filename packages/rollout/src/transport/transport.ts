@@ -171,7 +171,11 @@ export interface Transport {
   trainedBatches(runId: string): Promise<BatchStats[]>;
   /** Delete the trajectories of consumed groups (every stored attempt); returns how many. */
   drainTrash(runId: string): Promise<number>;
-  /** Delete committed weights outside the retention (never the current or a named checkpoint); returns their keys. */
+  /**
+   * Delete committed weights outside the retention (never the current or a named checkpoint), with
+   * any parts stored under their keys (`<key>/<part>`); returns the keys. Weight blobs must live
+   * under `<run>/weights/`.
+   */
   pruneWeights(runId: string, retention: WeightsRetention): Promise<string[]>;
   /** Delete weight blobs no commit recorded (a trainer died between writing and committing); returns their keys. */
   sweepUncommittedWeights(runId: string): Promise<string[]>;

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { RolloutRunSpecSchema } from '@sqlenv/protocol';
+import { InProcessTransport } from './in-process-transport.ts';
 import { weightsToPrune } from './weights-retention.ts';
 
 describe('weightsToPrune', () => {
@@ -12,5 +14,25 @@ describe('weightsToPrune', () => {
   it('never prunes the newest version, whatever K says, and nothing when there is nothing', () => {
     expect(weightsToPrune(committed, { keepLast: 0, checkpointEvery: 0 }, new Set())).not.toContain('r/weights/v10-attempt0');
     expect(weightsToPrune([], { keepLast: 1, checkpointEvery: 0 }, new Set())).toEqual([]);
+  });
+});
+
+describe('weights retention through a transport', () => {
+  it('deletes pruned versions and uncommitted weights together with the parts stored under their keys', async () => {
+    const transport = new InProcessTransport();
+    await transport.registerRun(RolloutRunSpecSchema.parse({ run_id: 'r', policy: 'toy', episodes: 8, group_size: 4 }));
+    for (let v = 1; v <= 4; v++) {
+      const key = `r/weights/v${v}-a${v}`;
+      await transport.blobs.put(key, Buffer.from(`adapter ${v}`));
+      await transport.blobs.put(`${key}/optimizer`, Buffer.from(`adam ${v}`));
+      await transport.commit('r', { expectedVersion: v - 1, newVersion: v, weightsKey: key, trained: [], dropped: [], trainedSlots: [], batch: null });
+    }
+    // A trainer died after writing version 5's weights and before committing them.
+    await transport.blobs.put('r/weights/v5-dead', Buffer.from('adapter 5'));
+    await transport.blobs.put('r/weights/v5-dead/optimizer', Buffer.from('adam 5'));
+    expect(await transport.sweepUncommittedWeights('r')).toEqual(['r/weights/v5-dead', 'r/weights/v5-dead/optimizer']);
+    expect(await transport.pruneWeights('r', { keepLast: 2, checkpointEvery: 0 })).toEqual(['r/weights/v1-a1', 'r/weights/v2-a2']);
+    expect(transport.blobs.keys('r/weights/')).toEqual(['r/weights/v3-a3', 'r/weights/v3-a3/optimizer', 'r/weights/v4-a4', 'r/weights/v4-a4/optimizer']);
+    await transport.close();
   });
 });
