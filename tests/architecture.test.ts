@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The import graph between workspaces follows DESIGN.md: apps → packages,
+ * The import graph between workspaces follows docs/architecture.md ("Packages"): apps → packages,
  * never the reverse; `shared` depends on nothing internal; the ML packages
  * (onnx-graph, model, grpo) never reach queue, server or SQL code, so they run
  * and test offline on their own.
@@ -80,7 +80,7 @@ const workspaces = listWorkspaces();
 const workspaceDirs = workspaces.map((w) => ({ ...w, src: path.join(w.dir, 'src') }));
 
 describe('architecture: the import graph between workspaces', () => {
-  it('finds the workspaces DESIGN.md names', () => {
+  it('finds the workspaces docs/architecture.md names', () => {
     const names = workspaces.filter((w) => w.kind === 'packages').map((w) => w.name);
     for (const expected of ['shared', 'protocol', 'sql-env', 'agents', 'onnx-graph', 'model', 'rollout', 'client']) expect(names).toContain(expected);
   });

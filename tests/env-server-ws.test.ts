@@ -4,7 +4,7 @@ import { ErrorFrameSchema, McpReplyFrameSchema, ObservationFrameSchema, StateRep
 import { RawWs, startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
 import { createTestRuntime, firstOracleEpisode, RUNAWAY_SQL, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
 
-// Conformance of /ws with reference/openenv-protocol.md, against the real SQL environment.
+// Conformance of /ws with apps/env-server/README.md, against the real SQL environment.
 
 let runtime: SqlEnvRuntime;
 let harness: Harness;

@@ -2,7 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { RolloutRunSpecSchema, TrajectorySchema, type RolloutRunSpecInput } from '@sqlenv/protocol';
+import { RolloutRunSpecSchema, type RolloutRunSpecInput } from '@sqlenv/protocol';
+import type {
+  MemoryBlobStore} from '@sqlenv/rollout';
 import {
   BullmqTransport,
   buildGroup,
@@ -160,10 +162,10 @@ describe.each([inProcess, bullmq])('rollout over the $name transport', (factory)
       const batches = await transport.trainedBatches(spec.run_id);
       expect(batches.map((b) => b.version)).toEqual(batches.map((_, i) => i + 1));
       for (const batch of batches) expect(batch.max_staleness).toBeLessThanOrEqual(1);
-      // Trajectories are stored once under their episode id and parse with the final schema.
-      const trajectory = await transport.trajectories.get(`${spec.run_id}/traj/${spec.run_id}.s0.g0.e0`);
-      expect(TrajectorySchema.parse(trajectory).turns.length).toBe(2);
-      expect(trajectory.steps[1]?.action.action_type).toBe('ANSWER');
+      // Every trajectory was read back through TrajectorySchema for training, then deleted with its group.
+      const left = transport instanceof BullmqTransport ? await transport.listBlobs(`${spec.run_id}/traj/`) : (transport.blobs as MemoryBlobStore).keys(`${spec.run_id}/traj/`);
+      expect(left).toEqual([]);
+      expect(summary.batches).toBeGreaterThan(0);
     } finally {
       await transport.close();
     }

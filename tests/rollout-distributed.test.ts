@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { episodeJobId, type RunSummary } from '@sqlenv/rollout';
+import { episodeJobId, parseEpisodeJobId, type RunSummary } from '@sqlenv/rollout';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { logTail, startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
 
@@ -43,6 +43,17 @@ afterAll(async () => {
   await redis.quit();
 });
 
+async function scanKeys(pattern: string): Promise<string[]> {
+  const out: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    out.push(...keys);
+  } while (cursor !== '0');
+  return out;
+}
+
 async function state(): Promise<Record<string, string>> {
   return redis.hgetall(`${prefix}:state`);
 }
@@ -75,7 +86,8 @@ function envWorker(name: string): AppProcess {
 }
 
 function trainer(name: string): AppProcess {
-  const app = startApp('trainer', name, [...common, '--run', runId], {});
+  // A short trainer lease: the replacement of a killed trainer takes the run over within seconds.
+  const app = startApp('trainer', name, [...common, '--run', runId, '--trainer-lease-ms', '2000'], {});
   apps.push(app);
   return app;
 }
@@ -141,11 +153,19 @@ describe('distributed rollout across processes', () => {
       expect(finalState['done']).toBe('1');
       expect(Number(finalState['trained_groups'])).toBe(EPISODES / GROUP_SIZE);
       expect(Number(finalState['duplicate_trajectories'])).toBe(0);
-      const consumed = new Set(await redis.smembers(`${prefix}:consumed-episodes`));
+      // Every episode slot (seq × G + index) was stored and trained on exactly once: the bitmaps hold
+      // one bit per episode, and the trained-on count comes from the trajectories themselves.
+      expect(await redis.bitcount(`${prefix}:completed-episodes`)).toBe(EPISODES);
+      expect(await redis.bitcount(`${prefix}:trained-episodes`)).toBe(EPISODES);
+      expect(await redis.bitcount(`${prefix}:consumed-groups`)).toBe(EPISODES / GROUP_SIZE);
       const expected = Array.from({ length: EPISODES }, (_, e) => episodeJobId(runId, Math.floor(e / GROUP_SIZE), GROUPS_PER_BATCH, e % GROUP_SIZE));
-      expect(consumed.size).toBe(EPISODES);
-      expect(expected.filter((id) => !consumed.has(id))).toEqual([]);
-      expect(await redis.scard(`${prefix}:completed-episodes`)).toBe(EPISODES);
+      for (const id of expected) {
+        const parsed = parseEpisodeJobId(runId, id, GROUPS_PER_BATCH);
+        expect(await redis.getbit(`${prefix}:trained-episodes`, (parsed?.seq ?? -1) * GROUP_SIZE + (parsed?.index ?? 0))).toBe(1);
+      }
+      // Trained trajectories were deleted with their groups: no trajectory blob and no trash left.
+      expect(await scanKeys(`${prefix}:blob:traj/*`)).toEqual([]);
+      expect(await redis.llen(`${prefix}:trash`)).toBe(0);
       const batches = (await redis.lrange(`${prefix}:batches`, 0, -1)).map((b) => JSON.parse(b) as { version: number; group_ids: string[] });
       expect(batches.map((b) => b.version)).toEqual(batches.map((_, i) => i + 1));
       const trainedGroups = batches.flatMap((b) => b.group_ids);

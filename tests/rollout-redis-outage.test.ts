@@ -129,7 +129,7 @@ describe('distributed rollout through a Redis outage', () => {
       const summary = JSON.parse(coordinator.stdout().trim()) as RunSummary;
       expect(summary).toMatchObject({ episodes_completed: EPISODES, episodes_consumed: EPISODES, lost_episodes: 0, duplicate_trajectories: 0, groups_failed: 0 });
       expect(Number(before['version'])).toBeLessThan(summary.policy_version);
-      expect(await direct.scard(`outage:{${runId}}:consumed-episodes`)).toBe(EPISODES);
+      expect(await direct.bitcount(`outage:{${runId}}:trained-episodes`)).toBe(EPISODES);
       expect(await trainer.exited).toBe(0);
     } finally {
       direct.disconnect();

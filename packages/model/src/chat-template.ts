@@ -3,7 +3,7 @@ import type { TextTokenizer } from './tokenizer.ts';
 
 /**
  * The Qwen2.5/Qwen3 chat template with tools, producing token ids turn by
- * turn (token-in/token-out, reference/grpo-and-async-rl.md): a conversation
+ * turn (token-in/token-out, docs/async-rl.md): a conversation
  * grows by appending each new turn's ids; history is never re-rendered, so
  * the ids the policy sampled are exactly the ids it is trained on.
  *

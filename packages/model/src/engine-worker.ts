@@ -12,7 +12,7 @@ import { loadModel } from './weights.ts';
  * Worker-thread side of the inference engine: loads the checkpoint itself
  * (weights never cross threads), owns the generation session in direct mode,
  * and runs one batch at a time. ORT's `run` blocks this thread, not the main
- * one, so BullMQ locks and the server keep moving (DESIGN.md).
+ * one, so BullMQ locks and the server keep moving (docs/architecture.md).
  */
 export interface EngineWorkerSetup {
   modelDir: string;

@@ -24,7 +24,7 @@ export interface GenerationGraph {
 
 /**
  * Prefill + decode in one graph: one `run()` generates a whole turn for a
- * left-padded batch (DESIGN.md: Node has no CUDA IO binding, so the KV cache
+ * left-padded batch (docs/architecture.md: Node has no CUDA IO binding, so the KV cache
  * must never cross to JS between tokens).
  *
  * Inputs: `input_ids`, `attention_mask` (B, P) int64; `uniforms` (B, N)

@@ -9,7 +9,7 @@ import type { TextTokenizer } from './tokenizer.ts';
 /**
  * A Hugging Face `tokenizer.json` (byte-level BPE for Qwen/Llama) through
  * `@huggingface/tokenizers`, which reproduces the Rust tokenizer's ids
- * offline (reference/models-and-runtime.md).
+ * offline (docs/architecture.md, "Models and the runtime").
  */
 export class HfTokenizer implements TextTokenizer {
   readonly vocabSize: number;

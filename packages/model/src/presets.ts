@@ -23,7 +23,7 @@ const tinyCommon = {
   padTokenId: BYTE_SPECIAL_IDS['<|endoftext|>'],
 } satisfies Partial<ModelConfigInput>;
 
-/** Qwen special ids (reference/models-and-runtime.md): `<|im_end|>` ends a chat turn. */
+/** Qwen special ids (docs/architecture.md, "Models and the runtime"): `<|im_end|>` ends a chat turn. */
 const QWEN_EOS = [151645, 151643];
 
 const PRESETS = {

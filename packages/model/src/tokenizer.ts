@@ -14,7 +14,7 @@ export interface TextTokenizer {
   tokenId(token: string): number | undefined;
 }
 
-/** The special tokens of the Qwen chat format (reference/models-and-runtime.md). */
+/** The special tokens of the Qwen chat format (docs/architecture.md, "Models and the runtime"). */
 export const CHAT_SPECIAL_TOKENS = [
   '<|endoftext|>',
   '<|im_start|>',

@@ -6,7 +6,7 @@ import { SafetensorsCheckpoint, type F32Tensor } from './safetensors.ts';
 
 /**
  * The tensors a checkpoint of a config must hold, with their Hugging Face
- * names and shapes (reference/models-and-runtime.md). Linear weights are
+ * names and shapes (docs/architecture.md, "Models and the runtime"). Linear weights are
  * stored [out, in] (y = x·Wᵀ).
  */
 export interface TensorSpec {

@@ -19,3 +19,5 @@ export { gradients, type GradientsOptions } from './autodiff.ts';
 export { GRAD_RULES, type GradRule, type GradContext } from './grad-rules.ts';
 export { gradCheck, relativeError, sampleInputs, type GradCheckOptions, type GradCheckResult } from './grad-check.ts';
 export { GRAD_CASES, type GradCase, type GradInput } from './grad-cases.ts';
+export { probeExecutionProvider, type ProviderProbeOptions, type ProviderProbeReport } from './runtime/provider-probe.ts';
+export { kernelCoverage, loadCudaKernelTable, opVersionAt, KernelTableSchema, type KernelTable, type KernelCoverage, type UncoveredNode } from './kernel-coverage/kernel-coverage.ts';

@@ -22,7 +22,7 @@ export const CellSchema = z.union([z.string(), z.number(), z.null()]);
 export type Cell = z.infer<typeof CellSchema>;
 
 /**
- * A question with its precomputed gold answer (reference/sqlenv-behaviour.md,
+ * A question with its precomputed gold answer (docs/architecture.md, "The environment",
  * "Dataset record"). `gold_answer` is the canonical text an oracle would
  * answer with; `gold_rows` are the gold query's rows (for progress reward).
  */

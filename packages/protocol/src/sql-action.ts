@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** The four tools of SQLEnv (reference/sqlenv-behaviour.md). */
+/** The four tools of SQLEnv (docs/architecture.md, "The environment"). */
 export const ActionType = {
   DESCRIBE: 'DESCRIBE',
   SAMPLE: 'SAMPLE',

@@ -3,7 +3,7 @@ import { SqlActionSchema } from './sql-action.ts';
 import { RewardBreakdownSchema } from './sql-observation.ts';
 
 /**
- * A token-exact trajectory (reference/grpo-and-async-rl.md: never re-tokenise
+ * A token-exact trajectory (docs/async-rl.md: never re-tokenise
  * text). Stored once, keyed by episode id; jobs carry only the key.
  *
  * Text-only policies (oracle, random, scripted) fill the token fields with

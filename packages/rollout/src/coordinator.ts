@@ -59,7 +59,7 @@ export interface RunSummary {
 }
 
 /**
- * Admission control (AReaL-style bounded staleness, reference/grpo-and-async-rl.md):
+ * Admission control (AReaL-style bounded staleness, docs/async-rl.md):
  *
  *   running  = groups admitted whose outcome is not known yet (episodes queued or playing,
  *              or all played but not yet scored);
@@ -191,8 +191,9 @@ export async function summarizeRun(transport: Transport, spec: RolloutRunSpec, e
 }
 
 export function buildSummary(kind: Transport['kind'], spec: RolloutRunSpec, counters: RunCounters, failed: readonly FailedGroup[], batches: readonly BatchStats[], elapsedS: number): RunSummary {
-  const trainedEpisodes = batches.reduce((s, b) => s + b.episodes, 0);
-  const weighted = (pick: (b: BatchStats) => number): number | null => (trainedEpisodes === 0 ? null : batches.reduce((s, b) => s + pick(b) * b.episodes, 0) / trainedEpisodes);
+  // Totals over every batch (the transport keeps only the recent batch records of a long run).
+  const { trained } = counters;
+  const perEpisode = (sum: number): number | null => (trained.episodes === 0 ? null : sum / trained.episodes);
   // Every admitted group ends consumed (G episodes at the trainer) or failed (G episodes discarded);
   // whatever is in neither was lost.
   const lost = Math.max(0, counters.admittedGroups * spec.group_size - counters.consumedEpisodes - counters.failedGroups * spec.group_size);
@@ -216,9 +217,9 @@ export function buildSummary(kind: Transport['kind'], spec: RolloutRunSpec, coun
     duplicate_trajectories: counters.duplicateTrajectories,
     lost_episodes: lost,
     policy_version: counters.policyVersion,
-    batches: batches.length,
-    reward_mean: weighted((b) => b.reward_mean),
-    success_rate: weighted((b) => b.success_rate),
+    batches: Math.max(trained.batches, batches.length),
+    reward_mean: perEpisode(trained.rewardSum),
+    success_rate: perEpisode(trained.correct),
     elapsed_s: round3(elapsedS),
     episodes_per_s: elapsedS > 0 ? round3(counters.completedEpisodes / elapsedS) : 0,
   };

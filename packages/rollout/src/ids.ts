@@ -22,3 +22,17 @@ export function groupJobId(runId: string, seq: number, groupsPerBatch: number): 
 export function episodeJobId(runId: string, seq: number, groupsPerBatch: number, index: number): string {
   return `${groupJobId(runId, seq, groupsPerBatch)}.e${index}`;
 }
+
+/**
+ * The admission seq and index of an episode id (the inverse of episodeJobId), or undefined when the
+ * id is not one of the run's. The trainer reads it from each trajectory it trains on: the duplicate
+ * check counts what was trained, not what the group records say.
+ */
+export function parseEpisodeJobId(runId: string, episodeId: string, groupsPerBatch: number): { seq: number; index: number } | undefined {
+  if (!episodeId.startsWith(`${runId}.`)) return undefined;
+  const match = /^\.s(\d+)\.g(\d+)\.e(\d+)$/.exec(episodeId.slice(runId.length));
+  if (!match) return undefined;
+  const [step, group, index] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  if (group >= groupsPerBatch) return undefined;
+  return { seq: step * groupsPerBatch + group, index };
+}

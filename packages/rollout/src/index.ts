@@ -13,15 +13,20 @@ export type {
   Consumer,
   TrainerCommit,
   CommitResult,
+  WeightsRetention,
 } from './transport/transport.ts';
+export { weightsToPrune } from './transport/weights-retention.ts';
+export { checkBatchTrajectories } from './trainer-housekeeping.ts';
+export { createHealthCheck, type HealthCheck, type HealthReport, type HealthCheckOptions } from './health.ts';
 export { InProcessTransport } from './transport/in-process-transport.ts';
 export { BullmqTransport, BullmqTransportConfigSchema, type BullmqTransportConfig, type BullmqTransportConfigInput } from './transport/bullmq-transport.ts';
-export { type BlobStore, MemoryBlobStore, DirectoryBlobStore, RedisBlobStore, type RedisBlobStoreOptions } from './store/blob-store.ts';
+export { type BlobStore, MemoryBlobStore, DirectoryBlobStore } from './store/blob-store.ts';
+export { RedisBlobStore, redisWriteError, type RedisBlobStoreOptions } from './store/redis-blob-store.ts';
 export { TrajectoryStore, trajectoryKey } from './store/trajectory-store.ts';
 export { groupAdvantages, GRPO_STD_EPS, type GroupAdvantages } from './advantages.ts';
 export { BatchStatsSchema, type BatchStats } from './batch-stats.ts';
 export { scoreGroup, batchStats } from './scoring.ts';
-export { groupJobId, episodeJobId, groupPosition } from './ids.ts';
+export { groupJobId, episodeJobId, groupPosition, parseEpisodeJobId } from './ids.ts';
 export { QuestionSchedule, episodeSeed, type ScheduledQuestion } from './question-schedule.ts';
 export { playEpisode, type RolloutEnvironment, type EnvironmentSource, type TurnTokens, type TokenRecordingEpisode, type PlayEpisodeDeps } from './play-episode.ts';
 export {
@@ -40,6 +45,8 @@ export { RolloutWorker, type RolloutWorkerOptions, type RunResources, type Resol
 export { runTrainer, waitForRun, StatsPolicyUpdater, type PolicyUpdater, type TrainingBatch, type TrainerOptions, type TrainerResult } from './trainer.ts';
 export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult } from './synchronous-run.ts';
 export { RolloutMetrics } from './metrics.ts';
+export { RunAdmin, type RunListing, type RunDetails } from './transport/run-admin.ts';
+export { serveRuns, type TrainerLeases, type TrainerPoolOptions } from './trainer-pool.ts';
 export { startStatusServer, type StatusServer, type StatusServerOptions } from './status-server.ts';
 export { isPermanentFailure, failureReason } from './failure.ts';
 export {
@@ -51,6 +58,8 @@ export {
   trainerUsage,
   trainCommand,
   trainUsage,
+  runsCommand,
+  runsUsage,
   formatSummary,
   createPolicy,
   createRunResolver,

@@ -136,7 +136,7 @@ export class RolloutWorker {
       maxTurns: spec.max_turns,
     });
     const { transport, metrics } = this.#options;
-    const key = await transport.storeTrajectory(trajectory);
+    const key = await transport.storeTrajectory(trajectory, job, attempt.fence);
     this.#episodesPlayed += 1;
     const versions = trajectory.turns.map((t) => t.policy_version);
     metrics?.episodeSeconds.observe({ run: spec.run_id }, trajectory.timings.total_ms / 1000);

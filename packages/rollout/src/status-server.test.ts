@@ -9,6 +9,7 @@ describe('startStatusServer', () => {
     metrics.observeCounters('r1', {
       admittedGroups: 5, failedGroups: 1, scoredPending: 0, trainedGroups: 3, droppedGroups: 1, policyVersion: 2, weightsKey: null,
       completedEpisodes: 18, failedEpisodes: 2, consumedEpisodes: 16, duplicateTrajectories: 0, totalGroups: 5, done: true,
+      trained: { batches: 3, episodes: 12, rewardSum: 6, correct: 6 },
     });
     const server = await startStatusServer({ port: 0, host: '127.0.0.1', registry: metrics.registry, status: () => ({ app: 'test', ok: true }) });
     try {

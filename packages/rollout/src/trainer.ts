@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import type { RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { BatchStats } from './batch-stats.ts';
 import type { RolloutMetrics } from './metrics.ts';
 import { batchStats, scoreGroup } from './scoring.ts';
-import type { Transport } from './transport/transport.ts';
+import { afterCommit, checkBatchTrajectories, resumeHousekeeping } from './trainer-housekeeping.ts';
+import type { Transport, WeightsRetention } from './transport/transport.ts';
 import { Wakeup } from './wakeup.ts';
 
 /**
@@ -73,6 +75,8 @@ export interface TrainerOptions {
   signal?: AbortSignal;
   /** Called after each trained batch (progress bars). */
   onBatch?: (stats: BatchStats) => void;
+  /** Which committed weights to keep (the rest are deleted after each commit); without it, all are kept. */
+  retention?: WeightsRetention;
 }
 
 export interface TrainerResult {
@@ -108,6 +112,7 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
   let version = initial.policyVersion;
   await updater.restore(initial.weightsKey === null ? null : ((await transport.blobs.get(initial.weightsKey)) ?? null), version);
   logger.info({ version, trainedGroups: initial.trainedGroups }, 'trainer resumed');
+  await resumeHousekeeping(transport, runId, logger);
   let batches = 0;
   let finished = false;
   const waitForWork = async (): Promise<void> => {
@@ -137,7 +142,8 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
       const dropped = spec.drop_zero_variance ? pending.filter((g) => g.zero_variance) : [];
       const accepted = spec.drop_zero_variance ? pending.filter((g) => !g.zero_variance) : pending;
       if (dropped.length > 0) {
-        await transport.commit(runId, { expectedVersion: version, newVersion: version, weightsKey: null, trained: [], dropped, batch: null });
+        await transport.commit(runId, { expectedVersion: version, newVersion: version, weightsKey: null, trained: [], dropped, trainedSlots: [], batch: null });
+        await afterCommit(transport, runId, options.retention, logger);
         logger.info({ groups: dropped.map((g) => g.group_id) }, 'zero-variance groups dropped');
       }
       // Every group is trained, dropped or failed, or still out there: when the
@@ -147,7 +153,7 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
       // the page's zero-variance groups are dropped and the loop reads the next page.
       const allBuffered = !truncated && counters.totalGroups !== null && counters.totalGroups - resolved === accepted.length;
       if (accepted.length >= spec.groups_per_batch || (allBuffered && accepted.length > 0)) {
-        version = await trainBatch(accepted.slice(0, spec.groups_per_batch), version, options, logger);
+        version = await trainBatch(spec, accepted.slice(0, spec.groups_per_batch), version, options, logger);
         batches += 1;
         continue;
       }
@@ -168,7 +174,7 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
   return { finished, version, batchesThisProcess: batches };
 }
 
-async function trainBatch(groups: readonly ScoredGroup[], version: number, options: TrainerOptions, logger: Logger): Promise<number> {
+async function trainBatch(spec: RolloutRunSpec, groups: readonly ScoredGroup[], version: number, options: TrainerOptions, logger: Logger): Promise<number> {
   const { transport, runId } = options;
   const started = performance.now();
   const newVersion = version + 1;
@@ -176,13 +182,18 @@ async function trainBatch(groups: readonly ScoredGroup[], version: number, optio
   const flat = await transport.trajectories.getMany(groups.flatMap((g) => g.trajectory_keys));
   let offset = 0;
   const trajectories = groups.map((g) => flat.slice(offset, (offset += g.trajectory_keys.length)));
+  const trainedSlots = checkBatchTrajectories(spec, groups, trajectories);
   const stats = batchStats(newVersion, groups, trajectories);
   const weights = await options.updater.update({ version: newVersion, groups, trajectories, stats });
-  // Weights first, commit second: a crash in between leaves an unreferenced blob, never a dangling key.
-  const weightsKey = `${runId}/weights/v${newVersion}`;
+  // Weights first, commit second: a crash in between leaves an unreferenced blob (deleted when a
+  // trainer next resumes the run), never a dangling key. The key is unique to this attempt, so a stale
+  // trainer's write never replaces weights a commit already recorded; retention reads the keys from
+  // the commit history. Keys must start with `<run>/weights/` (sweepUncommittedWeights looks there).
+  const weightsKey = `${runId}/weights/v${newVersion}-${randomBytes(4).toString('hex')}`;
   await transport.blobs.put(weightsKey, weights);
-  const { duplicateEpisodes } = await transport.commit(runId, { expectedVersion: version, newVersion, weightsKey, trained: groups, dropped: [], batch: stats });
-  if (duplicateEpisodes > 0) logger.error({ duplicateEpisodes }, 'trainer saw episodes twice');
+  const { duplicateEpisodes } = await transport.commit(runId, { expectedVersion: version, newVersion, weightsKey, trained: groups, dropped: [], trainedSlots, batch: stats });
+  if (duplicateEpisodes > 0) logger.error({ duplicateEpisodes }, 'trainer trained on episodes twice');
+  await afterCommit(transport, runId, options.retention, logger);
   options.metrics?.staleness.observe({ run: runId }, stats.max_staleness);
   options.metrics?.trainerUpdateSeconds.inc({ run: runId }, (performance.now() - started) / 1000);
   logger.info({ version: newVersion, groups: stats.group_ids, rewardMean: stats.reward_mean, successRate: stats.success_rate, maxStaleness: stats.max_staleness }, 'batch trained');

@@ -1,11 +1,9 @@
-import { readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { AppError, silentLogger } from '@sqlenv/shared';
 import { readOptions } from './command-io.ts';
 import { runtimeOptionsFrom } from './run-resources.ts';
 import { RuntimeOptionsSchema, runtimeOptionSpecs } from './shared-options.ts';
-import { environmentVariables } from './environment-variables.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { coordinatorCommand } from './coordinator-command.ts';
 
@@ -35,17 +33,5 @@ describe('readOptions + runSpecFrom', () => {
     const code = await coordinatorCommand(['--episodes', '10', '--group-size', '4', '--redis', 'redis://127.0.0.1:1'], { stdout: new Writable({ write: (_c, _e, d) => d() }), stderr, env: {} });
     expect(code).toBe(2);
     expect(err).toMatch(/VALIDATION: .*multiple of group_size/);
-  });
-});
-
-describe('docker-compose.yml', () => {
-  it('sets only environment variables the rollout apps read', () => {
-    const compose = readFileSync(new URL('../../../../docker-compose.yml', import.meta.url), 'utf8');
-    // The rollout services' environment keys (the env-server section has its own settings).
-    const rollout = compose.split(/\n {2}env-server:\n/)[0] ?? '';
-    const names = [...rollout.matchAll(/^\s+(?:#\s*)?([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1] as string);
-    const known = environmentVariables();
-    expect(names.length).toBeGreaterThan(8);
-    expect(names.filter((n) => !known.has(n))).toEqual([]);
   });
 });

@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { createRootLogger } from '@sqlenv/shared';
 import { runCoordinator } from '../coordinator.ts';
 import { RolloutMetrics } from '../metrics.ts';
+import { transportHealthCheck, type HealthCheck } from '../health.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { BullmqTransport } from '../transport/bullmq-transport.ts';
 import { readOptions, reportCommandError, type RolloutCommandIo } from './command-io.ts';
@@ -22,6 +23,7 @@ const CoordinatorOptionsSchema = SpecOptionsSchema.extend(TransportOptionsSchema
 export async function coordinatorCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
+  let health: HealthCheck | undefined;
   try {
     const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs }, CoordinatorOptionsSchema);
     const spec = runSpecFrom(options, () => `run-${randomBytes(4).toString('hex')}`);
@@ -37,7 +39,10 @@ export async function coordinatorCommand(argv: readonly string[], io: RolloutCom
     const metrics = new RolloutMetrics({ processMetrics: true });
     const activeTransport = transport;
     if (options.metricsPort !== undefined) {
+      const check = transportHealthCheck(transport, options);
+      health = check;
       server = await startStatusServer({
+        health: () => check.check(),
         port: options.metricsPort,
         host: options.metricsHost,
         registry: metrics.registry,
@@ -51,6 +56,7 @@ export async function coordinatorCommand(argv: readonly string[], io: RolloutCom
   } catch (error) {
     return reportCommandError(io, 'coordinator', error);
   } finally {
+    health?.close();
     await server?.close();
     await transport?.close();
   }

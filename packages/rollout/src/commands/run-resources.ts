@@ -77,7 +77,7 @@ export class RuntimeCache {
  * Environments on a remote env-server (`--env-url`): one WebSocket session per
  * episode. The wire carries no step info, so correctness is inferred from the
  * final ANSWER's reward: its terminal part is +1.0 for a correct answer and the
- * dense part is clipped to [−0.10, +0.15] (reference/sqlenv-behaviour.md).
+ * dense part is clipped to [−0.10, +0.15] (docs/architecture.md, "The environment").
  */
 export function remoteEnvironments(url: string, options: { apiKey?: string } = {}): EnvironmentSource {
   return {

@@ -5,6 +5,7 @@ import type { OptionSpec } from './command-io.ts';
 export const transportOptionSpecs: Record<string, OptionSpec> = {
   redis: { key: 'redisUrl', env: 'REDIS_URL' },
   'key-base': { key: 'keyBase', env: 'SQLENV_KEY_BASE' },
+  'blob-store': { key: 'blobStore', env: 'SQLENV_BLOB_STORE' },
   'spill-dir': { key: 'spillDir', env: 'SQLENV_SPILL_DIR' },
   'max-inline-bytes': { key: 'maxInlineBytes', env: 'SQLENV_MAX_INLINE_BYTES' },
   'lock-duration-ms': { key: 'lockDurationMs', env: 'SQLENV_LOCK_DURATION_MS' },
@@ -14,6 +15,8 @@ export const transportOptionSpecs: Record<string, OptionSpec> = {
   'metrics-host': { key: 'metricsHost', env: 'METRICS_HOST' },
   'log-level': { key: 'logLevel', env: 'LOG_LEVEL' },
   'poll-ms': { key: 'pollMs', env: 'SQLENV_POLL_MS' },
+  'health-ping-timeout-ms': { key: 'healthPingTimeoutMs', env: 'SQLENV_HEALTH_PING_TIMEOUT_MS' },
+  'health-max-loop-lag-ms': { key: 'healthMaxLoopLagMs', env: 'SQLENV_HEALTH_MAX_LOOP_LAG_MS' },
 };
 
 const int = z.coerce.number().int();
@@ -22,6 +25,7 @@ const int = z.coerce.number().int();
 export const TransportOptionsSchema = z.object({
   redisUrl: z.string().min(1).optional(),
   keyBase: z.string().optional(),
+  blobStore: z.enum(['redis', 'dir']).optional(),
   spillDir: z.string().optional(),
   maxInlineBytes: int.positive().optional(),
   lockDurationMs: int.positive().optional(),
@@ -33,13 +37,17 @@ export const TransportOptionsSchema = z.object({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Fallback poll interval of the control loops, in milliseconds (notices wake them sooner). */
   pollMs: int.positive().default(250),
+  /** /healthz: a Redis PING slower than this is an outage, in milliseconds. */
+  healthPingTimeoutMs: int.positive().default(2_000),
+  /** /healthz: an event-loop stall longer than this since the last check is unhealthy, in milliseconds. */
+  healthMaxLoopLagMs: int.positive().default(10_000),
 });
 export type TransportOptions = z.infer<typeof TransportOptionsSchema>;
 
 /** The BullmqTransport config from parsed options, without the undefined fields. */
 export function transportConfig(options: TransportOptions): Record<string, string | number> {
   const out: Record<string, string | number> = {};
-  for (const key of ['redisUrl', 'keyBase', 'spillDir', 'maxInlineBytes', 'lockDurationMs', 'stalledIntervalMs', 'maxStalledCount'] as const) {
+  for (const key of ['redisUrl', 'keyBase', 'blobStore', 'spillDir', 'maxInlineBytes', 'lockDurationMs', 'stalledIntervalMs', 'maxStalledCount'] as const) {
     const value = options[key];
     if (value !== undefined) out[key] = value;
   }

@@ -21,6 +21,7 @@ const trainOptionSpecs: Record<string, OptionSpec> = {
   json: { key: 'json', flag: true },
   'metrics-port': { key: 'metricsPort', env: 'METRICS_PORT' },
   'log-level': { key: 'logLevel', env: 'LOG_LEVEL' },
+  'keep-weights': { key: 'keepWeights', env: 'SQLENV_KEEP_WEIGHTS' },
 };
 
 /**
@@ -37,6 +38,8 @@ const TrainOptionsSchema = SpecOptionsSchema.extend({
   json: booleanText.default(false),
   metricsPort: TransportOptionsSchema.shape.metricsPort,
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
+  /** Committed weights kept in memory: the newest K versions. */
+  keepWeights: z.coerce.number().int().positive().default(3),
 }).extend(RuntimeOptionsSchema.shape);
 
 /**
@@ -74,7 +77,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     await worker.start();
     const batches: BatchStats[] = [];
     const started = performance.now();
-    const trainer = runTrainer({ transport, runId: spec.run_id, updater: new StatsPolicyUpdater(), pollMs: 50, runWaitMs: 10_000, logger, metrics, onBatch: (b) => batches.push(b) });
+    const trainer = runTrainer({ transport, runId: spec.run_id, updater: new StatsPolicyUpdater(), pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b) });
     // Surface a trainer failure at once instead of waiting on a coordinator that can no longer finish.
     const trainerFailed = trainer.then(
       () => new Promise<never>(() => undefined),

@@ -1,65 +1,106 @@
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import { createRootLogger } from '@sqlenv/shared';
 import { RolloutMetrics } from '../metrics.ts';
+import { transportHealthCheck, type HealthCheck } from '../health.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { runTrainer, StatsPolicyUpdater } from '../trainer.ts';
-import { BullmqTransport } from '../transport/bullmq-transport.ts';
+import { serveRuns } from '../trainer-pool.ts';
+import { RunAdmin } from '../transport/run-admin.ts';
+import { BullmqTransport, BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 
-export const trainerUsage = 'sqlenv trainer --redis URL --run ID [--metrics-port P]';
+export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--keep-weights K] [--checkpoint-every N] [--metrics-port P]';
 
 export const trainerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
   'run-wait-ms': { key: 'runWaitMs', env: 'SQLENV_RUN_WAIT_MS' },
+  'trainer-lease-ms': { key: 'trainerLeaseMs', env: 'SQLENV_TRAINER_LEASE_MS' },
+  'trainer-id': { key: 'trainerId', env: 'SQLENV_TRAINER_ID' },
+  'keep-weights': { key: 'keepWeights', env: 'SQLENV_KEEP_WEIGHTS' },
+  'checkpoint-every': { key: 'checkpointEvery', env: 'SQLENV_CHECKPOINT_EVERY' },
+  'run-retention-s': { key: 'runRetentionS', env: 'SQLENV_RUN_RETENTION_S' },
 };
 
 const TrainerOptionsSchema = z
   .object({
-    runId: z.string().min(1),
+    /** Train this run and exit when it is done; without it, serve every active run that has no trainer. */
+    runId: z.string().min(1).optional(),
     /** How long to wait for the coordinator to register the run, in milliseconds. */
     runWaitMs: z.coerce.number().int().positive().default(600_000),
+    /** Time to live of the trainer lease (renewed every third of it), in milliseconds; a dead trainer's run is free after this. */
+    trainerLeaseMs: z.coerce.number().int().positive().default(15_000),
+    trainerId: z.string().min(1).default(`${hostname()}-${process.pid}`),
+    /** Committed weights kept: the newest K versions (older ones are deleted after each commit). */
+    keepWeights: z.coerce.number().int().positive().default(3),
+    /** Also keep every N-th version as a checkpoint (0 = none). */
+    checkpointEvery: z.coerce.number().int().nonnegative().default(0),
+    /** A finished run's keys expire this long after it ends, in seconds (0 = kept until `sqlenv runs delete`). */
+    runRetentionS: z.coerce.number().int().nonnegative().default(7 * 24 * 3600),
   })
-  .extend(TransportOptionsSchema.shape);
+  .extend(TransportOptionsSchema.shape)
+  .extend(ExecutionOptionsSchema.shape);
 
 /**
- * `sqlenv trainer`: consume the run's scored groups until the run is done (or
- * SIGTERM), then print one JSON line. Restartable at any point: it resumes
- * from the committed version and weights.
+ * `sqlenv trainer`: with `--run`, consume that run's scored groups until it is done (or SIGTERM);
+ * without, serve runs one after another: take an active run no other trainer holds (a lease in
+ * Redis), train it to the end, take the next (docker-compose runs it this way). One JSON line per
+ * run trained. Restartable at any point: it resumes from the committed version and weights.
  */
 export async function trainerCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
+  let health: HealthCheck | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...trainerOptionSpecs, ...transportOptionSpecs }, TrainerOptionsSchema);
+    const options = readOptions(argv, io.env ?? {}, { ...trainerOptionSpecs, ...transportOptionSpecs, ...executionOptionSpecs }, TrainerOptionsSchema);
     const logger = io.logger ?? createRootLogger('trainer', { fd: 2, level: options.logLevel });
+    await checkExecutionProvider(options.executionProvider, io.env ?? {}, logger);
     const activeTransport = new BullmqTransport(transportConfig(options), { logger });
     transport = activeTransport;
     const metrics = new RolloutMetrics({ processMetrics: true });
     if (options.metricsPort !== undefined) {
+      const check = transportHealthCheck(transport, options);
+      health = check;
       server = await startStatusServer({
+        health: () => check.check(),
         port: options.metricsPort,
         host: options.metricsHost,
         registry: metrics.registry,
-        status: async () => ({ app: 'trainer', run_id: options.runId, counters: (await activeTransport.getRun(options.runId)) ? await activeTransport.counters(options.runId) : null }),
+        status: async () => ({ app: 'trainer', trainer_id: options.trainerId, run_id: options.runId ?? null, active_runs: await activeTransport.activeRuns() }),
         logger,
       });
     }
-    const result = await runTrainer({
-      transport,
-      runId: options.runId,
-      updater: new StatsPolicyUpdater(),
+    const retention = { keepLast: options.keepWeights, checkpointEvery: options.checkpointEvery };
+    await serveRuns({
+      leases: activeTransport,
+      owner: options.trainerId,
+      leaseMs: options.trainerLeaseMs,
       pollMs: options.pollMs,
-      runWaitMs: options.runWaitMs,
+      ...(options.runId === undefined ? {} : { runId: options.runId }),
       logger,
-      metrics,
       ...(io.signal ? { signal: io.signal } : {}),
+      train: async (runId, signal) => {
+        const result = await runTrainer({ transport: activeTransport, runId, updater: new StatsPolicyUpdater(), pollMs: options.pollMs, runWaitMs: options.runWaitMs, logger, metrics, retention, signal });
+        if (result.finished && options.runRetentionS > 0) {
+          const { redisUrl, keyBase } = BullmqTransportConfigSchema.parse(transportConfig(options));
+          const admin = new RunAdmin({ redisUrl, keyBase });
+          try {
+            const keys = await admin.expire(runId, options.runRetentionS);
+            logger.info({ runId, keys, retentionS: options.runRetentionS }, 'finished run will expire');
+          } finally {
+            await admin.close();
+          }
+        }
+        io.stdout.write(`${JSON.stringify({ run_id: runId, finished: result.finished, policy_version: result.version, batches_this_process: result.batchesThisProcess })}\n`);
+      },
     });
-    io.stdout.write(`${JSON.stringify({ run_id: options.runId, finished: result.finished, policy_version: result.version, batches_this_process: result.batchesThisProcess })}\n`);
     return 0;
   } catch (error) {
     return reportCommandError(io, 'trainer', error);
   } finally {
+    health?.close();
     await server?.close();
     await transport?.close();
   }

@@ -3,10 +3,12 @@ import { z } from 'zod';
 import { createRootLogger } from '@sqlenv/shared';
 import { RolloutMetrics } from '../metrics.ts';
 import { RolloutWorker } from '../rollout-worker.ts';
+import { transportHealthCheck, type HealthCheck } from '../health.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { BullmqTransport } from '../transport/bullmq-transport.ts';
 import { Wakeup } from '../wakeup.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
 import { createRunResolver, RuntimeCache, runtimeOptionsFrom } from './run-resources.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 
@@ -34,7 +36,8 @@ const WorkerOptionsSchema = z
     discoveryMs: z.coerce.number().int().positive().default(1_000),
   })
   .extend(TransportOptionsSchema.shape)
-  .extend(RuntimeOptionsSchema.shape);
+  .extend(RuntimeOptionsSchema.shape)
+  .extend(ExecutionOptionsSchema.shape);
 
 /**
  * `sqlenv worker`: play episode jobs until SIGTERM (or until `--run` is done).
@@ -43,11 +46,13 @@ const WorkerOptionsSchema = z
 export async function workerCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
+  let health: HealthCheck | undefined;
   let worker: RolloutWorker | undefined;
   let runtimes: RuntimeCache | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs }, WorkerOptionsSchema);
+    const options = readOptions(argv, io.env ?? {}, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...executionOptionSpecs }, WorkerOptionsSchema);
     const logger = io.logger ?? createRootLogger('worker', { fd: 2, level: options.logLevel });
+    await checkExecutionProvider(options.executionProvider, io.env ?? {}, logger);
     transport = new BullmqTransport(transportConfig(options), { logger });
     runtimes = new RuntimeCache(runtimeOptionsFrom(options, logger));
     const metrics = new RolloutMetrics({ processMetrics: true });
@@ -66,7 +71,10 @@ export async function workerCommand(argv: readonly string[], io: RolloutCommandI
     });
     worker = activeWorker;
     if (options.metricsPort !== undefined) {
+      const check = transportHealthCheck(transport, options);
+      health = check;
       server = await startStatusServer({
+        health: () => check.check(),
         port: options.metricsPort,
         host: options.metricsHost,
         registry: metrics.registry,
@@ -89,6 +97,7 @@ export async function workerCommand(argv: readonly string[], io: RolloutCommandI
     return reportCommandError(io, 'worker', error);
   } finally {
     await worker?.close();
+    health?.close();
     await server?.close();
     await transport?.close();
     await runtimes?.close();

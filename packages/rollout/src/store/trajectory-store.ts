@@ -2,9 +2,13 @@ import { TrajectorySchema, type Trajectory } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import type { BlobStore } from './blob-store.ts';
 
-/** Blob key of an episode's trajectory: `<run>/traj/<episode id>`. */
-export function trajectoryKey(runId: string, episodeId: string): string {
-  return `${runId}/traj/${episodeId}`;
+/**
+ * Blob key of one attempt's trajectory: `<run>/traj/<episode id>/<fence>`. The fence (the job's lock
+ * token) makes every take of the job write its own key, so a worker that lost its lock and resumed
+ * never overwrites the attempt BullMQ accepted; the accepted attempt's key is the job's result.
+ */
+export function trajectoryKey(runId: string, episodeId: string, fence: string): string {
+  return `${runId}/traj/${episodeId}/${fence.replace(/[^A-Za-z0-9._-]/g, '_')}`;
 }
 
 /** A trajectory's stored bytes (JSON). */
@@ -13,9 +17,8 @@ export function encodeTrajectory(trajectory: Trajectory): Buffer {
 }
 
 /**
- * Trajectories stored once, keyed by episode id. A re-run of the same episode
- * (retry, stalled-job recovery) overwrites the same key, so the store never
- * holds two trajectories for one episode.
+ * Trajectories by attempt key (trajectoryKey). The transports store them (storeTrajectory, with the
+ * episode's completion); this reads them back and deletes them once trained.
  */
 export class TrajectoryStore {
   readonly #blobs: BlobStore;
@@ -24,8 +27,8 @@ export class TrajectoryStore {
     this.#blobs = blobs;
   }
 
-  async put(trajectory: Trajectory): Promise<string> {
-    const key = trajectoryKey(trajectory.run_id, trajectory.episode_id);
+  async put(trajectory: Trajectory, fence: string): Promise<string> {
+    const key = trajectoryKey(trajectory.run_id, trajectory.episode_id, fence);
     await this.#blobs.put(key, encodeTrajectory(trajectory));
     return key;
   }
@@ -42,6 +45,10 @@ export class TrajectoryStore {
 
   delete(key: string): Promise<void> {
     return this.#blobs.delete(key);
+  }
+
+  deleteMany(keys: readonly string[]): Promise<void> {
+    return this.#blobs.deleteMany(keys);
   }
 }
 

@@ -18,10 +18,12 @@ import {
 import { AppError, ErrorCode, formatZodIssues, silentLogger, toAppError, type Logger } from '@sqlenv/shared';
 import { BatchStatsSchema, type BatchStats } from '../batch-stats.ts';
 import { failureReason, isPermanentFailure } from '../failure.ts';
-import { DirectoryBlobStore, RedisBlobStore, type BlobStore } from '../store/blob-store.ts';
+import { DirectoryBlobStore, type BlobStore } from '../store/blob-store.ts';
+import { RedisBlobStore, redisWriteError } from '../store/redis-blob-store.ts';
 import { encodeTrajectory, trajectoryKey, TrajectoryStore } from '../store/trajectory-store.ts';
 import { defineScripts, type ScriptRedis } from './redis-scripts.ts';
-import { EPISODES, execBatch, GROUPS, groupFlow, RunKeys } from './run-keys.ts';
+import { episodeSlot, EPISODES, execBatch, GROUPS, groupFlow, RunKeys } from './run-keys.ts';
+import { weightsToPrune } from './weights-retention.ts';
 import type {
   CommitResult,
   Consumer,
@@ -35,16 +37,26 @@ import type {
   RunCounters,
   TrainerCommit,
   Transport,
+  WeightsRetention,
 } from './transport.ts';
 
 export const BullmqTransportConfigSchema = z.strictObject({
   redisUrl: z.string().min(1).default('redis://127.0.0.1:6379'),
   /** Every key starts with `<keyBase>:{<run id>}` — the run is the Redis Cluster hash tag. */
   keyBase: z.string().regex(/^[A-Za-z0-9_-]+$/).default('sqlenv'),
-  /** Trajectories and weights above this size go to `spillDir`, in bytes. */
+  /** Trajectories and weights above this size are stored as chunks (or in `spillDir`), in bytes. */
   maxInlineBytes: z.number().int().positive().default(256 * 1024),
-  /** Directory (shared by every process of the run) for blobs over the inline bound. */
+  /**
+   * Where blobs over the inline bound go: 'redis' = chunks in Redis (every process that reaches Redis
+   * reads them, on any host); 'dir' = files in `spillDir`, a directory every process mounts.
+   */
+  blobStore: z.enum(['redis', 'dir']).default('redis'),
+  /** One chunk of a big blob in Redis, in bytes. */
+  chunkBytes: z.number().int().positive().default(1024 * 1024),
+  /** Directory shared by every process of the run, for blobStore 'dir'. */
   spillDir: z.string().min(1).optional(),
+  /** Trained-batch records kept per run (totals are kept for all), so a long run's list stays bounded. */
+  keepBatches: z.number().int().positive().default(1_000),
   /** BullMQ job lock; a worker that dies holding it loses its jobs to another after this long. Milliseconds. */
   lockDurationMs: z.number().int().positive().default(30_000),
   /** How often workers look for stalled jobs, in milliseconds. */
@@ -55,9 +67,26 @@ export const BullmqTransportConfigSchema = z.strictObject({
   groupConcurrency: z.number().int().positive().default(8),
   /** Completed episode jobs kept in Redis for inspection (their results live on in the parent). */
   keepCompletedEpisodes: z.number().int().nonnegative().default(1_000),
+  /** Completed group jobs kept in Redis for inspection (a scored group's data lives in the scored buffer). */
+  keepCompletedGroups: z.number().int().nonnegative().default(1_000),
+  /** Entries kept in each queue's BullMQ event stream (about 150 bytes each); BullMQ's own default. */
+  eventsMaxLen: z.number().int().positive().default(10_000),
 });
 export type BullmqTransportConfig = z.infer<typeof BullmqTransportConfigSchema>;
 export type BullmqTransportConfigInput = z.input<typeof BullmqTransportConfigSchema>;
+
+/** Whether a blob key is one of `keys` or a part stored under one (`<key>/<part>`). */
+function belongsToAny(blobKey: string, keys: readonly string[]): boolean {
+  return keys.some((key) => blobKey === key || blobKey.startsWith(`${key}/`));
+}
+
+/** KEYS: lease; ARGV: owner, ttl ms. Take a free lease or renew our own (1); another owner holds it (0). */
+const LEASE_SCRIPT = `
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`;
 
 interface RunQueues {
   episodes: Queue;
@@ -77,6 +106,7 @@ export class BullmqTransport implements Transport {
   readonly blobs: BlobStore;
   readonly trajectories: TrajectoryStore;
   readonly #blobStore: RedisBlobStore;
+  readonly #spill: DirectoryBlobStore | undefined;
   readonly #config: BullmqTransportConfig;
   readonly #logger: Logger;
   readonly #redis: ScriptRedis;
@@ -85,6 +115,8 @@ export class BullmqTransport implements Transport {
   readonly #queues = new Map<string, RunQueues>();
   readonly #consumers = new Set<Consumer>();
   readonly #listeners = new Map<string, Set<(notice: RolloutNotice) => void>>();
+  /** Group size per run, for episode slots (a run's spec never changes once stored). */
+  readonly #groupSizes = new Map<string, number>();
   #subscriber: Redis | undefined;
   #closing: Promise<void> | undefined;
 
@@ -100,11 +132,15 @@ export class BullmqTransport implements Transport {
     this.#bullmq = this.#connect('bullmq');
     this.#flows = new FlowProducer({ connection: this.#bullmq });
     this.#flows.on('error', (error) => this.#logger.warn({ err: error }, 'flow producer error'));
-    const spill = this.#config.spillDir === undefined ? undefined : new DirectoryBlobStore(this.#config.spillDir);
+    if (this.#config.blobStore === 'dir' && this.#config.spillDir === undefined) {
+      throw new AppError(ErrorCode.VALIDATION, 'invalid BullMQ transport config: blobStore "dir" needs spillDir (SQLENV_SPILL_DIR), a directory every process of the run mounts');
+    }
+    this.#spill = this.#config.blobStore === 'dir' && this.#config.spillDir !== undefined ? new DirectoryBlobStore(this.#config.spillDir) : undefined;
     this.#blobStore = new RedisBlobStore(this.#redis, {
       redisKey: (key) => this.#blobKey(key),
       maxInlineBytes: this.#config.maxInlineBytes,
-      ...(spill ? { spill } : {}),
+      chunkBytes: this.#config.chunkBytes,
+      large: this.#spill ?? 'chunks',
     });
     this.blobs = this.#blobStore;
     this.trajectories = new TrajectoryStore(this.blobs);
@@ -128,6 +164,26 @@ export class BullmqTransport implements Transport {
     return redis;
   }
 
+  /**
+   * Resolves when Redis answers a PING on the command connection within `timeoutMs`. Commands never
+   * fail during an outage (they wait for the reconnect), so an outage shows as `status` not ready,
+   * or as a PING that does not come back in time.
+   */
+  async ping(timeoutMs: number): Promise<void> {
+    if (this.#redis.status !== 'ready') throw new AppError(ErrorCode.TRANSPORT, `redis connection is ${this.#redis.status}`);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        this.#redis.ping(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new AppError(ErrorCode.TIMEOUT, `redis did not answer PING within ${timeoutMs} ms`)), timeoutMs);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   #keys(runId: string): RunKeys {
     return new RunKeys(this.#config.keyBase, runId);
   }
@@ -146,7 +202,9 @@ export class BullmqTransport implements Transport {
     let queues = this.#queues.get(runId);
     if (!queues) {
       const prefix = this.#keys(runId).prefix;
-      queues = { episodes: new Queue(EPISODES, { connection: this.#bullmq, prefix }), groups: new Queue(GROUPS, { connection: this.#bullmq, prefix }) };
+      // The queue writes its event-stream bound into the queue's meta hash, where BullMQ's scripts read it.
+      const streams = { events: { maxLen: this.#config.eventsMaxLen } };
+      queues = { episodes: new Queue(EPISODES, { connection: this.#bullmq, prefix, streams }), groups: new Queue(GROUPS, { connection: this.#bullmq, prefix, streams }) };
       for (const queue of [queues.episodes, queues.groups]) queue.on('error', (error) => this.#logger.warn({ err: error, runId }, 'queue error'));
       this.#queues.set(runId, queues);
     }
@@ -157,6 +215,8 @@ export class BullmqTransport implements Transport {
     const keys = this.#keys(spec.run_id);
     await this.#redis.set(keys.spec, JSON.stringify(spec), 'NX');
     await this.#redis.sadd(this.#runsKey, spec.run_id);
+    // Every run ever registered (until deleted or expired), for `sqlenv runs list`.
+    await this.#redis.zadd(`${this.#config.keyBase}:all-runs`, 'NX', Date.now(), spec.run_id);
     const stored = await this.getRun(spec.run_id);
     if (!stored) throw new AppError(ErrorCode.INTERNAL, `run ${spec.run_id} vanished right after registration`);
     return stored;
@@ -190,8 +250,9 @@ export class BullmqTransport implements Transport {
       'admission check',
     );
     const missing = admissions.filter((_, i) => existing[i] === 0);
+    this.#runQueues(spec.run_id);
     // One MULTI for all the flows: atomic, so a crash leaves each group whole or absent.
-    if (missing.length > 0) await this.#flows.addBulk(missing.map(({ group, episodes }) => groupFlow(spec, keys, group, episodes, this.#config.keepCompletedEpisodes)));
+    if (missing.length > 0) await this.#flows.addBulk(missing.map(({ group, episodes }) => groupFlow(spec, keys, group, episodes, this.#config)));
     await this.#redis.sqlenvAdvanceAdmitted(keys.state, Math.max(...admissions.map((a) => a.group.seq)) + 1);
   }
 
@@ -214,8 +275,6 @@ export class BullmqTransport implements Transport {
         .multi()
         .hgetall(keys.state)
         .zcard(keys.scored)
-        .scard(keys.completedEpisodes)
-        .scard(keys.consumedEpisodes)
         .zcard(keys.queueKey(GROUPS, 'failed'))
         .zcard(keys.queueKey(EPISODES, 'failed')),
       'counters',
@@ -225,16 +284,17 @@ export class BullmqTransport implements Transport {
     const num = (field: string): number => Number(state[field] ?? 0);
     return {
       admittedGroups: num('admitted'),
-      failedGroups: n(4),
+      failedGroups: n(2),
       scoredPending: n(1),
       trainedGroups: num('trained_groups'),
       droppedGroups: num('dropped_groups'),
       policyVersion: num('version'),
       weightsKey: state['weights_key'] ?? null,
-      completedEpisodes: n(2),
-      failedEpisodes: n(5),
-      consumedEpisodes: n(3),
+      completedEpisodes: num('completed_episodes'),
+      failedEpisodes: n(3),
+      consumedEpisodes: num('consumed_episodes'),
       duplicateTrajectories: num('duplicate_trajectories'),
+      trained: { batches: num('batches'), episodes: num('trained_episodes'), rewardSum: num('trained_reward_sum'), correct: num('trained_correct') },
       totalGroups: state['total_groups'] === undefined ? null : Number(state['total_groups']),
       done: state['done'] === '1',
     };
@@ -269,7 +329,7 @@ export class BullmqTransport implements Transport {
     const parsedJobs = new WeakMap<Job, EpisodeJob>();
     const worker = new Worker<unknown, EpisodeResult>(
       EPISODES,
-      async (job: Job<unknown, EpisodeResult>) => {
+      async (job: Job<unknown, EpisodeResult>, token?: string) => {
         const parsed = EpisodeJobSchema.safeParse(job.data);
         // A malformed payload fails the same way on every attempt: never retry it.
         if (!parsed.success) throw new UnrecoverableError(`VALIDATION: malformed episode job: ${formatZodIssues(parsed.error)}`);
@@ -277,7 +337,9 @@ export class BullmqTransport implements Transport {
         const attempt = job.attemptsMade + 1;
         const queueWaitMs = Math.max(0, (job.processedOn ?? Date.now()) - job.timestamp);
         try {
-          return await processor(parsed.data, { attempt, queueWaitMs });
+          // BullMQ's lock token: unique to this take of the job (a re-run after a stall gets a new one).
+          const fence = token ?? `attempt-${attempt}-${job.stalledCounter}`;
+          return await processor(parsed.data, { attempt, queueWaitMs, fence });
         } catch (error) {
           if (isPermanentFailure(error)) throw new UnrecoverableError(failureReason(error));
           throw new Error(failureReason(error), { cause: error });
@@ -310,12 +372,36 @@ export class BullmqTransport implements Transport {
     };
   }
 
-  async storeTrajectory(trajectory: Trajectory): Promise<string> {
-    const key = trajectoryKey(trajectory.run_id, trajectory.episode_id);
+  async storeTrajectory(trajectory: Trajectory, job: EpisodeJob, fence: string): Promise<string> {
+    const runId = trajectory.run_id;
+    const keys = this.#keys(runId);
+    const key = trajectoryKey(runId, trajectory.episode_id, fence);
+    const slot = episodeSlot(job.group_seq, await this.#groupSize(runId), job.index);
     const { redisKey, value } = await this.#blobStore.encode(key, encodeTrajectory(trajectory));
-    // One round trip, atomic: the trajectory is stored exactly when the episode counts as completed.
-    await execBatch(this.#redis.multi().set(redisKey, value).sadd(this.#keys(trajectory.run_id).completedEpisodes, trajectory.episode_id), 'store trajectory');
+    let stored: number;
+    try {
+      // One round trip, atomic: stored exactly when the episode counts as completed, and never for a consumed group.
+      stored = await this.#redis.sqlenvStoreTrajectory(redisKey, keys.completedEpisodes, keys.consumedGroups, keys.attempts, keys.state, value, slot, job.group_seq, key);
+    } catch (error) {
+      await this.#blobStore.discard(key, value);
+      throw error instanceof Error ? redisWriteError(`trajectory ${key}`, error) : error;
+    }
+    if (stored === 0) {
+      await this.#blobStore.discard(key, value);
+      throw new AppError(ErrorCode.ABORTED, `episode ${trajectory.episode_id}: its group was already consumed by the trainer; this late attempt is not stored`);
+    }
     return key;
+  }
+
+  async #groupSize(runId: string): Promise<number> {
+    let size = this.#groupSizes.get(runId);
+    if (size === undefined) {
+      const spec = await this.getRun(runId);
+      if (!spec) throw new AppError(ErrorCode.NOT_FOUND, `run ${runId} is not registered`);
+      size = spec.group_size;
+      this.#groupSizes.set(runId, size);
+    }
+    return size;
   }
 
   consumeGroups(runId: string, scorer: GroupScorer, options: GroupConsumerOptions = {}): Consumer {
@@ -332,7 +418,7 @@ export class BullmqTransport implements Transport {
           return result.data;
         });
         const scored = scorer(parsed.data, results);
-        const recorded = await this.#redis.sqlenvRecordScored(keys.consumed, keys.scored, keys.scoredData, scored.group_id, scored.seq, JSON.stringify(scored));
+        const recorded = await this.#redis.sqlenvRecordScored(keys.consumedGroups, keys.scored, keys.scoredData, scored.group_id, scored.seq, JSON.stringify(scored));
         if (recorded === 1) options.onScored?.(scored);
         return { scored: recorded === 1 };
       },
@@ -353,29 +439,39 @@ export class BullmqTransport implements Transport {
   async commit(runId: string, commit: TrainerCommit): Promise<CommitResult> {
     const keys = this.#keys(runId);
     const plan = {
-      trained: commit.trained.map((g) => ({ id: g.group_id, episodes: g.episode_ids })),
-      dropped: commit.dropped.map((g) => ({ id: g.group_id, episodes: g.episode_ids })),
+      trained: commit.trained.map((g) => ({ id: g.group_id, seq: g.seq, size: g.episode_ids.length })),
+      dropped: commit.dropped.map((g) => ({ id: g.group_id, seq: g.seq, size: g.episode_ids.length })),
+      slots: commit.trainedSlots,
     };
+    const batch = commit.batch;
     try {
       const duplicateEpisodes = await this.#redis.sqlenvCommit(
         keys.state,
         keys.scored,
         keys.scoredData,
-        keys.consumed,
-        keys.consumedEpisodes,
+        keys.consumedGroups,
+        keys.trainedEpisodes,
         keys.batches,
+        keys.attempts,
+        keys.trash,
+        keys.weights,
         commit.expectedVersion,
         commit.newVersion,
         commit.weightsKey ?? '',
         JSON.stringify(plan),
-        commit.batch === null ? '' : JSON.stringify(commit.batch),
+        batch === null ? '' : JSON.stringify(batch),
         keys.notices,
         runId,
+        this.#config.keepBatches,
+        batch?.episodes ?? 0,
+        batch === null ? 0 : batch.reward_mean * batch.episodes,
+        batch === null ? 0 : Math.round(batch.success_rate * batch.episodes),
       );
       return { duplicateEpisodes };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (message.includes('STALE')) throw new AppError(ErrorCode.ABORTED, `stale trainer: ${message}`, { cause: error });
+      if (error instanceof Error && /^OOM\b/.test(message)) throw redisWriteError(`the trainer's commit of version ${commit.newVersion}`, error);
       throw toAppError(error, ErrorCode.TRANSPORT);
     }
   }
@@ -383,6 +479,74 @@ export class BullmqTransport implements Transport {
   async trainedBatches(runId: string): Promise<BatchStats[]> {
     const raw = await this.#redis.lrange(this.#keys(runId).batches, 0, -1);
     return raw.map((json) => BatchStatsSchema.parse(JSON.parse(json)));
+  }
+
+  /**
+   * Take the run's trainer lease for `ttlMs` (true), or find it held by another trainer (false).
+   * Re-taking a lease this owner holds renews it.
+   */
+  async acquireTrainerLease(runId: string, owner: string, ttlMs: number): Promise<boolean> {
+    const key = this.#keys(runId).trainerLease;
+    const result = await this.#redis.eval(LEASE_SCRIPT, 1, key, owner, ttlMs);
+    return result === 1;
+  }
+
+  /** Give the lease up, if this owner still holds it. */
+  async releaseTrainerLease(runId: string, owner: string): Promise<void> {
+    await this.#redis.eval(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`, 1, this.#keys(runId).trainerLease, owner);
+  }
+
+  async drainTrash(runId: string): Promise<number> {
+    const trash = this.#keys(runId).trash;
+    let deleted = 0;
+    for (;;) {
+      // Read a page, delete its blobs, then drop the page: a crash in between deletes them again (harmless).
+      const page = await this.#redis.lrange(trash, 0, 255);
+      if (page.length === 0) return deleted;
+      await this.#blobStore.deleteMany(page);
+      await this.#redis.ltrim(trash, page.length, -1);
+      deleted += page.length;
+    }
+  }
+
+  async pruneWeights(runId: string, retention: WeightsRetention): Promise<string[]> {
+    const keys = this.#keys(runId);
+    const [history, pinned, current] = await Promise.all([this.#redis.zrange(keys.weights, 0, -1, 'WITHSCORES'), this.#redis.hvals(keys.checkpoints), this.#redis.hget(keys.state, 'weights_key')]);
+    const committed: Array<{ version: number; key: string }> = [];
+    for (let i = 0; i + 1 < history.length; i += 2) committed.push({ key: history[i] as string, version: Number(history[i + 1]) });
+    const prune = weightsToPrune(committed, retention, new Set([...pinned, ...(current === null ? [] : [current])]));
+    if (prune.length === 0) return [];
+    // A version may store parts under its key (`<key>/<part>`: optimizer state next to the adapter).
+    const parts = (await Promise.all(prune.map((key) => this.listBlobs(`${key}/`)))).flat();
+    await this.#blobStore.deleteMany([...prune, ...parts]);
+    await this.#redis.zrem(keys.weights, ...prune);
+    return prune;
+  }
+
+  async sweepUncommittedWeights(runId: string): Promise<string[]> {
+    const keys = this.#keys(runId);
+    const stored = await this.listBlobs(`${runId}/weights/`);
+    if (stored.length === 0) return [];
+    const [recorded, pinned, current] = await Promise.all([this.#redis.zrange(keys.weights, 0, -1), this.#redis.hvals(keys.checkpoints), this.#redis.hget(keys.state, 'weights_key')]);
+    const known = [...recorded, ...pinned, ...(current === null ? [] : [current])];
+    const orphans = stored.filter((key) => !belongsToAny(key, known));
+    if (orphans.length > 0) await this.#blobStore.deleteMany(orphans);
+    return orphans;
+  }
+
+  /** Blob keys stored under a prefix (`<run>/weights/`): a SCAN of the run's keys, or the spill directory. */
+  async listBlobs(prefix: string): Promise<string[]> {
+    const slash = prefix.indexOf('/');
+    const runPrefix = this.#keys(prefix.slice(0, slash)).blob('');
+    const found = new Set<string>();
+    let cursor = '0';
+    do {
+      const [next, batch] = await this.#redis.scan(cursor, 'MATCH', `${this.#blobKey(prefix)}*`, 'COUNT', 1000);
+      cursor = next;
+      // Chunk keys ('<blob key>#<id>:<i>') belong to their blob.
+      for (const redisKey of batch) if (!redisKey.includes('#')) found.add(`${prefix.slice(0, slash)}/${redisKey.slice(runPrefix.length)}`);
+    } while (cursor !== '0');
+    return [...found].sort();
   }
 
   async subscribe(runId: string, listener: (notice: RolloutNotice) => void): Promise<() => Promise<void>> {

@@ -13,10 +13,13 @@ import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import type { BatchStats } from '../batch-stats.ts';
 import { failureReason, isPermanentFailure, retryDelayMs } from '../failure.ts';
 import { MemoryBlobStore } from '../store/blob-store.ts';
-import { TrajectoryStore } from '../store/trajectory-store.ts';
+import { encodeTrajectory, trajectoryKey, TrajectoryStore } from '../store/trajectory-store.ts';
+import { episodeSlot } from './run-keys.ts';
+import { weightsToPrune } from './weights-retention.ts';
 import type {
   CommitResult,
   Consumer,
+  EpisodeAttempt,
   EpisodeConsumerOptions,
   EpisodeProcessor,
   FailedGroup,
@@ -27,6 +30,7 @@ import type {
   RunCounters,
   TrainerCommit,
   Transport,
+  WeightsRetention,
 } from './transport.ts';
 
 interface QueuedEpisode {
@@ -57,8 +61,16 @@ interface RunState {
   groupConsumers: Set<{ scorer: GroupScorer; options: GroupConsumerOptions }>;
   scored: Map<string, ScoredGroup>;
   consumedGroups: Set<string>;
-  consumedEpisodes: Set<string>;
-  completedEpisodes: Set<string>;
+  consumedEpisodes: number;
+  /** Episode slots stored at least once, and slots trained on (the duplicate check). */
+  completedEpisodes: Set<number>;
+  trainedSlots: Set<number>;
+  /** Group seq → blob keys of every stored trajectory attempt; moved to `trash` when the group is consumed. */
+  attempts: Map<number, Set<string>>;
+  trash: string[];
+  /** Committed weights, version → key. */
+  weights: Map<number, string>;
+  totals: { batches: number; episodes: number; rewardSum: number; correct: number };
   failedEpisodes: number;
   failed: FailedGroup[];
   trainedGroups: number;
@@ -106,8 +118,13 @@ export class InProcessTransport implements Transport {
       groupConsumers: new Set(),
       scored: new Map(),
       consumedGroups: new Set(),
-      consumedEpisodes: new Set(),
+      consumedEpisodes: 0,
       completedEpisodes: new Set(),
+      trainedSlots: new Set(),
+      attempts: new Map(),
+      trash: [],
+      weights: new Map(),
+      totals: { batches: 0, episodes: 0, rewardSum: 0, correct: 0 },
       failedEpisodes: 0,
       failed: [],
       trainedGroups: 0,
@@ -176,8 +193,9 @@ export class InProcessTransport implements Transport {
       weightsKey: run.weightsKey,
       completedEpisodes: run.completedEpisodes.size,
       failedEpisodes: run.failedEpisodes,
-      consumedEpisodes: run.consumedEpisodes.size,
+      consumedEpisodes: run.consumedEpisodes,
       duplicateTrajectories: run.duplicateTrajectories,
+      trained: { ...run.totals },
       totalGroups: run.totalGroups,
       done: run.done,
     });
@@ -200,9 +218,17 @@ export class InProcessTransport implements Transport {
     return consumer;
   }
 
-  async storeTrajectory(trajectory: Trajectory): Promise<string> {
-    const key = await this.trajectories.put(trajectory);
-    this.#run(trajectory.run_id).completedEpisodes.add(trajectory.episode_id);
+  async storeTrajectory(trajectory: Trajectory, job: EpisodeJob, fence: string): Promise<string> {
+    const run = this.#run(trajectory.run_id);
+    if (run.consumedGroups.has(job.group_id)) {
+      throw new AppError(ErrorCode.ABORTED, `episode ${trajectory.episode_id}: its group was already consumed by the trainer; this late attempt is not stored`);
+    }
+    const key = trajectoryKey(run.spec.run_id, trajectory.episode_id, fence);
+    await this.blobs.put(key, encodeTrajectory(trajectory));
+    let attempts = run.attempts.get(job.group_seq);
+    if (!attempts) run.attempts.set(job.group_seq, (attempts = new Set()));
+    attempts.add(key);
+    run.completedEpisodes.add(episodeSlot(job.group_seq, run.spec.group_size, job.index));
     return key;
   }
 
@@ -230,29 +256,67 @@ export class InProcessTransport implements Transport {
       return Promise.reject(new AppError(ErrorCode.ABORTED, `stale trainer: version is ${run.version}, commit expected ${commit.expectedVersion}`));
     }
     // Everything below runs without an await: atomic, like the Redis script.
-    let duplicateEpisodes = 0;
     const consume = (group: ScoredGroup): boolean => {
       run.scored.delete(group.group_id);
       if (run.consumedGroups.has(group.group_id)) return false;
       run.consumedGroups.add(group.group_id);
-      for (const id of group.episode_ids) {
-        if (run.consumedEpisodes.has(id)) duplicateEpisodes += 1;
-        else run.consumedEpisodes.add(id);
-      }
+      run.consumedEpisodes += group.episode_ids.length;
+      run.trash.push(...(run.attempts.get(group.seq) ?? []));
+      run.attempts.delete(group.seq);
       return true;
     };
     for (const group of commit.trained) if (consume(group)) run.trainedGroups += 1;
     for (const group of commit.dropped) if (consume(group)) run.droppedGroups += 1;
+    // Counted from what was trained on, independently of the group bookkeeping above.
+    let duplicateEpisodes = 0;
+    for (const slot of commit.trainedSlots) {
+      if (run.trainedSlots.has(slot)) duplicateEpisodes += 1;
+      else run.trainedSlots.add(slot);
+    }
     run.duplicateTrajectories += duplicateEpisodes;
-    if (commit.batch) run.batches.push(commit.batch);
+    if (commit.batch) {
+      run.batches.push(commit.batch);
+      run.totals.batches += 1;
+      run.totals.episodes += commit.batch.episodes;
+      run.totals.rewardSum += commit.batch.reward_mean * commit.batch.episodes;
+      run.totals.correct += Math.round(commit.batch.success_rate * commit.batch.episodes);
+    }
     run.version = commit.newVersion;
-    if (commit.weightsKey !== null) run.weightsKey = commit.weightsKey;
+    if (commit.weightsKey !== null) {
+      run.weightsKey = commit.weightsKey;
+      run.weights.set(commit.newVersion, commit.weightsKey);
+    }
     this.#notify(run, commit.trained.length > 0 ? 'version' : 'consumed');
     return Promise.resolve({ duplicateEpisodes });
   }
 
   trainedBatches(runId: string): Promise<BatchStats[]> {
     return Promise.resolve([...this.#run(runId).batches]);
+  }
+
+  async drainTrash(runId: string): Promise<number> {
+    const run = this.#run(runId);
+    const keys = run.trash.splice(0);
+    await this.blobs.deleteMany(keys);
+    return keys.length;
+  }
+
+  async pruneWeights(runId: string, retention: WeightsRetention): Promise<string[]> {
+    const run = this.#run(runId);
+    const committed = [...run.weights].map(([version, key]) => ({ version, key }));
+    const prune = weightsToPrune(committed, retention, new Set(run.weightsKey === null ? [] : [run.weightsKey]));
+    // A version may store parts under its key (`<key>/<part>`), deleted with it.
+    await this.blobs.deleteMany([...prune, ...prune.flatMap((key) => this.blobs.keys(`${key}/`))]);
+    for (const [version, key] of run.weights) if (prune.includes(key)) run.weights.delete(version);
+    return prune;
+  }
+
+  async sweepUncommittedWeights(runId: string): Promise<string[]> {
+    const run = this.#run(runId);
+    const known = [...run.weights.values(), ...(run.weightsKey === null ? [] : [run.weightsKey])];
+    const orphans = this.blobs.keys(`${runId}/weights/`).filter((key) => !known.some((k) => key === k || key.startsWith(`${k}/`)));
+    await this.blobs.deleteMany(orphans);
+    return orphans;
   }
 
   subscribe(runId: string, listener: (notice: RolloutNotice) => void): Promise<() => Promise<void>> {
@@ -301,7 +365,7 @@ export class InProcessTransport implements Transport {
     }
     const job = parsed.data;
     try {
-      const result = await consumer.run(job, { attempt: entry.attempt, queueWaitMs: Date.now() - entry.enqueuedAtMs });
+      const result = await consumer.run(job, { attempt: entry.attempt, queueWaitMs: Date.now() - entry.enqueuedAtMs, fence: `attempt-${entry.attempt}` });
       consumer.emit({ type: 'completed', job, result });
       this.#childCompleted(run, job, result);
     } catch (error) {
@@ -379,7 +443,7 @@ class EpisodeConsumerImpl implements Consumer {
     return !this.#closed && this.#inFlight.size < this.#options.concurrency;
   }
 
-  run(job: EpisodeJob, attempt: { attempt: number; queueWaitMs: number }): Promise<EpisodeResult> {
+  run(job: EpisodeJob, attempt: EpisodeAttempt): Promise<EpisodeResult> {
     const promise = this.#processor(job, attempt);
     const tracked = promise.then(
       () => undefined,

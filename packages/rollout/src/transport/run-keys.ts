@@ -25,14 +25,33 @@ export class RunKeys {
   get scoredData(): string {
     return `${this.prefix}:scored-data`;
   }
-  get consumed(): string {
-    return `${this.prefix}:consumed`;
+  /** Bitmap by group seq: groups the trainer consumed (1 bit per group: stays small however long the run). */
+  get consumedGroups(): string {
+    return `${this.prefix}:consumed-groups`;
   }
-  get consumedEpisodes(): string {
-    return `${this.prefix}:consumed-episodes`;
-  }
+  /** Bitmap by episode slot (seq × G + index): episodes whose trajectory was stored. */
   get completedEpisodes(): string {
     return `${this.prefix}:completed-episodes`;
+  }
+  /** Bitmap by episode slot, from the trajectories the trainer trained on (the duplicate check). */
+  get trainedEpisodes(): string {
+    return `${this.prefix}:trained-episodes`;
+  }
+  /** Hash group seq → the blob keys of every trajectory attempt stored for it ('\n'-separated). */
+  get attempts(): string {
+    return `${this.prefix}:attempts`;
+  }
+  /** List of blob keys to delete: trajectories of consumed groups (drained by the trainer). */
+  get trash(): string {
+    return `${this.prefix}:trash`;
+  }
+  /** Sorted set version → committed weights blob key (the source of truth for weight retention). */
+  get weights(): string {
+    return `${this.prefix}:weights`;
+  }
+  /** Hash checkpoint name → weights blob key: pinned, never pruned. */
+  get checkpoints(): string {
+    return `${this.prefix}:checkpoints`;
   }
   get batches(): string {
     return `${this.prefix}:batches`;
@@ -46,17 +65,31 @@ export class RunKeys {
   blob(rest: string): string {
     return `${this.prefix}:blob:${rest}`;
   }
+  /** Which trainer serves the run (a lease with a TTL, renewed while it trains). */
+  get trainerLease(): string {
+    return `${this.prefix}:trainer-lease`;
+  }
+  /** Every key of the run starts with this (SCAN pattern for `runs delete` / expiry). */
+  get pattern(): string {
+    return `${this.prefix}:*`;
+  }
+}
+
+/** Bit of an episode in the run's episode bitmaps: its group's seq × G + its index in the group. */
+export function episodeSlot(groupSeq: number, groupSize: number, index: number): number {
+  return groupSeq * groupSize + index;
 }
 
 /** The BullMQ flow of one group: the parent job on `groups`, its G episode jobs on `episodes`. */
-export function groupFlow(spec: RolloutRunSpec, keys: RunKeys, group: GroupJob, episodes: readonly EpisodeJob[], keepCompletedEpisodes: number): FlowJob {
+export function groupFlow(spec: RolloutRunSpec, keys: RunKeys, group: GroupJob, episodes: readonly EpisodeJob[], keep: { keepCompletedEpisodes: number; keepCompletedGroups: number }): FlowJob {
   return {
     name: 'group',
     queueName: GROUPS,
     prefix: keys.prefix,
     data: group,
-    // Group jobs are kept: they are the record of the flow (and of its failure reason).
-    opts: { jobId: group.group_id, removeOnComplete: false, removeOnFail: false, attempts: 3, backoff: { type: 'exponential', delay: 500 } },
+    // Failed group jobs are kept (the record of a failure and its reason); completed ones only up to a
+    // count: a scored group lives on in the scored buffer, and a consumed one in the consumed bitmap.
+    opts: { jobId: group.group_id, removeOnComplete: { count: keep.keepCompletedGroups }, removeOnFail: false, attempts: 3, backoff: { type: 'exponential', delay: 500 } },
     children: episodes.map((episode) => ({
       name: 'episode',
       queueName: EPISODES,
@@ -67,7 +100,7 @@ export function groupFlow(spec: RolloutRunSpec, keys: RunKeys, group: GroupJob, 
         attempts: spec.attempts,
         backoff: { type: 'exponential', delay: spec.backoff_ms },
         failParentOnFailure: true,
-        removeOnComplete: { count: keepCompletedEpisodes },
+        removeOnComplete: { count: keep.keepCompletedEpisodes },
         removeOnFail: false,
       },
     })),

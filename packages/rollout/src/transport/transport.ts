@@ -31,8 +31,13 @@ export interface RunCounters {
   failedEpisodes: number;
   /** Distinct episodes the trainer consumed (in trained or dropped groups). */
   consumedEpisodes: number;
-  /** Episode ids the trainer saw a second time (must stay 0). */
+  /**
+   * Episodes trained on a second time (must stay 0), counted from the trajectories each batch
+   * actually trained on (their own episode ids), not from the group bookkeeping.
+   */
   duplicateTrajectories: number;
+  /** Totals over every trained batch (the run summary; the per-batch list keeps only the recent ones). */
+  trained: { batches: number; episodes: number; rewardSum: number; correct: number };
   /** Set when the coordinator has admitted its last group. */
   totalGroups: number | null;
   done: boolean;
@@ -59,6 +64,12 @@ export interface QueueDepth {
 export interface EpisodeAttempt {
   /** 1-based. */
   attempt: number;
+  /**
+   * Unique to this take of the job (BullMQ's lock token). The trajectory is stored under a key that
+   * includes it, so a worker that lost its lock (paused, then resumed) never overwrites the
+   * trajectory of the attempt whose completion was accepted.
+   */
+  fence: string;
   /** From enqueue to the start of this attempt. */
   queueWaitMs: number;
 }
@@ -101,7 +112,17 @@ export interface TrainerCommit {
   weightsKey: string | null;
   trained: readonly ScoredGroup[];
   dropped: readonly ScoredGroup[];
+  /** Episode slots (seq × G + index) of the trajectories the update trained on, read from the trajectories themselves. */
+  trainedSlots: readonly number[];
   batch: BatchStats | null;
+}
+
+/** Which committed weights to keep; older ones are deleted. */
+export interface WeightsRetention {
+  /** The newest K committed versions (K ≥ 1; workers only ever load the newest). */
+  keepLast: number;
+  /** Also keep every version divisible by this (0 = none). */
+  checkpointEvery: number;
 }
 
 export interface CommitResult {
@@ -135,16 +156,29 @@ export interface Transport {
 
   consumeEpisodes(runId: string, processor: EpisodeProcessor, options: EpisodeConsumerOptions): Consumer;
   /**
-   * Store an episode's trajectory (under `trajectoryKey(run, episode)`, overwriting an earlier attempt's)
-   * and mark the episode completed, in one step (idempotent). Returns the trajectory key.
+   * Store one attempt's trajectory under `trajectoryKey(run, episode, fence)` and mark the episode
+   * completed, in one step. Returns the trajectory key, which the job returns as its result: only
+   * the attempt whose completion BullMQ accepts is ever read. Throws AppError ABORTED when the
+   * group was consumed already (a late attempt), CAPACITY when Redis is full.
    */
-  storeTrajectory(trajectory: Trajectory): Promise<string>;
+  storeTrajectory(trajectory: Trajectory, job: EpisodeJob, fence: string): Promise<string>;
 
   consumeGroups(runId: string, scorer: GroupScorer, options?: GroupConsumerOptions): Consumer;
   /** Scored, unconsumed groups, lowest seq first. */
   pendingScored(runId: string, limit: number): Promise<ScoredGroup[]>;
   commit(runId: string, commit: TrainerCommit): Promise<CommitResult>;
+  /** The most recent trained batches (the transport keeps a bounded number). */
   trainedBatches(runId: string): Promise<BatchStats[]>;
+  /** Delete the trajectories of consumed groups (every stored attempt); returns how many. */
+  drainTrash(runId: string): Promise<number>;
+  /**
+   * Delete committed weights outside the retention (never the current or a named checkpoint), with
+   * any parts stored under their keys (`<key>/<part>`); returns the keys. Weight blobs must live
+   * under `<run>/weights/`.
+   */
+  pruneWeights(runId: string, retention: WeightsRetention): Promise<string[]>;
+  /** Delete weight blobs no commit recorded (a trainer died between writing and committing); returns their keys. */
+  sweepUncommittedWeights(runId: string): Promise<string[]>;
 
   /** Trainer notices (new version, consumed groups, run done). Returns an unsubscribe function. */
   subscribe(runId: string, listener: (notice: RolloutNotice) => void): Promise<() => Promise<void>>;

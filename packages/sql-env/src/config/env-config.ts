@@ -3,7 +3,7 @@ import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { RewardConfigSchema } from '../reward/index.ts';
 
 /**
- * Every limit of an episode, in one place (reference/sqlenv-behaviour.md gives
+ * Every limit of an episode, in one place (docs/architecture.md, "The environment" gives
  * the original's values). Defaults live here only.
  */
 export const EnvConfigSchema = z.strictObject({

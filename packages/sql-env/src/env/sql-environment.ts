@@ -70,7 +70,7 @@ interface ToolOutcome {
 const agentErrorCodes = new Set<string>([ErrorCode.SQL_REJECTED, ErrorCode.SQL_ERROR, ErrorCode.TIMEOUT, ErrorCode.EXECUTOR_CRASHED]);
 
 /**
- * One SQLEnv episode at a time (reference/sqlenv-behaviour.md). Cheap to
+ * One SQLEnv episode at a time (docs/architecture.md, "The environment"). Cheap to
  * create: the dataset, schemas, executor and sample cache are shared; an
  * episode holds its question reference, a history and the reward tracker.
  */

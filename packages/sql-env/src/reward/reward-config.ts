@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 
 /**
- * Every constant of the three-layer reward (reference/sqlenv-behaviour.md,
+ * Every constant of the three-layer reward (docs/architecture.md, "The environment",
  * "Reward"); the defaults are the original SQLEnv's. Penalties and costs are
  * MAGNITUDES (≥ 0) that the tracker subtracts, so a config can never turn a
  * cost into a bonus by a sign slip.

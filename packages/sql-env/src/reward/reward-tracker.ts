@@ -16,7 +16,7 @@ export interface RewardStep {
 }
 
 /**
- * The reward of one episode, step by step (reference/sqlenv-behaviour.md,
+ * The reward of one episode, step by step (docs/architecture.md, "The environment",
  * "Reward"; formulas in reward/README.md). Not thread-safe and not reusable:
  * one tracker per episode.
  */

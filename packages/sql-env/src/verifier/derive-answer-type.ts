@@ -1,7 +1,7 @@
 import type { AnswerType, Cell } from '@sqlenv/protocol';
 
 /**
- * The answer type of a gold result (reference/sqlenv-behaviour.md, "Answer
+ * The answer type of a gold result (docs/architecture.md, "The environment", "Answer
  * verifier"), decided by its shape and, for one cell, by the cell's SQLite type:
  * - several columns → `table`, even with a single row ("name | age" is one
  *   answer with two parts, not a scalar);

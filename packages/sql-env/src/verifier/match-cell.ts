@@ -1,6 +1,6 @@
 import type { Cell } from '@sqlenv/protocol';
 
-/** Float answers pass within this relative error (reference/sqlenv-behaviour.md: "1 % relative tolerance"). */
+/** Float answers pass within this relative error (docs/architecture.md, "The environment": "1 % relative tolerance"). */
 export const FLOAT_RELATIVE_TOLERANCE = 0.01;
 /** Below this absolute error a float answer passes even when the gold value is 0 (where 1 % of 0 is 0). */
 export const FLOAT_ABSOLUTE_TOLERANCE = 1e-9;

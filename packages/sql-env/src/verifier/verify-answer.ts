@@ -176,7 +176,7 @@ function verifyText(text: string, gold: GoldAnswer): Verdict {
 }
 
 /**
- * Type-aware answer check (reference/sqlenv-behaviour.md, "Answer verifier"):
+ * Type-aware answer check (docs/architecture.md, "The environment"):
  * integer exact after numeric coercion ("25.0", "1,234"); float within 1 %
  * relative (1e-9 absolute near 0); string trimmed and case-insensitive;
  * list and table order-insensitive multisets whose cells follow the scalar
