@@ -93,3 +93,4 @@ export {
   saveAdapterDir,
   type Adapter,
 } from './peft-adapter.ts';
+export { modelFingerprint, hasThinkTemplate, loadChatFormat } from './model-dir.ts';

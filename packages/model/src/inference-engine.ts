@@ -68,6 +68,10 @@ export interface EngineStats {
   rows: number;
   /** Rows per run, averaged. */
   meanBatchSize: number;
+  /** New tokens returned to callers (after each row's own max-new-tokens cut). */
+  generatedTokens: number;
+  /** Wall time with a batch in flight on the worker thread, in milliseconds. */
+  busyMs: number;
 }
 
 export class InferenceEngine {
@@ -86,6 +90,8 @@ export class InferenceEngine {
   #policyVersion = 0;
   #runs = 0;
   #rows = 0;
+  #generatedTokens = 0;
+  #busyMs = 0;
 
   private constructor(worker: Worker, options: z.output<typeof engineOptionsSchema>, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
     this.#worker = worker;
@@ -149,12 +155,19 @@ export class InferenceEngine {
     return new InferenceEngine(worker, options, ready, logger.child({ component: 'inference-engine' }));
   }
 
+  /** The newest version the worker thread has acknowledged (turns carry their own, exact one). */
   get policyVersion(): number {
     return this.#policyVersion;
   }
 
   get stats(): EngineStats {
-    return { runs: this.#runs, rows: this.#rows, meanBatchSize: this.#runs === 0 ? 0 : this.#rows / this.#runs };
+    return {
+      runs: this.#runs,
+      rows: this.#rows,
+      meanBatchSize: this.#runs === 0 ? 0 : this.#rows / this.#runs,
+      generatedTokens: this.#generatedTokens,
+      busyMs: this.#busyMs,
+    };
   }
 
   /** Queue one turn; resolves when its batch has run. */
@@ -171,14 +184,22 @@ export class InferenceEngine {
   }
 
   /**
-   * Swap the adapter (a new policy version). Runs already in flight finish
-   * with the old one; every batch started after this resolves uses the new one.
+   * Swap the adapter (a new policy version); `null` keeps the current tensors and
+   * only moves the version (a trainer that published no weights). Batches already
+   * posted to the worker finish with the old adapter; later ones use the new one.
+   * Every result carries the version the worker thread actually sampled it with
+   * (the worker echoes it), so a batch posted while the swap is in flight is
+   * never tagged with the wrong version.
    */
-  async setLora(weights: LoraWeights, version: number): Promise<void> {
-    const copy: Record<string, Float32Array> = {};
-    for (const [name, values] of weights) copy[name] = values;
-    await this.#call({ type: 'set-lora', id: this.#nextId++, weights: copy });
-    this.#policyVersion = version;
+  async setLora(weights: LoraWeights | null, version: number): Promise<void> {
+    if (!Number.isInteger(version) || version < 0) throw new AppError(ErrorCode.VALIDATION, `policy version must be an integer ≥ 0, got ${version}`);
+    let copy: Record<string, Float32Array> | null = null;
+    if (weights !== null) {
+      copy = {};
+      for (const [name, values] of weights) copy[name] = values;
+    }
+    const reply = await this.#call({ type: 'set-lora', id: this.#nextId++, weights: copy, version });
+    if (reply.type === 'done') this.#policyVersion = Math.max(this.#policyVersion, reply.policyVersion);
   }
 
   #schedule(): void {
@@ -197,10 +218,10 @@ export class InferenceEngine {
     if (this.#busy || this.#pending.length === 0) return;
     this.#busy = true;
     const batch = this.#pending.splice(0, this.#options.maxBatchSize);
-    const version = this.#policyVersion;
     const bucket = this.#options.lengthBucketTokens;
     const longest = Math.max(...batch.map((p) => p.request.promptIds.length));
     const maxNewTokens = Math.max(...batch.map((p) => p.request.maxNewTokens));
+    const started = performance.now();
     try {
       const reply = await this.#call({
         type: 'generate',
@@ -215,14 +236,19 @@ export class InferenceEngine {
       });
       this.#runs++;
       this.#rows += batch.length;
-      const results = reply.type === 'done' ? (reply.results ?? []) : [];
+      this.#busyMs += performance.now() - started;
+      if (reply.type !== 'done') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
+      const results = reply.results ?? [];
+      const version = reply.policyVersion;
       batch.forEach((p, i) => {
         const r = results[i];
         if (r === undefined) {
           p.reject(new AppError(ErrorCode.INTERNAL, 'the inference worker returned fewer results than requests'));
           return;
         }
-        p.resolve({ ...truncate(r, p.request.maxNewTokens), policyVersion: version });
+        const cut = truncate(r, p.request.maxNewTokens);
+        this.#generatedTokens += cut.tokens.length;
+        p.resolve({ ...cut, policyVersion: version });
       });
     } catch (error) {
       const appError = error instanceof AppError ? error : new AppError(ErrorCode.RUNTIME, String(error), { cause: error });
