@@ -23,7 +23,8 @@ export { BatchStatsSchema, type BatchStats } from './batch-stats.ts';
 export { scoreGroup, batchStats } from './scoring.ts';
 export { groupJobId, episodeJobId, groupPosition } from './ids.ts';
 export { QuestionSchedule, episodeSeed, type ScheduledQuestion } from './question-schedule.ts';
-export { playEpisode, type RolloutEnvironment, type EnvironmentSource, type TurnTokens, type TokenRecordingEpisode, type PlayEpisodeDeps } from './play-episode.ts';
+export { playEpisode, type RolloutEnvironment, type EnvironmentSource, type PlayEpisodeDeps } from './play-episode.ts';
+export type { TurnTokens, TokenRecordingEpisode } from '@sqlenv/agents';
 export {
   runCoordinator,
   summarizeRun,
