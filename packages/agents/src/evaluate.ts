@@ -1,4 +1,4 @@
-import type { EpisodeDoneReason, EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult, TrajectoryStep, TrajectoryTurn } from '@sqlenv/protocol';
+import type { EpisodeDoneReason, EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult, TrajectoryOutcome, TrajectoryStep, TrajectoryTurn } from '@sqlenv/protocol';
 import { toAppError } from '@sqlenv/shared';
 import type { Policy } from './policy.ts';
 import { runEpisode, type TurnEvent } from './run-episode.ts';
@@ -55,6 +55,10 @@ export interface EpisodeRecord {
   /** Token-exact turns and steps, as a trajectory holds them. */
   turns: TrajectoryTurn[];
   trajectory_steps: TrajectoryStep[];
+  /** The trajectory outcome (null when the episode could not be played). */
+  outcome: TrajectoryOutcome | null;
+  /** Unix epoch milliseconds when the episode started. */
+  started_at_ms: number;
   env_ms: number;
   policy_ms: number;
 }
@@ -139,6 +143,8 @@ async function playEpisode(
     generated_tokens: 0,
     turns: [],
     trajectory_steps: [],
+    outcome: null,
+    started_at_ms: Date.now(),
     env_ms: 0,
     policy_ms: 0,
   };
@@ -169,6 +175,7 @@ async function playEpisode(
     record.generated_tokens = run.turns.reduce((n, t) => n + t.completion_ids.length, 0);
     record.turns = run.turns;
     record.trajectory_steps = run.steps;
+    record.outcome = run.outcome;
     record.env_ms = run.envMs;
     record.policy_ms = run.policyMs;
     if (run.outcome.done_reason === 'turn_limit') record.error = `episode did not finish within ${maxActions} actions`;

@@ -37,5 +37,5 @@ export {
   type EpisodeCompleter,
   type SamplingOptions,
 } from './completion-source.ts';
-export { LlmPolicy, LlmEpisode, type LlmPolicyOptions } from './llm-policy.ts';
+export { LlmPolicy, LlmEpisode, type LlmPolicyOptions, type AgentMessage } from './llm-policy.ts';
 export { actionToolCall, actionCompletionText, actionCompletionIds, PolicyCompletionSource } from './action-completion.ts';

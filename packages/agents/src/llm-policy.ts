@@ -4,6 +4,7 @@ import type { ChatFormat, ToolDefinition } from '@sqlenv/model';
 import { fillTemplate, renderFirstUser, renderToolResult, type AgentPrompt } from './agent-prompt.ts';
 import type { Completion, CompletionSource, EpisodeCompleter } from './completion-source.ts';
 import type { EpisodeContext, Policy, PolicyMove, TokenRecordingEpisode, TurnTokens } from './policy.ts';
+import { actionToolCall } from './action-completion.ts';
 import { mixSeeds } from './prng.ts';
 import { parseToolCall } from './tool-call-parser.ts';
 
@@ -65,6 +66,14 @@ export class LlmPolicy implements Policy {
   }
 }
 
+/**
+ * A conversation message in the form chat templates and SFT tools read
+ * (transformers / TRL): tool calls as `{type: 'function', function: {name, arguments}}`.
+ */
+export type AgentMessage =
+  | { role: 'system' | 'user' | 'tool'; content: string }
+  | { role: 'assistant'; content: string; tool_calls?: Array<{ type: 'function'; function: { name: string; arguments: Record<string, unknown> } }> };
+
 /** One episode of the LLM agent (see LlmPolicy). */
 export class LlmEpisode implements TokenRecordingEpisode {
   readonly #options: LlmPolicyOptions;
@@ -76,12 +85,22 @@ export class LlmEpisode implements TokenRecordingEpisode {
   #turn = 0;
   #lastCompletion: number[] | null = null;
   #pending: TurnTokens | null = null;
+  readonly #messages: AgentMessage[] = [];
 
   constructor(options: LlmPolicyOptions, systemIds: readonly number[], context: EpisodeContext, completer: EpisodeCompleter) {
     this.#options = options;
     this.#systemIds = systemIds;
     this.#context = context;
     this.#completer = completer;
+  }
+
+  /**
+   * The conversation as messages (system, user, assistant, tool, ...). An assistant reply that is
+   * exactly one tool call as the template prints it is given as `tool_calls`, else as `content`.
+   * The ids (`contextIds`, the turns' tokens) are the truth; this is for SFT files and transcripts.
+   */
+  get messages(): readonly AgentMessage[] {
+    return this.#messages;
   }
 
   /** Ids of the conversation so far (what the model has seen and written). */
@@ -100,6 +119,12 @@ export class LlmEpisode implements TokenRecordingEpisode {
       return { stop: 'context_exhausted', detail: `${this.#ids.length} tokens so far + ${promptIds.length} for the next prompt leave no room in ${contextTokens}` };
     }
     const turn = this.#turn++;
+    if (this.#lastCompletion === null) {
+      if (prompt.system !== '') this.#messages.push({ role: 'system', content: prompt.system });
+      this.#messages.push({ role: 'user', content: renderFirstUser(prompt, observation) });
+    } else {
+      this.#messages.push({ role: 'tool', content: renderToolResult(prompt, observation) });
+    }
     const completion = await this.#completer.complete({
       promptIds: [...this.#ids, ...promptIds],
       maxNewTokens: Math.min(this.#options.maxNewTokens, room),
@@ -121,6 +146,7 @@ export class LlmEpisode implements TokenRecordingEpisode {
       policy_version: completion.policyVersion,
       text,
     };
+    this.#messages.push(assistantMessage(text, parsed.ok ? parsed.action : null, prompt, chat));
     if (parsed.ok) return parsed.action;
     const action: SqlAction = { action_type: PARSE_ERROR_ACTION, argument: fillTemplate(prompt.parseError, { reason: parsed.error }) };
     return action;
@@ -131,6 +157,15 @@ export class LlmEpisode implements TokenRecordingEpisode {
     this.#pending = null;
     return pending;
   }
+}
+
+function assistantMessage(text: string, action: SqlAction | null, prompt: AgentPrompt, chat: ChatFormat): AgentMessage {
+  const content = text.endsWith('<|im_end|>') ? text.slice(0, -'<|im_end|>'.length) : text;
+  if (action !== null) {
+    const call = actionToolCall(action, prompt);
+    if (chat.toolCallText(call) === content) return { role: 'assistant', content: '', tool_calls: [{ type: 'function', function: { name: call.name, arguments: call.arguments as Record<string, unknown> } }] };
+  }
+  return { role: 'assistant', content };
 }
 
 function checkCompletion(completion: Completion, maxNewTokens: number): void {

@@ -57,7 +57,7 @@ function parseReply(reply: string, tools: readonly AgentTool[]): ToolCallParse {
   if (text.includes(CLOSE)) return fail(`${CLOSE} without ${OPEN}`);
   const bare = unfence(text.trim());
   if (bare.startsWith('{') && bare.endsWith('}')) return toAction(bare, tools, 'bare');
-  return fail(`no tool call found; write ${OPEN}{"name": ..., "arguments": {...}}${CLOSE}`);
+  return fail('no tool call found');
 }
 
 function stripTrailingSpecials(text: string): string {

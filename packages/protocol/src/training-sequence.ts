@@ -1,5 +1,5 @@
 import { AppError, ErrorCode } from '@sqlenv/shared';
-import { logprobTemperature, type Trajectory } from './trajectory.ts';
+import { logprobTemperature, type SamplingSettings, type Trajectory, type TrajectoryTurn } from './trajectory.ts';
 
 /**
  * One trajectory as one training sequence, the way every trainer must read it
@@ -31,12 +31,20 @@ export interface TrainingSequence {
  * (a text-only policy such as the oracle) or its turns are inconsistent.
  */
 export function trainingSequence(trajectory: Trajectory): TrainingSequence {
-  const sampling = trajectory.sampling ?? null;
+  const sequence = sequenceFromTurns(trajectory.turns, trajectory.sampling ?? null, `trajectory ${trajectory.episode_id}`);
+  if (sequence.input_ids.length === 0) {
+    throw new AppError(ErrorCode.VALIDATION, `trajectory ${trajectory.episode_id} has no tokens (policy ${trajectory.policy}): nothing to train on`);
+  }
+  return sequence;
+}
+
+/** The same reading for turns without their trajectory (evaluation records, SFT data); may be empty. */
+export function sequenceFromTurns(turns: readonly TrajectoryTurn[], sampling: SamplingSettings | null, label = 'turns'): TrainingSequence {
   const sequence: TrainingSequence = { input_ids: [], loss_mask: [], logprobs: [], policy_versions: [], temperature: sampling === null ? 1 : logprobTemperature(sampling) };
-  for (const turn of trajectory.turns) {
+  for (const turn of turns) {
     const n = turn.prompt_ids.length + turn.completion_ids.length;
     if (turn.loss_mask.length !== n || turn.logprobs.length !== turn.completion_ids.length) {
-      throw new AppError(ErrorCode.VALIDATION, `trajectory ${trajectory.episode_id} turn ${turn.turn}: loss_mask/logprobs do not match its tokens`);
+      throw new AppError(ErrorCode.VALIDATION, `${label} turn ${turn.turn}: loss_mask/logprobs do not match its tokens`);
     }
     for (const id of turn.prompt_ids) {
       sequence.input_ids.push(id);
@@ -51,9 +59,6 @@ export function trainingSequence(trajectory: Trajectory): TrainingSequence {
       sequence.logprobs.push(mask === 1 ? (turn.logprobs[j] as number) : 0);
       sequence.policy_versions.push(mask === 1 ? turn.policy_version : -1);
     });
-  }
-  if (sequence.input_ids.length === 0) {
-    throw new AppError(ErrorCode.VALIDATION, `trajectory ${trajectory.episode_id} has no tokens (policy ${trajectory.policy}): nothing to train on`);
   }
   return sequence;
 }

@@ -38,7 +38,7 @@ export {
   type RunSummary,
 } from './coordinator.ts';
 export { RolloutWorker, type RolloutWorkerOptions, type RunResources, type ResolveRun } from './rollout-worker.ts';
-export { runTrainer, waitForRun, StatsPolicyUpdater, type PolicyUpdater, type TrainingBatch, type TrainerOptions, type TrainerResult } from './trainer.ts';
+export { runTrainer, waitForRun, StatsPolicyUpdater, isStatsWeightsBlob, type PolicyUpdater, type TrainingBatch, type TrainerOptions, type TrainerResult } from './trainer.ts';
 export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult } from './synchronous-run.ts';
 export { RolloutMetrics } from './metrics.ts';
 export { startStatusServer, type StatusServer, type StatusServerOptions } from './status-server.ts';
@@ -62,3 +62,6 @@ export {
   environmentVariables,
   type RolloutCommandIo,
 } from './commands/index.ts';
+export { createModelResources, type ModelResources, type ModelResourcesOptions } from './commands/model-resources.ts';
+export { modelSpecFrom, runModelSpec, ModelSpecOptionsSchema, type ModelSpecOptions } from './commands/model-options.ts';
+export { WeightsFollower, type ApplyWeights, type WeightsFollowerOptions } from './weights-follower.ts';

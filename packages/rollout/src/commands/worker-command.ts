@@ -9,8 +9,9 @@ import { Wakeup } from '../wakeup.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { createRunResolver, RuntimeCache, runtimeOptionsFrom } from './run-resources.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
+import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 
-export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--env-url ws://HOST:8000] [--metrics-port P]';
+export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--model DIR] [--env-url ws://HOST:8000] [--metrics-port P]';
 
 export const workerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
@@ -34,7 +35,8 @@ const WorkerOptionsSchema = z
     discoveryMs: z.coerce.number().int().positive().default(1_000),
   })
   .extend(TransportOptionsSchema.shape)
-  .extend(RuntimeOptionsSchema.shape);
+  .extend(RuntimeOptionsSchema.shape)
+  .extend(ModelDirOptionsSchema.shape);
 
 /**
  * `sqlenv worker`: play episode jobs until SIGTERM (or until `--run` is done).
@@ -46,7 +48,7 @@ export async function workerCommand(argv: readonly string[], io: RolloutCommandI
   let worker: RolloutWorker | undefined;
   let runtimes: RuntimeCache | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs }, WorkerOptionsSchema);
+    const options = readOptions(argv, io.env ?? {}, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs }, WorkerOptionsSchema);
     const logger = io.logger ?? createRootLogger('worker', { fd: 2, level: options.logLevel });
     transport = new BullmqTransport(transportConfig(options), { logger });
     runtimes = new RuntimeCache(runtimeOptionsFrom(options, logger));
@@ -56,6 +58,9 @@ export async function workerCommand(argv: readonly string[], io: RolloutCommandI
       resolveRun: createRunResolver(runtimes, {
         ...(options.envUrl === undefined ? {} : { envUrl: options.envUrl }),
         ...(options.envApiKey === undefined ? {} : { envApiKey: options.envApiKey }),
+        ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
+        maxBatchSize: options.concurrency,
+        logger,
       }),
       concurrency: options.concurrency,
       ...(options.runId === undefined ? {} : { runId: options.runId }),
