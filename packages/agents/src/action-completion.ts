@@ -51,10 +51,9 @@ export class PolicyCompletionSource implements CompletionSource {
         const move = await actor.act(request.observation);
         if (isPolicyStop(move)) throw new AppError(ErrorCode.INTERNAL, `policy ${this.#policy.name} stopped: ${move.detail}`);
         const ids = actionCompletionIds(move, this.#prompt, this.#chat);
-        if (ids.length > request.maxNewTokens) {
-          throw new AppError(ErrorCode.VALIDATION, `the ${move.action_type} call of ${this.#policy.name} takes ${ids.length} tokens, over this turn's limit of ${request.maxNewTokens}`);
-        }
-        return { tokens: ids, logprobs: ids.map(() => 0), finishReason: 'stop', policyVersion: 0 };
+        // Over the turn's limit, the call is cut like a model's reply would be (then a parse error).
+        const tokens = ids.slice(0, request.maxNewTokens);
+        return { tokens, logprobs: tokens.map(() => 0), finishReason: tokens.length < ids.length ? 'length' : 'stop', policyVersion: 0 };
       },
     };
   }
