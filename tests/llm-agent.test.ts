@@ -11,7 +11,8 @@ import {
   ScriptedCompletionSource,
   type EvaluationReport,
 } from '@sqlenv/agents';
-import { ChatFormat, InferenceEngine, loadChatFormat, loadModel, presetConfig, Scorer, writeRandomCheckpoint } from '@sqlenv/model';
+import type { ChatFormat} from '@sqlenv/model';
+import { InferenceEngine, loadChatFormat, loadModel, presetConfig, Scorer, writeRandomCheckpoint } from '@sqlenv/model';
 import { sequenceFromTurns, type SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type SqlEnvRuntime } from '@sqlenv/sql-env';
 import { writeTinySpider } from '../packages/sql-env/src/test-fixtures/tiny-spider.ts';

@@ -24,6 +24,13 @@ export interface ModelResourcesOptions {
   /** Most turns batched into one generation run (the worker's concurrency). */
   maxBatchSize: number;
   /**
+   * Prompt widths are padded to a multiple of this (InferenceEngine `lengthBucketTokens`).
+   * Agent contexts are long (the system turn alone is ~300 Qwen / ~1,200 byte tokens) and
+   * every new (batch, width) shape costs ONNX Runtime a slow first run, so the buckets are
+   * coarse; padding a row by up to 127 tokens costs far less. Default 128.
+   */
+  lengthBucketTokens?: number;
+  /**
    * `null`: build the graphs without LoRA inputs (plain evaluation of the base model, no
    * adapter work per token); weights blobs can then not be applied. Default: the spec's LoRA.
    */
@@ -55,6 +62,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
       modelDir,
       ...(lora === null ? {} : { lora }),
       maxBatchSize: Math.max(1, options.maxBatchSize),
+      lengthBucketTokens: options.lengthBucketTokens ?? 128,
       topK: spec.sampling.top_k,
       stopIds: [...new Set([...chat.stopIds, ...config.eosTokenIds])],
     },
