@@ -33,7 +33,7 @@ import {
 } from '@sqlenv/rollout';
 
 const CONCURRENCIES = (process.env['BENCH_CONCURRENCY'] ?? '1,8,32').split(',').map(Number);
-const EPISODES_PER_SLOT = Number(process.env['BENCH_EPISODES_PER_SLOT'] ?? 3);
+const EPISODES_PER_SLOT = Number(process.env['BENCH_EPISODES_PER_SLOT'] ?? 2);
 const MIN_EPISODES = 8;
 const MAX_NEW_TOKENS = 48;
 const CONTEXT_TOKENS = 2048;

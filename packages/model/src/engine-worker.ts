@@ -28,7 +28,7 @@ export type EngineRequest =
   | { type: 'set-lora'; id: number; weights: Record<string, Float32Array> | null; version: number };
 
 export type EngineReply =
-  | { type: 'ready'; vocabSize: number; eosTokenIds: number[]; padTokenId: number }
+  | { type: 'ready'; vocabSize: number; eosTokenIds: number[]; padTokenId: number; numHeads: number }
   | { type: 'init-error'; message: string }
   /** `policyVersion`: the version of the adapter this batch was sampled with (set by the worker, so it cannot race a swap). */
   | { type: 'done'; id: number; results?: GenerationResult[]; policyVersion: number }
@@ -48,7 +48,7 @@ if (port !== null) {
       session: { ...setup.session, mode: 'direct' },
       ...(fileDir === undefined ? {} : { modelFile: join(fileDir, 'generation.onnx'), releaseWeights: true }),
     });
-    reply({ type: 'ready', vocabSize: config.vocabSize, eosTokenIds: config.eosTokenIds, padTokenId: config.padTokenId });
+    reply({ type: 'ready', vocabSize: config.vocabSize, eosTokenIds: config.eosTokenIds, padTokenId: config.padTokenId, numHeads: config.numHeads });
   } catch (error) {
     reply({ type: 'init-error', message: error instanceof Error ? error.message : String(error) });
   } finally {

@@ -93,6 +93,31 @@ describe('InferenceEngine', () => {
     }
   });
 
+  it('splits pending turns into runs whose prefill attention scores fit the memory bound', async () => {
+    // tiny-llama: 4 heads; 16-token prompts in 8-token buckets: 4 × 16² × 4 B = 4 KiB of scores per row.
+    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 8192 });
+    try {
+      const six = Array.from({ length: 6 }, (_, i) => ({ promptIds: Array.from({ length: 16 }, (_, t) => (t * 5 + i) % 256), seed: i, temperature: 0.8, maxNewTokens: 5 }));
+      const results = await Promise.all(six.map((t) => bounded.generate(t)));
+      expect(bounded.stats).toMatchObject({ runs: 3, rows: 6, meanBatchSize: 2 });
+      const { weights } = loadModel(dir);
+      const plain = await Generator.create(config, weights);
+      try {
+        for (const [i, turn] of six.entries()) {
+          const [alone] = await plain.generate([turn], { maxNewTokens: 5 });
+          expect(results[i]!.tokens).toEqual(alone!.tokens);
+        }
+      } finally {
+        await plain.close();
+      }
+      // A single turn over the bound still runs (alone).
+      const long = await bounded.generate({ promptIds: Array.from({ length: 40 }, (_, t) => t), maxNewTokens: 2 });
+      expect(long.tokens.length).toBeGreaterThan(0);
+    } finally {
+      await bounded.close();
+    }
+  });
+
   it('fails fast on bad requests and after close', async () => {
     await expect(engine.generate({ promptIds: [1], maxNewTokens: 0 })).rejects.toMatchObject({ code: 'VALIDATION' });
     await expect(engine.generate({ promptIds: [config.vocabSize + 5], maxNewTokens: 2 })).rejects.toMatchObject({ code: 'VALIDATION' });

@@ -24,6 +24,14 @@ export const engineOptionsSchema = z.object({
   batchWindowMs: z.number().nonnegative().default(2),
   /** Prompt widths are rounded up to a multiple of this. Default 32 tokens. */
   lengthBucketTokens: z.number().int().positive().default(32),
+  /**
+   * Bound on one run's prefill attention scores, (rows × heads × width²) float32 values, in bytes.
+   * The prefill materialises that tensor (and a few of its size) per layer, so memory grows with
+   * the square of the context: 32 rows of 2,048 tokens on a 4-head tiny model would be 2 GiB per
+   * buffer. Pending turns are taken in order while the next one still fits (one always goes), so
+   * long contexts run in smaller batches and short ones in large. Default 256 MiB.
+   */
+  maxPrefillScoresBytes: z.number().int().positive().default(256 * 1024 * 1024),
   /** top-k for every run (0 = off). Default 0. */
   topK: z.number().int().nonnegative().default(0),
   /** Stop ids; default: the checkpoint's eos_token_id. */
@@ -79,6 +87,7 @@ export class InferenceEngine {
   readonly #worker: Worker;
   readonly #options: z.output<typeof engineOptionsSchema>;
   readonly #stopIds: number[];
+  readonly #numHeads: number;
   readonly #log: Logger;
   readonly #pending: Pending[] = [];
   readonly #calls = new Map<number, { resolve: (reply: EngineReply) => void; reject: (error: AppError) => void }>();
@@ -98,6 +107,7 @@ export class InferenceEngine {
     this.#options = options;
     this.vocabSize = ready.vocabSize;
     this.#stopIds = options.stopIds ?? ready.eosTokenIds;
+    this.#numHeads = ready.numHeads;
     this.#log = log;
     worker.on('message', (reply: EngineReply) => {
       if (reply.type !== 'done' && reply.type !== 'error') return;
@@ -204,7 +214,7 @@ export class InferenceEngine {
 
   #schedule(): void {
     if (this.#busy || this.#timer !== undefined || this.#pending.length === 0) return;
-    if (this.#pending.length >= this.#options.maxBatchSize || this.#options.batchWindowMs === 0) {
+    if (this.#pending.length >= this.#options.maxBatchSize || this.#batchLength(this.#options.lengthBucketTokens) < this.#pending.length || this.#options.batchWindowMs === 0) {
       void this.#runBatch();
       return;
     }
@@ -217,8 +227,8 @@ export class InferenceEngine {
   async #runBatch(): Promise<void> {
     if (this.#busy || this.#pending.length === 0) return;
     this.#busy = true;
-    const batch = this.#pending.splice(0, this.#options.maxBatchSize);
     const bucket = this.#options.lengthBucketTokens;
+    const batch = this.#pending.splice(0, this.#batchLength(bucket));
     const longest = Math.max(...batch.map((p) => p.request.promptIds.length));
     const maxNewTokens = Math.max(...batch.map((p) => p.request.maxNewTokens));
     const started = performance.now();
@@ -257,6 +267,19 @@ export class InferenceEngine {
       this.#busy = false;
       this.#schedule();
     }
+  }
+
+  /** How many pending turns the next run takes: FIFO, up to maxBatchSize and the prefill memory bound. */
+  #batchLength(bucket: number): number {
+    const limit = Math.min(this.#pending.length, this.#options.maxBatchSize);
+    let longest = 0;
+    for (let n = 0; n < limit; n++) {
+      longest = Math.max(longest, (this.#pending[n] as Pending).request.promptIds.length);
+      const width = Math.ceil(longest / bucket) * bucket;
+      const bytes = (n + 1) * this.#numHeads * width * width * 4;
+      if (n > 0 && bytes > this.#options.maxPrefillScoresBytes) return n;
+    }
+    return limit;
   }
 
   #call(request: EngineRequest): Promise<EngineReply> {
