@@ -234,6 +234,14 @@ ${table.join('\n')}
 - Every turn re-reads its whole context (no KV cache is kept between turns), so prefill of ~1–2k tokens dominates each run
   of this tiny model.
 - The cores are shared with other jobs (load average above): compare rows of one run, not runs of different days.
+- Found while building this bench: (1) ONNX Runtime's first run of a new (batch, width) shape costs several times a
+  later one (3.6 s against 0.5 s for 7 rows of 1,300 tokens: allocation and memory planning), so a short rollout without
+  the untimed pass measured a ratio of 0.28 — agent workers therefore pad prompt widths to multiples of 128 tokens (fewer
+  distinct shapes), and this bench measures the steady state after an untimed pass on other questions. (2) The prefill
+  materialises (rows × heads × width²) attention scores per layer: 8 rows of ~2,000 tokens held 7.3 GB of RSS, and 32 would
+  not have fitted in memory; the engine now bounds each run's scores (\`maxPrefillScoresBytes\`, 256 MiB by default).
+  Keeping each episode's KV cache between turns (prefill only the new tokens) would remove most of the prefill work and
+  this bound's pressure; it needs a generation graph that takes a cache as input.
 `;
 const dir = fileURLToPath(new URL('./results/', import.meta.url));
 mkdirSync(dir, { recursive: true });

@@ -17,6 +17,8 @@ import { sequenceFromTurns, type SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type SqlEnvRuntime } from '@sqlenv/sql-env';
 import { writeTinySpider } from '../packages/sql-env/src/test-fixtures/tiny-spider.ts';
 import { writeSftData } from '../apps/cli/src/commands/sft-data.ts';
+import { SQLEnvClient } from '@sqlenv/client';
+import { startHarness } from '../apps/env-server/src/test-support/server-harness.ts';
 
 /**
  * The LLM agent on the real environment (a small Spider-layout dataset, real
@@ -106,6 +108,18 @@ describe('the LLM agent on SQLEnv', () => {
     // The next turn's prompt shows the error as the tool response.
     expect(chat.tokenizer.decode(record?.turns[1]?.prompt_ids ?? [])).toContain('<tool_response>\nError: Invalid tool call: no tool call found\n(14 steps left)\n</tool_response>');
     expect(record?.steps).toBe((scripted.records[0]?.steps ?? 0) + 1);
+  });
+
+  it('parse errors work the same against the OpenEnv server: the PARSE_ERROR action goes over the wire', async () => {
+    const harness = await startHarness(runtime, { maxSessions: 4 });
+    try {
+      const report = await evaluate(() => SQLEnvClient.connect(harness.wsUrl), scriptedPolicy(new Set([0])), { questionIds: trainIds().slice(0, 1), seed: 0 });
+      const record = report.records[0];
+      expect(record).toMatchObject({ error: null, success: true, format_errors: 1 });
+      expect(record?.trajectory_steps[0]).toMatchObject({ action: { action_type: 'PARSE_ERROR' }, reward: -0.1, error: 'Invalid tool call: no tool call found', reward_breakdown: null });
+    } finally {
+      await harness.close();
+    }
   });
 
   it('sft-data lines are exactly the ids the agent would have fed and sampled, loss on its own tokens', async () => {
