@@ -11,8 +11,8 @@ import {
   ScriptedCompletionSource,
   type EvaluationReport,
 } from '@sqlenv/agents';
-import type { ChatFormat} from '@sqlenv/model';
-import { InferenceEngine, loadChatFormat, loadModel, presetConfig, Scorer, writeRandomCheckpoint } from '@sqlenv/model';
+import type { ChatFormat } from '@sqlenv/model';
+import { InferenceEngine, loadChatFormat, loadModel, modelInit, presetConfig, Scorer, writeRandomCheckpoint } from '@sqlenv/model';
 import { sequenceFromTurns, type SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type SqlEnvRuntime } from '@sqlenv/sql-env';
 import { writeTinySpider } from '../packages/sql-env/src/test-fixtures/tiny-spider.ts';
@@ -137,6 +137,31 @@ describe('the LLM agent on SQLEnv', () => {
       expect(targets).toEqual(record.turns.flatMap((turn) => turn.completion_ids));
     });
   });
+
+  it('a directory laid out like a Hugging Face Qwen3 checkpoint (tokenizer.json, chat template) plays unchanged', async () => {
+    // A tiny decoder with Qwen's real vocabulary: `model init` adds Qwen3's tokenizer.json and
+    // tokenizer_config.json, as in a downloaded checkpoint directory.
+    const dir = join(root, 'qwen-vocab');
+    const config = { ...presetConfig('tiny-qwen3'), vocabSize: 151_936, eosTokenIds: [151_645, 151_643], padTokenId: 151_643, numLayers: 1 };
+    const init = await modelInit({ config: JSON.stringify(config), out: dir, seed: 2 });
+    expect(init.files).toContain('tokenizer.json');
+    const qwenChat = await loadChatFormat(dir);
+    expect(qwenChat.tokenizer.decode(qwenChat.generationPromptIds())).toBe('<|im_start|>assistant\n<think>\n\n</think>\n\n');
+    const engine = await InferenceEngine.start({ modelDir: dir, stopIds: qwenChat.stopIds });
+    try {
+      const policy = new LlmPolicy({ chat: qwenChat, prompt, source: new EngineCompletionSource(engine, { temperature: 1, topP: 1, topK: 0 }), maxNewTokens: 8, contextTokens: 600 });
+      expect(policy.systemIds).toHaveLength(315);
+      const report = await evaluate(() => runtime.createEnvironment(), policy, { questionIds: trainIds().slice(0, 2), seed: 1, concurrency: 2 });
+      expect(report.errors).toBe(0);
+      for (const record of report.records) {
+        expect(record.turns.length).toBeGreaterThan(1);
+        expect(record.turns[0]?.prompt_ids.slice(0, 315)).toEqual(policy.systemIds);
+        for (const turn of record.turns) expect(Math.max(...turn.completion_ids)).toBeLessThan(151_936);
+      }
+    } finally {
+      await engine.close();
+    }
+  }, 120_000);
 
   it('a random tiny model plays episodes end to end; the scoring graph reproduces its log-probs', async () => {
     const engine = await InferenceEngine.start({ modelDir, maxBatchSize: 4, stopIds: chat.stopIds });
