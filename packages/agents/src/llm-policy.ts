@@ -111,20 +111,19 @@ export class LlmEpisode implements TokenRecordingEpisode {
   async act(observation: SqlObservation): Promise<PolicyMove> {
     const { chat, prompt, contextTokens } = this.#options;
     this.#pending = null;
+    const first = this.#lastCompletion === null;
+    // The observation as this turn's text: the first user turn, then tool responses.
+    const shown = first ? renderFirstUser(prompt, observation) : renderToolResult(prompt, observation);
     const promptIds = this.#lastCompletion === null
-      ? [...this.#systemIds, ...chat.userIds(renderFirstUser(prompt, observation)), ...chat.generationPromptIds()]
-      : [...chat.closeGeneratedTurnIds(this.#lastCompletion), ...chat.toolResponseIds([renderToolResult(prompt, observation)]), ...chat.generationPromptIds()];
+      ? [...this.#systemIds, ...chat.userIds(shown), ...chat.generationPromptIds()]
+      : [...chat.closeGeneratedTurnIds(this.#lastCompletion), ...chat.toolResponseIds([shown]), ...chat.generationPromptIds()];
     const room = contextTokens - this.#ids.length - promptIds.length;
     if (room < 1) {
       return { stop: 'context_exhausted', detail: `${this.#ids.length} tokens so far + ${promptIds.length} for the next prompt leave no room in ${contextTokens}` };
     }
     const turn = this.#turn++;
-    if (this.#lastCompletion === null) {
-      if (prompt.system !== '') this.#messages.push({ role: 'system', content: prompt.system });
-      this.#messages.push({ role: 'user', content: renderFirstUser(prompt, observation) });
-    } else {
-      this.#messages.push({ role: 'tool', content: renderToolResult(prompt, observation) });
-    }
+    if (first && prompt.system !== '') this.#messages.push({ role: 'system', content: prompt.system });
+    this.#messages.push({ role: first ? 'user' : 'tool', content: shown });
     const completion = await this.#completer.complete({
       promptIds: [...this.#ids, ...promptIds],
       maxNewTokens: Math.min(this.#options.maxNewTokens, room),
