@@ -51,8 +51,13 @@ export const RunModelSpecSchema = z.strictObject({
     .prefault({}),
   /** Most tokens the model may write in one turn (a tool call); the turn stops earlier at `<|im_end|>`. */
   max_new_tokens: positive.default(256),
-  /** Tokens of the whole episode (prompt, observations and completions); null = the model's max_position_embeddings. */
-  context_tokens: positive.nullable().default(null),
+  /**
+   * Tokens of the whole episode (prompt, observations and completions), at most the model's
+   * max_position_embeddings (null: exactly that). 4,096 by default: every turn's prefill holds
+   * attention scores that grow with the square of the context, so a 40k-token Qwen3 limit would
+   * be gigabytes per turn.
+   */
+  context_tokens: positive.nullable().default(4096),
   /** The prompt file's text (every worker uses the same prompt); null = the built-in default prompt. */
   prompt: z.string().nullable().default(null),
   /** A PEFT adapter directory (readable by every process) that is policy version 0; null = the base model. */

@@ -1,7 +1,7 @@
 import { createWriteStream } from 'node:fs';
 import { z } from 'zod';
 import { LlmPolicy, loadAgentPrompt, OraclePolicy, PolicyCompletionSource, runEpisode, type LlmEpisode } from '@sqlenv/agents';
-import { sequenceFromTurns, SplitName } from '@sqlenv/protocol';
+import { RunModelSpecSchema, sequenceFromTurns, SplitName } from '@sqlenv/protocol';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../args.ts';
 import { cacheDir } from '../paths.ts';
@@ -78,7 +78,9 @@ export async function writeSftData(flags: SftDataFlags, io: Pick<CommandIo, 'log
   const summary: SftDataSummary = { lines: 0, skipped: [], meanTokens: 0, maxTokens: 0 };
   try {
     const dataset = runtime.dataset;
-    const contextTokens = Math.min(flags['context-tokens'] ?? config.maxPositionEmbeddings, config.maxPositionEmbeddings);
+    // The same budget as a model run's (the run spec's default), so every line fits what the agent will see.
+    const budget = flags['context-tokens'] ?? RunModelSpecSchema.shape.context_tokens.parse(undefined) ?? config.maxPositionEmbeddings;
+    const contextTokens = Math.min(budget, config.maxPositionEmbeddings);
     const policy = new LlmPolicy({ chat, prompt, source: new PolicyCompletionSource(new OraclePolicy(dataset), prompt, chat), maxNewTokens: contextTokens, contextTokens, name: 'oracle-sft' });
     const questionIds = selectQuestionIds(dataset, { split: flags.split, episodes: flags.episodes, seed: flags.seed });
     let totalTokens = 0;
