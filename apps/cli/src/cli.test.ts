@@ -159,7 +159,7 @@ describe('sqlenv model', () => {
     const noModel = await run(['eval', '--policy', 'model', '--episodes', '1']);
     expect(noModel.code).toBe(2);
     expect(noModel.stderr).toContain('--model DIR');
-  });
+  }, 300_000);
 });
 
 describe('sqlenv eval --url', () => {
