@@ -34,7 +34,7 @@ class TokenShapedPolicy implements Policy {
       takeTurnTokens: (): TurnTokens => {
         const prompt = ids(turn++ === 0 ? 700 : 150);
         const completion = ids(80);
-        return { prompt_ids: prompt, completion_ids: completion, loss_mask: [...prompt.map(() => 0 as const), ...completion.map(() => 1 as const)], logprobs: completion.map(() => -Math.random() * 3), parse_error: null };
+        return { prompt_ids: prompt, completion_ids: completion, loss_mask: [...prompt.map(() => 0 as const), ...completion.map(() => 1 as const)], logprobs: completion.map(() => -Math.random() * 3), parse_error: null, policy_version: 0, text: '' };
       },
     };
   }

@@ -141,6 +141,37 @@ describe('sqlenv model', () => {
     expect(missing.code).not.toBe(0);
     expect(missing.stderr).toContain('nope');
   });
+
+  it('a model plays: eval --policy model writes trajectories, play shows each turn, sft-data writes ids', async () => {
+    const dir = path.join(scratch, 'tiny-qwen3');
+    expect((await run(['model', 'init', '--config', 'tiny-qwen3', '--out', dir, '--seed', '2'])).code).toBe(0);
+    const trajectories = path.join(scratch, 'traj.jsonl');
+    const evaluated = await run(['eval', '--policy', 'model', '--model', dir, '--episodes', '3', '--temperature', '1', '--max-new-tokens', '16', '--trajectories', trajectories, '--json']);
+    expect(evaluated.code, evaluated.stderr).toBe(0);
+    const summary = JSON.parse(evaluated.stdout.trim().split('\n').at(-1) ?? '{}') as { policy: string; episodes: number; errors: number; format_error_rate: number; mean_tokens: number };
+    expect(summary).toMatchObject({ policy: 'model', episodes: 3, errors: 0 });
+    expect(summary.format_error_rate).toBeGreaterThan(0.5); // a random model writes no tool calls
+    expect(summary.mean_tokens).toBeGreaterThan(1000);
+    const { readFile } = await import('node:fs/promises');
+    const { TrajectorySchema } = await import('@sqlenv/protocol');
+    const lines = (await readFile(trajectories, 'utf8')).trim().split('\n');
+    expect(lines).toHaveLength(3);
+    for (const line of lines) expect(TrajectorySchema.parse(JSON.parse(line))).toMatchObject({ schema_version: 2, policy: 'model', sampling: { temperature: 1 } });
+
+    const played = await run(['play', '--policy', 'model', '--model', dir, '--question-id', 'retail_shop_train_0', '--max-new-tokens', '8', '--context-tokens', '1400']);
+    expect(played.code, played.stderr).toBe(0);
+    expect(played.stdout).toContain('── episode turn 1 (policy v0)');
+    expect(played.stdout).toMatch(/model wrote: [\s\S]*parse error: [\s\S]*reward: {6}-0\.100/);
+    expect(played.stdout).toMatch(/Done: (context_exhausted|budget_exhausted)/);
+
+    const sft = path.join(scratch, 'sft.jsonl');
+    const data = await run(['sft-data', '--model', dir, '--out', sft, '--split', 'dev', '--episodes', '4']);
+    expect(data.code, data.stderr).toBe(0);
+    expect(data.stdout).toMatch(/^wrote \d+ oracle episodes/);
+    const noModel = await run(['eval', '--policy', 'model', '--episodes', '1']);
+    expect(noModel.code).toBe(2);
+    expect(noModel.stderr).toContain('--model DIR');
+  }, 300_000);
 });
 
 describe('sqlenv eval --url', () => {

@@ -6,6 +6,7 @@ import type * as rollout from '@sqlenv/rollout';
 import { coordinatorUsage, runsUsage, trainerUsage, trainUsage, workerUsage } from '@sqlenv/rollout';
 import { withShutdownSignal } from '@sqlenv/shared';
 import { modelCommand, modelUsage } from './commands/model.ts';
+import { sftDataCommand, sftDataUsage } from './commands/sft-data.ts';
 
 export interface Command {
   summary: string;
@@ -15,7 +16,7 @@ export interface Command {
 
 /** Every sub-command of `sqlenv`. Command bodies are imported lazily: `sqlenv eval` never starts a server or loads ONNX Runtime. */
 export const commands: Record<string, Command> = {
-  eval: { summary: 'evaluate a baseline policy on a dataset', usage: evalUsage, run: evalCommand },
+  eval: { summary: 'evaluate a policy (oracle, random, or a model) on a dataset', usage: evalUsage, run: evalCommand },
   play: { summary: 'play one episode in the terminal (or a scripted one)', usage: playUsage, run: playCommand },
   datasets: { summary: 'validate a Spider-layout dataset directory', usage: datasetsUsage, run: datasetsCommand },
   serve: {
@@ -27,6 +28,7 @@ export const commands: Record<string, Command> = {
     },
   },
   model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, run: modelCommand },
+  'sft-data': { summary: "write the oracle's episodes as SFT data in the LLM agent's prompt and tool-call format", usage: sftDataUsage, run: sftDataCommand },
   train: rolloutCommand('embedded run: coordinator, workers and trainer in one process (no Redis)', trainUsage, (m) => m.trainCommand),
   coordinator: rolloutCommand('distributed run: admit GRPO groups into Redis and report the run', coordinatorUsage, (m) => m.coordinatorCommand),
   worker: rolloutCommand('distributed run: play episode jobs from Redis until SIGTERM', workerUsage, (m) => m.workerCommand),

@@ -1,6 +1,7 @@
-import type { EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult } from '@sqlenv/protocol';
+import type { EpisodeDoneReason, EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult, TrajectoryOutcome, TrajectoryStep, TrajectoryTurn } from '@sqlenv/protocol';
 import { toAppError } from '@sqlenv/shared';
 import type { Policy } from './policy.ts';
+import { runEpisode, type TurnEvent } from './run-episode.ts';
 
 /**
  * The environment surface evaluate() needs. An in-process SqlEnvironment and
@@ -9,7 +10,7 @@ import type { Policy } from './policy.ts';
  */
 export interface EvaluationEnvironment {
   reset(options?: ResetOptions): Promise<StepResult>;
-  step(action: SqlAction): Promise<StepResult & { info?: StepInfo }>;
+  step(action: SqlAction): Promise<StepResult & { info?: StepInfo; correct?: boolean }>;
   state(): EpisodeState | Promise<EpisodeState>;
   close(): void | Promise<void>;
 }
@@ -27,6 +28,8 @@ export interface EvaluateOptions {
   maxActionsPerEpisode?: number;
   /** Called after each finished episode. */
   onProgress?: (done: number, total: number, record: EpisodeRecord) => void;
+  /** Called after each turn of episode `index` (transcripts). */
+  onTurn?: (index: number, event: TurnEvent) => void;
 }
 
 export interface EpisodeRecord {
@@ -34,13 +37,30 @@ export interface EpisodeRecord {
   episode_id: string | null;
   question_id: string | null;
   db_id: string | null;
+  /** The seed the environment and the policy were given. */
+  seed: number;
   success: boolean;
   reward: number;
   steps: number;
-  done_reason: string | null;
+  done_reason: EpisodeDoneReason | null;
   /** Set when the episode could not be played (policy or environment failure). */
   error: string | null;
   actions: Array<{ action_type: string; argument: string; reward: number | null; error: string }>;
+  /** Turns whose reply held no valid tool call (LLM policies). */
+  format_errors: number;
+  /** Tokens of the whole conversation, prompt included (LLM policies; 0 for text policies). */
+  context_tokens: number;
+  /** Tokens the model wrote. */
+  generated_tokens: number;
+  /** Token-exact turns and steps, as a trajectory holds them. */
+  turns: TrajectoryTurn[];
+  trajectory_steps: TrajectoryStep[];
+  /** The trajectory outcome (null when the episode could not be played). */
+  outcome: TrajectoryOutcome | null;
+  /** Unix epoch milliseconds when the episode started. */
+  started_at_ms: number;
+  env_ms: number;
+  policy_ms: number;
 }
 
 export interface EvaluationReport {
@@ -50,6 +70,12 @@ export interface EvaluationReport {
   mean_reward: number;
   mean_steps: number;
   errors: number;
+  /** Parse-error turns ÷ all turns (0 for text policies). */
+  format_error_rate: number;
+  /** Mean tokens of an episode's conversation (0 for text policies). */
+  mean_tokens: number;
+  /** Mean tokens the model wrote per episode. */
+  mean_generated_tokens: number;
   records: EpisodeRecord[];
 }
 
@@ -79,7 +105,7 @@ export async function evaluate(
         if (index >= total) return;
         const questionId = options.questionIds?.[index];
         const reset: ResetOptions = questionId === undefined ? { seed: seed + index } : { question_id: questionId, seed: seed + index };
-        const record = await playEpisode(env, policy, index, reset, maxActions);
+        const record = await playEpisode(env, policy, index, reset, maxActions, options.onTurn);
         records[index] = record;
         finished += 1;
         options.onProgress?.(finished, total, record);
@@ -98,21 +124,32 @@ async function playEpisode(
   index: number,
   reset: ResetOptions,
   maxActions: number,
+  onTurn: EvaluateOptions['onTurn'],
 ): Promise<EpisodeRecord> {
   const record: EpisodeRecord = {
     index,
     episode_id: null,
     question_id: null,
     db_id: null,
+    seed: reset.seed ?? index,
     success: false,
     reward: 0,
     steps: 0,
     done_reason: null,
     error: null,
     actions: [],
+    format_errors: 0,
+    context_tokens: 0,
+    generated_tokens: 0,
+    turns: [],
+    trajectory_steps: [],
+    outcome: null,
+    started_at_ms: Date.now(),
+    env_ms: 0,
+    policy_ms: 0,
   };
   try {
-    let result = await env.reset(reset);
+    const first = await env.reset(reset);
     const state = await env.state();
     record.episode_id = state.episode_id;
     record.question_id = state.question_id;
@@ -121,22 +158,27 @@ async function playEpisode(
       episodeId: state.episode_id ?? `episode-${index}`,
       questionId: state.question_id ?? '',
       dbId: state.db_id ?? '',
-      seed: reset.seed ?? index,
+      seed: record.seed,
     });
-    while (!result.done) {
-      if (record.steps >= maxActions) throw new Error(`episode did not finish within ${maxActions} actions`);
-      const action = await actor.act(result.observation);
-      const outcome = await env.step(action);
-      record.steps += 1;
-      record.reward += outcome.reward ?? 0;
-      record.actions.push({ action_type: action.action_type, argument: action.argument, reward: outcome.reward, error: outcome.observation.error });
-      if (outcome.done) {
-        record.done_reason = outcome.info?.done_reason ?? (action.action_type === 'ANSWER' ? 'answered' : 'budget_exhausted');
-        // Remote environments carry no info; a correct answer is the only way to earn the terminal reward.
-        record.success = outcome.info?.correct ?? (action.action_type === 'ANSWER' && (outcome.reward ?? 0) >= 0.5);
-      }
-      result = outcome;
-    }
+    const run = await runEpisode(env, actor, first.observation, {
+      maxTurns: maxActions,
+      policyVersion: () => 0,
+      ...(onTurn === undefined ? {} : { onTurn: (event: TurnEvent) => onTurn(index, event) }),
+    });
+    record.steps = run.outcome.steps;
+    record.reward = run.outcome.total_reward;
+    record.success = run.outcome.correct;
+    record.done_reason = run.outcome.done_reason;
+    record.actions = run.steps.map((step) => ({ action_type: step.action.action_type, argument: step.action.argument, reward: step.reward, error: step.error }));
+    record.format_errors = run.turns.filter((t) => t.parse_error !== null).length;
+    record.context_tokens = run.turns.reduce((n, t) => n + t.prompt_ids.length + t.completion_ids.length, 0);
+    record.generated_tokens = run.turns.reduce((n, t) => n + t.completion_ids.length, 0);
+    record.turns = run.turns;
+    record.trajectory_steps = run.steps;
+    record.outcome = run.outcome;
+    record.env_ms = run.envMs;
+    record.policy_ms = run.policyMs;
+    if (run.outcome.done_reason === 'turn_limit') record.error = `episode did not finish within ${maxActions} actions`;
   } catch (error) {
     record.error = toAppError(error).message;
   }
@@ -146,6 +188,7 @@ async function playEpisode(
 function summarise(policyName: string, records: EpisodeRecord[]): EvaluationReport {
   const n = records.length;
   const mean = (values: number[]): number => (values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length);
+  const turns = records.reduce((n, r) => n + r.turns.length, 0);
   return {
     policy: policyName,
     episodes: n,
@@ -153,6 +196,9 @@ function summarise(policyName: string, records: EpisodeRecord[]): EvaluationRepo
     mean_reward: mean(records.map((r) => r.reward)),
     mean_steps: mean(records.map((r) => r.steps)),
     errors: records.filter((r) => r.error !== null).length,
+    format_error_rate: turns === 0 ? 0 : records.reduce((n, r) => n + r.format_errors, 0) / turns,
+    mean_tokens: mean(records.map((r) => r.context_tokens)),
+    mean_generated_tokens: mean(records.map((r) => r.generated_tokens)),
     records,
   };
 }

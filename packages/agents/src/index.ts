@@ -1,7 +1,41 @@
-export type { EpisodeContext, Policy, PolicyEpisode } from './policy.ts';
+export {
+  isPolicyStop,
+  recordsTokens,
+  type EpisodeContext,
+  type Policy,
+  type PolicyEpisode,
+  type PolicyMove,
+  type PolicyStop,
+  type PolicyStopReason,
+  type TurnTokens,
+  type TokenRecordingEpisode,
+} from './policy.ts';
 export { OraclePolicy, type QuestionLookup } from './oracle-policy.ts';
 export { RandomPolicy, type RandomPolicyOptions } from './random-policy.ts';
 export { evaluate, type EvaluateOptions, type EvaluationEnvironment, type EvaluationReport, type EpisodeRecord } from './evaluate.ts';
+export { runEpisode, type EpisodeEnvironment, type EpisodeRun, type RunEpisodeOptions, type TurnEvent } from './run-episode.ts';
 export { tableNamesFromSchemaInfo } from './schema-info.ts';
 export { createRng, mixSeeds, hashString } from './prng.ts';
 export { createBaselinePolicy, BASELINE_POLICY_NAMES, type BaselinePolicyName } from './baseline-policies.ts';
+export {
+  DEFAULT_PROMPT_PATH,
+  parseAgentPrompt,
+  loadAgentPrompt,
+  fillTemplate,
+  renderFirstUser,
+  renderToolResult,
+  type AgentPrompt,
+  type AgentTool,
+} from './agent-prompt.ts';
+export { parseToolCall, type ToolCallParse, type ParseOptions } from './tool-call-parser.ts';
+export {
+  EngineCompletionSource,
+  ScriptedCompletionSource,
+  type Completion,
+  type CompletionRequest,
+  type CompletionSource,
+  type EpisodeCompleter,
+  type SamplingOptions,
+} from './completion-source.ts';
+export { LlmPolicy, LlmEpisode, type LlmPolicyOptions, type AgentMessage } from './llm-policy.ts';
+export { actionToolCall, actionCompletionText, actionCompletionIds, PolicyCompletionSource } from './action-completion.ts';

@@ -148,6 +148,11 @@ export class ChatFormat {
     return [this.imEndId, ...this.#newlineIds];
   }
 
+  /** A tool call's text as the template prints it in an assistant turn (no turn markers). */
+  toolCallText(call: ToolCall): string {
+    return renderToolCallText(call);
+  }
+
   /** One message's ids (tool messages one at a time; use toolResponseIds to merge several). */
   messageIds(message: ChatMessage): number[] {
     switch (message.role) {

@@ -7,6 +7,9 @@ import { toHfConfig } from './config.ts';
 import { presetConfig } from './presets.ts';
 import { referenceForward } from './reference-forward.ts';
 import { loadModel } from './weights.ts';
+import { initLoraWeights, mergeLora, parseLoraConfig } from './lora.ts';
+import { saveAdapterDir } from './peft-adapter.ts';
+import { modelFingerprint } from './model-dir.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'sqlenv-commands-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -40,6 +43,34 @@ describe('model commands', () => {
     expect(text.output.split('\n')).toHaveLength(10);
     expect(() => parseTokenList('1,x')).toThrow(/comma-separated/);
     await expect(modelLogits({ model: dir, tokens: '9999' })).rejects.toMatchObject({ code: 'VALIDATION' });
+  });
+
+  it('logits and generate apply a PEFT adapter directory (--adapter)', async () => {
+    const dir = join(root, 'a');
+    const { config, weights } = loadModel(dir);
+    const lora = parseLoraConfig({ rank: 2, alpha: 8, targets: ['q_proj', 'down_proj'] });
+    const adapter = { lora, weights: initLoraWeights(config, lora, { seed: 2, bStd: 0.3 }) };
+    saveAdapterDir(join(root, 'adapter'), config, adapter);
+    const tokens = [5, 6, 7, 256];
+    const { logits } = await modelLogits({ model: dir, tokens, adapter: join(root, 'adapter') });
+    const ref = referenceForward(config, mergeLora(config, weights, lora, adapter.weights), tokens).at(-1) as Float64Array;
+    const base = referenceForward(config, weights, tokens).at(-1) as Float64Array;
+    const scale = Math.max(...Array.from(ref, Math.abs));
+    logits.forEach((x, i) => expect(Math.abs(x - ref[i]!)).toBeLessThanOrEqual(1e-5 * scale));
+    expect(Math.max(...Array.from(ref, (x, i) => Math.abs(x - base[i]!)))).toBeGreaterThan(1e-3);
+    const plain = await modelGenerate({ model: dir, prompt: 'hi', maxNewTokens: 6, seed: 4, temperature: 1 });
+    const adapted = await modelGenerate({ model: dir, prompt: 'hi', maxNewTokens: 6, seed: 4, temperature: 1, adapter: join(root, 'adapter') });
+    expect(adapted.logprobs).not.toEqual(plain.logprobs);
+    await expect(modelLogits({ model: dir, tokens, adapter: join(root, 'missing') })).rejects.toMatchObject({ code: 'MODEL' });
+  });
+
+  it('fingerprints a model directory: same checkpoint same print, another seed another', async () => {
+    const a = modelFingerprint(join(root, 'a'));
+    expect(a).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(modelFingerprint(join(root, 'a'))).toBe(a);
+    await modelInit({ config: 'tiny-qwen3', out: join(root, 'a2'), seed: 4, dtype: 'BF16' });
+    expect(modelFingerprint(join(root, 'a2'))).not.toBe(a);
+    expect(() => modelFingerprint(join(root, 'nothing'))).toThrow(/config.json/);
   });
 
   it('generate continues a chat prompt with the byte tokenizer', async () => {

@@ -2,7 +2,6 @@ import { copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { ByteTokenizer, BYTE_TOKENIZER_VOCAB_SIZE } from './byte-tokenizer.ts';
-import { ChatFormat } from './chat-template.ts';
 import { parseHfConfig, parseModelConfig, type ModelConfig } from './config.ts';
 import { Generator } from './generator.ts';
 import { bundledQwenTokenizerPaths, loadBundledQwenTokenizer, loadHfTokenizer } from './hf-tokenizer.ts';
@@ -12,6 +11,8 @@ import type { StoredDtype } from './safetensors.ts';
 import { LogitsModel } from './scorer.ts';
 import type { TextTokenizer } from './tokenizer.ts';
 import { loadModel } from './weights.ts';
+import { loadAdapterDir, type Adapter } from './peft-adapter.ts';
+import { loadChatFormat } from './model-dir.ts';
 
 /**
  * The `sqlenv model …` subcommands as functions (the CLI app parses flags
@@ -23,10 +24,12 @@ import { loadModel } from './weights.ts';
  *       preset name (tiny-qwen2, tiny-qwen3, tiny-llama, qwen3-0.6b, qwen2.5-0.5b,
  *       smollm2-135m), inline JSON or a JSON file, in our ModelConfig shape or a Hugging Face
  *       config.json. Qwen-vocabulary models also get the bundled Qwen tokenizer files.
- *   model logits --model DIR --tokens 1,2,3 [--json]
+ *   model logits --model DIR --tokens 1,2,3 [--adapter DIR] [--json]
  *       Final-position logits of the token sequence. Needs only config.json + safetensors.
+ *       `--adapter DIR`: a PEFT LoRA directory (adapter_config.json + adapter_model.safetensors)
+ *       applied on top (also for generate).
  *       With --json: one JSON array of vocabSize numbers; without: the top 10 as text.
- *   model generate --model DIR --prompt "..." [--max-new-tokens 64] [--temperature 0.7]
+ *   model generate --model DIR --prompt "..." [--adapter DIR] [--max-new-tokens 64] [--temperature 0.7]
  *                  [--top-p 1] [--top-k 0] [--seed 0] [--raw]
  *       Continue a prompt. The prompt is wrapped in the chat template (user turn +
  *       generation prompt) unless --raw. Tokenizer: DIR/tokenizer.json, else the byte
@@ -91,6 +94,8 @@ export function resolveConfigArg(arg: string): ModelConfig {
 
 export interface ModelLogitsArgs {
   model: string;
+  /** A PEFT adapter directory applied on top of the model. */
+  adapter?: string;
   /** "1,2,3" or the ids. */
   tokens: string | readonly number[];
   json?: boolean;
@@ -103,9 +108,10 @@ export async function modelLogits(args: ModelLogitsArgs): Promise<{ logits: numb
   for (const id of ids) {
     if (id >= config.vocabSize) throw new AppError(ErrorCode.VALIDATION, `--tokens: id ${id} is outside the vocabulary (${config.vocabSize})`);
   }
-  const model = await LogitsModel.create(config, weights);
+  const adapter = args.adapter === undefined ? undefined : loadAdapterDir(args.adapter, config);
+  const model = await LogitsModel.create(config, weights, adapter === undefined ? {} : { lora: adapter.lora });
   try {
-    const [all] = await model.logits([ids]);
+    const [all] = await model.logits([ids], adapter === undefined ? {} : { lora: adapter.weights });
     const logits = Array.from((all as Float32Array).subarray((ids.length - 1) * config.vocabSize));
     if (args.json === true) return { logits, output: JSON.stringify(logits) };
     const top = logits
@@ -128,6 +134,8 @@ export function parseTokenList(text: string): number[] {
 
 export interface ModelGenerateArgs {
   model: string;
+  /** A PEFT adapter directory applied on top of the model. */
+  adapter?: string;
   prompt: string;
   maxNewTokens?: number;
   temperature?: number;
@@ -149,15 +157,21 @@ export interface ModelGenerateResult {
 /** `model generate`: one continuation of a prompt. */
 export async function modelGenerate(args: ModelGenerateArgs): Promise<ModelGenerateResult> {
   const { config, weights } = loadModel(args.model);
-  const tokenizer = await tokenizerFor(args.model, config);
-  const chat = new ChatFormat(tokenizer);
+  const chat = await loadChatFormat(args.model, { config });
+  const tokenizer = chat.tokenizer;
   const promptIds =
     args.raw === true ? tokenizer.encode(args.prompt) : [...chat.userIds(args.prompt), ...chat.generationPromptIds()];
-  const generator = await Generator.create(config, weights);
+  const adapter: Adapter | undefined = args.adapter === undefined ? undefined : loadAdapterDir(args.adapter, config);
+  const generator = await Generator.create(config, weights, adapter === undefined ? {} : { lora: adapter.lora });
   try {
     const [result] = await generator.generate(
       [{ promptIds, seed: args.seed ?? 0, temperature: args.temperature ?? 0.7, topP: args.topP ?? 1 }],
-      { maxNewTokens: args.maxNewTokens ?? 64, topK: args.topK ?? 0, stopIds: [...new Set([...config.eosTokenIds, ...chat.stopIds])] },
+      {
+        maxNewTokens: args.maxNewTokens ?? 64,
+        topK: args.topK ?? 0,
+        stopIds: [...new Set([...config.eosTokenIds, ...chat.stopIds])],
+        ...(adapter === undefined ? {} : { lora: adapter.weights }),
+      },
     );
     if (result === undefined) throw new AppError(ErrorCode.INTERNAL, 'generation returned no result');
     return {

@@ -24,12 +24,14 @@ export interface EngineWorkerSetup {
 
 export type EngineRequest =
   | { type: 'generate'; id: number; requests: GenerationRequest[]; options: Omit<GenerateOptions, 'lora'> }
-  | { type: 'set-lora'; id: number; weights: Record<string, Float32Array> };
+  /** New adapter tensors (null: keep the current ones) and the policy version they are. */
+  | { type: 'set-lora'; id: number; weights: Record<string, Float32Array> | null; version: number };
 
 export type EngineReply =
-  | { type: 'ready'; vocabSize: number; eosTokenIds: number[]; padTokenId: number }
+  | { type: 'ready'; vocabSize: number; eosTokenIds: number[]; padTokenId: number; numHeads: number }
   | { type: 'init-error'; message: string }
-  | { type: 'done'; id: number; results?: GenerationResult[] }
+  /** `policyVersion`: the version of the adapter this batch was sampled with (set by the worker, so it cannot race a swap). */
+  | { type: 'done'; id: number; results?: GenerationResult[]; policyVersion: number }
   | { type: 'error'; id: number; message: string; code: ErrorCode };
 
 const port = parentPort;
@@ -46,7 +48,7 @@ if (port !== null) {
       session: { ...setup.session, mode: 'direct' },
       ...(fileDir === undefined ? {} : { modelFile: join(fileDir, 'generation.onnx'), releaseWeights: true }),
     });
-    reply({ type: 'ready', vocabSize: config.vocabSize, eosTokenIds: config.eosTokenIds, padTokenId: config.padTokenId });
+    reply({ type: 'ready', vocabSize: config.vocabSize, eosTokenIds: config.eosTokenIds, padTokenId: config.padTokenId, numHeads: config.numHeads });
   } catch (error) {
     reply({ type: 'init-error', message: error instanceof Error ? error.message : String(error) });
   } finally {
@@ -56,18 +58,22 @@ if (port !== null) {
   const active = generator;
   if (active !== undefined) {
     let lora: LoraWeights | undefined;
+    let version = 0;
     // One message at a time, in order: a LoRA swap lands between two batches, never inside one.
     let queue: Promise<void> = Promise.resolve();
     port.on('message', (request: EngineRequest) => {
       queue = queue.then(async () => {
         try {
           if (request.type === 'set-lora') {
-            lora = new Map(Object.entries(request.weights));
-            reply({ type: 'done', id: request.id });
+            if (request.weights !== null) lora = new Map(Object.entries(request.weights));
+            version = request.version;
+            reply({ type: 'done', id: request.id, policyVersion: version });
             return;
           }
+          // Read once, before the run: the version that goes back is the adapter's this batch used.
+          const used = version;
           const results = await active.generate(request.requests, { ...request.options, ...(lora === undefined ? {} : { lora }) });
-          reply({ type: 'done', id: request.id, results });
+          reply({ type: 'done', id: request.id, results, policyVersion: used });
         } catch (error) {
           reply({
             type: 'error',

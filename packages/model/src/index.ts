@@ -94,3 +94,4 @@ export {
   type Adapter,
 } from './peft-adapter.ts';
 export { trainByteLevelBpe, byteLevelAlphabet, BpeTrainerOptionsSchema, type BpeTrainerOptions, type TrainedBpe } from './bpe-trainer.ts';
+export { modelFingerprint, hasThinkTemplate, loadChatFormat } from './model-dir.ts';

@@ -41,7 +41,7 @@ const turns = Array.from({ length: 10 }, (_, i) => ({
 describe('InferenceEngine', () => {
   it('batches concurrent turns into one worker run and returns what each turn alone would get', async () => {
     const results = await Promise.all(turns.map((t) => engine.generate(t)));
-    expect(engine.stats).toEqual({ runs: 1, rows: 10, meanBatchSize: 10 });
+    expect(engine.stats).toMatchObject({ runs: 1, rows: 10, meanBatchSize: 10, generatedTokens: results.reduce((n, r) => n + r.tokens.length, 0) });
     for (const [i, turn] of turns.entries()) {
       const [alone] = await direct.generate([turn], { maxNewTokens: turn.maxNewTokens, topK: 30 });
       expect(results[i]!.tokens).toEqual(alone!.tokens);
@@ -65,6 +65,57 @@ describe('InferenceEngine', () => {
     const reference = await engine.generate(turn);
     expect(reference.tokens).toEqual(base.tokens);
     expect(reference.policyVersion).toBe(2);
+  });
+
+  it('tags each batch with the version the worker thread used, even while a swap is in flight', async () => {
+    const racing = await InferenceEngine.start({ modelDir: dir, lora, batchWindowMs: 0, topK: 30 });
+    try {
+      const turn = { ...turns[3]!, maxNewTokens: 8 };
+      const adapter = initLoraWeights(config, lora, { seed: 9, bStd: 0.5 });
+      // Posted before the swap: sampled with version 0.
+      const before = racing.generate(turn);
+      // With no batch window the turn is posted at once, right behind the swap and before its
+      // acknowledgement: the worker applies the swap first, so the turn must say version 1.
+      const swap = racing.setLora(adapter, 1);
+      const after = racing.generate(turn);
+      const [b, a] = await Promise.all([before, after, swap]);
+      expect(b.policyVersion).toBe(0);
+      expect(a.policyVersion).toBe(1);
+      const [expected] = await direct.generate([turn], { maxNewTokens: 8, topK: 30, lora: adapter });
+      expect(a.tokens).toEqual(expected!.tokens);
+      // Moving the version without new tensors keeps the adapter.
+      await racing.setLora(null, 2);
+      const kept = await racing.generate(turn);
+      expect(kept).toMatchObject({ policyVersion: 2, tokens: expected!.tokens });
+      expect(racing.policyVersion).toBe(2);
+    } finally {
+      await racing.close();
+    }
+  });
+
+  it('splits pending turns into runs whose prefill attention scores fit the memory bound', async () => {
+    // tiny-llama: 4 heads; 16-token prompts in 8-token buckets: 4 × 16² × 4 B = 4 KiB of scores per row.
+    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 8192 });
+    try {
+      const six = Array.from({ length: 6 }, (_, i) => ({ promptIds: Array.from({ length: 16 }, (_, t) => (t * 5 + i) % 256), seed: i, temperature: 0.8, maxNewTokens: 5 }));
+      const results = await Promise.all(six.map((t) => bounded.generate(t)));
+      expect(bounded.stats).toMatchObject({ runs: 3, rows: 6, meanBatchSize: 2 });
+      const { weights } = loadModel(dir);
+      const plain = await Generator.create(config, weights);
+      try {
+        for (const [i, turn] of six.entries()) {
+          const [alone] = await plain.generate([turn], { maxNewTokens: 5 });
+          expect(results[i]!.tokens).toEqual(alone!.tokens);
+        }
+      } finally {
+        await plain.close();
+      }
+      // A single turn over the bound still runs (alone).
+      const long = await bounded.generate({ promptIds: Array.from({ length: 40 }, (_, t) => t), maxNewTokens: 2 });
+      expect(long.tokens.length).toBeGreaterThan(0);
+    } finally {
+      await bounded.close();
+    }
   });
 
   it('fails fast on bad requests and after close', async () => {

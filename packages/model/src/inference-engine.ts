@@ -24,6 +24,14 @@ export const engineOptionsSchema = z.object({
   batchWindowMs: z.number().nonnegative().default(2),
   /** Prompt widths are rounded up to a multiple of this. Default 32 tokens. */
   lengthBucketTokens: z.number().int().positive().default(32),
+  /**
+   * Bound on one run's prefill attention scores, (rows × heads × width²) float32 values, in bytes.
+   * The prefill materialises that tensor (and a few of its size) per layer, so memory grows with
+   * the square of the context: 32 rows of 2,048 tokens on a 4-head tiny model would be 2 GiB per
+   * buffer. Pending turns are taken in order while the next one still fits (one always goes), so
+   * long contexts run in smaller batches and short ones in large. Default 256 MiB.
+   */
+  maxPrefillScoresBytes: z.number().int().positive().default(256 * 1024 * 1024),
   /** top-k for every run (0 = off). Default 0. */
   topK: z.number().int().nonnegative().default(0),
   /** Stop ids; default: the checkpoint's eos_token_id. */
@@ -68,6 +76,10 @@ export interface EngineStats {
   rows: number;
   /** Rows per run, averaged. */
   meanBatchSize: number;
+  /** New tokens returned to callers (after each row's own max-new-tokens cut). */
+  generatedTokens: number;
+  /** Wall time with a batch in flight on the worker thread, in milliseconds. */
+  busyMs: number;
 }
 
 export class InferenceEngine {
@@ -75,6 +87,7 @@ export class InferenceEngine {
   readonly #worker: Worker;
   readonly #options: z.output<typeof engineOptionsSchema>;
   readonly #stopIds: number[];
+  readonly #numHeads: number;
   readonly #log: Logger;
   readonly #pending: Pending[] = [];
   readonly #calls = new Map<number, { resolve: (reply: EngineReply) => void; reject: (error: AppError) => void }>();
@@ -86,12 +99,15 @@ export class InferenceEngine {
   #policyVersion = 0;
   #runs = 0;
   #rows = 0;
+  #generatedTokens = 0;
+  #busyMs = 0;
 
   private constructor(worker: Worker, options: z.output<typeof engineOptionsSchema>, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
     this.#worker = worker;
     this.#options = options;
     this.vocabSize = ready.vocabSize;
     this.#stopIds = options.stopIds ?? ready.eosTokenIds;
+    this.#numHeads = ready.numHeads;
     this.#log = log;
     worker.on('message', (reply: EngineReply) => {
       if (reply.type !== 'done' && reply.type !== 'error') return;
@@ -149,12 +165,19 @@ export class InferenceEngine {
     return new InferenceEngine(worker, options, ready, logger.child({ component: 'inference-engine' }));
   }
 
+  /** The newest version the worker thread has acknowledged (turns carry their own, exact one). */
   get policyVersion(): number {
     return this.#policyVersion;
   }
 
   get stats(): EngineStats {
-    return { runs: this.#runs, rows: this.#rows, meanBatchSize: this.#runs === 0 ? 0 : this.#rows / this.#runs };
+    return {
+      runs: this.#runs,
+      rows: this.#rows,
+      meanBatchSize: this.#runs === 0 ? 0 : this.#rows / this.#runs,
+      generatedTokens: this.#generatedTokens,
+      busyMs: this.#busyMs,
+    };
   }
 
   /** Queue one turn; resolves when its batch has run. */
@@ -171,19 +194,27 @@ export class InferenceEngine {
   }
 
   /**
-   * Swap the adapter (a new policy version). Runs already in flight finish
-   * with the old one; every batch started after this resolves uses the new one.
+   * Swap the adapter (a new policy version); `null` keeps the current tensors and
+   * only moves the version (a trainer that published no weights). Batches already
+   * posted to the worker finish with the old adapter; later ones use the new one.
+   * Every result carries the version the worker thread actually sampled it with
+   * (the worker echoes it), so a batch posted while the swap is in flight is
+   * never tagged with the wrong version.
    */
-  async setLora(weights: LoraWeights, version: number): Promise<void> {
-    const copy: Record<string, Float32Array> = {};
-    for (const [name, values] of weights) copy[name] = values;
-    await this.#call({ type: 'set-lora', id: this.#nextId++, weights: copy });
-    this.#policyVersion = version;
+  async setLora(weights: LoraWeights | null, version: number): Promise<void> {
+    if (!Number.isInteger(version) || version < 0) throw new AppError(ErrorCode.VALIDATION, `policy version must be an integer ≥ 0, got ${version}`);
+    let copy: Record<string, Float32Array> | null = null;
+    if (weights !== null) {
+      copy = {};
+      for (const [name, values] of weights) copy[name] = values;
+    }
+    const reply = await this.#call({ type: 'set-lora', id: this.#nextId++, weights: copy, version });
+    if (reply.type === 'done') this.#policyVersion = Math.max(this.#policyVersion, reply.policyVersion);
   }
 
   #schedule(): void {
     if (this.#busy || this.#timer !== undefined || this.#pending.length === 0) return;
-    if (this.#pending.length >= this.#options.maxBatchSize || this.#options.batchWindowMs === 0) {
+    if (this.#pending.length >= this.#options.maxBatchSize || this.#batchLength(this.#options.lengthBucketTokens) < this.#pending.length || this.#options.batchWindowMs === 0) {
       void this.#runBatch();
       return;
     }
@@ -196,11 +227,11 @@ export class InferenceEngine {
   async #runBatch(): Promise<void> {
     if (this.#busy || this.#pending.length === 0) return;
     this.#busy = true;
-    const batch = this.#pending.splice(0, this.#options.maxBatchSize);
-    const version = this.#policyVersion;
     const bucket = this.#options.lengthBucketTokens;
+    const batch = this.#pending.splice(0, this.#batchLength(bucket));
     const longest = Math.max(...batch.map((p) => p.request.promptIds.length));
     const maxNewTokens = Math.max(...batch.map((p) => p.request.maxNewTokens));
+    const started = performance.now();
     try {
       const reply = await this.#call({
         type: 'generate',
@@ -215,14 +246,19 @@ export class InferenceEngine {
       });
       this.#runs++;
       this.#rows += batch.length;
-      const results = reply.type === 'done' ? (reply.results ?? []) : [];
+      this.#busyMs += performance.now() - started;
+      if (reply.type !== 'done') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
+      const results = reply.results ?? [];
+      const version = reply.policyVersion;
       batch.forEach((p, i) => {
         const r = results[i];
         if (r === undefined) {
           p.reject(new AppError(ErrorCode.INTERNAL, 'the inference worker returned fewer results than requests'));
           return;
         }
-        p.resolve({ ...truncate(r, p.request.maxNewTokens), policyVersion: version });
+        const cut = truncate(r, p.request.maxNewTokens);
+        this.#generatedTokens += cut.tokens.length;
+        p.resolve({ ...cut, policyVersion: version });
       });
     } catch (error) {
       const appError = error instanceof AppError ? error : new AppError(ErrorCode.RUNTIME, String(error), { cause: error });
@@ -231,6 +267,19 @@ export class InferenceEngine {
       this.#busy = false;
       this.#schedule();
     }
+  }
+
+  /** How many pending turns the next run takes: FIFO, up to maxBatchSize and the prefill memory bound. */
+  #batchLength(bucket: number): number {
+    const limit = Math.min(this.#pending.length, this.#options.maxBatchSize);
+    let longest = 0;
+    for (let n = 0; n < limit; n++) {
+      longest = Math.max(longest, (this.#pending[n] as Pending).request.promptIds.length);
+      const width = Math.ceil(longest / bucket) * bucket;
+      const bytes = (n + 1) * this.#numHeads * width * width * 4;
+      if (n > 0 && bytes > this.#options.maxPrefillScoresBytes) return n;
+    }
+    return limit;
   }
 
   #call(request: EngineRequest): Promise<EngineReply> {

@@ -20,6 +20,54 @@ export type AdvantageMode = (typeof AdvantageMode)[keyof typeof AdvantageMode];
 const count = z.number().int().nonnegative();
 const positive = z.number().int().positive();
 
+/** Projections a LoRA adapter may target (PEFT `target_modules` names of Qwen/Llama decoders). */
+export const LORA_TARGET_NAMES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
+
+/**
+ * The model section of a run spec (`policy: 'model'`): what every worker must
+ * agree on to play with the same policy and what the trainer needs to train
+ * it. The model directory itself is each process's own `--model DIR` (a path
+ * may differ between machines); `fingerprint` makes sure it is the same model.
+ */
+export const RunModelSpecSchema = z.strictObject({
+  /** `modelFingerprint(dir)` of the model directory (config, tokenizer, checkpoint layout): a worker whose --model differs refuses the run. */
+  fingerprint: z.string().min(1),
+  /** LoRA adapter shape (the graph inputs every worker builds and the trainer trains). */
+  lora: z
+    .strictObject({
+      rank: positive.default(8),
+      alpha: z.number().positive().default(16),
+      targets: z.array(z.enum(LORA_TARGET_NAMES)).nonempty().default([...LORA_TARGET_NAMES]),
+    })
+    .prefault({}),
+  /** How completions are sampled; the trainer recomputes log-probs at this temperature. */
+  sampling: z
+    .strictObject({
+      /** 1 is the usual RL choice: samples follow the policy the loss differentiates. 0 = greedy. */
+      temperature: z.number().nonnegative().default(1),
+      top_p: z.number().gt(0).max(1).default(1),
+      top_k: count.default(0),
+    })
+    .prefault({}),
+  /** Most tokens the model may write in one turn (a tool call); the turn stops earlier at `<|im_end|>`. */
+  max_new_tokens: positive.default(256),
+  /**
+   * Tokens of the whole episode (prompt, observations and completions), at most the model's
+   * max_position_embeddings (null: exactly that). 4,096 by default: every turn's prefill holds
+   * attention scores that grow with the square of the context, so a 40k-token Qwen3 limit would
+   * be gigabytes per turn.
+   */
+  context_tokens: positive.nullable().default(4096),
+  /** The prompt file's text (every worker uses the same prompt); null = the built-in default prompt. */
+  prompt: z.string().nullable().default(null),
+  /** A PEFT adapter directory (readable by every process) that is policy version 0; null = the base model. */
+  adapter: z.string().nullable().default(null),
+  /** Qwen3 thinking mode: false puts the empty think block in the generation prompt (Qwen3 templates only). */
+  thinking: z.boolean().default(false),
+});
+export type RunModelSpec = z.infer<typeof RunModelSpecSchema>;
+export type RunModelSpecInput = z.input<typeof RunModelSpecSchema>;
+
 /**
  * Everything about a run that the coordinator, the workers and the trainer must
  * agree on. Written once by the coordinator; workers and the trainer read it.
@@ -31,7 +79,7 @@ export const RolloutRunSpecSchema = z.strictObject({
   dataset: z.string().min(1).default('builtin'),
   /** Questions are drawn from this split (all questions when the dataset has no such split). */
   split: SplitName.default('train'),
-  /** Policy name resolved by each worker: oracle | random | scripted (LLM policies plug in here). */
+  /** Policy name resolved by each worker: oracle | random | model (the LLM agent; needs `model`). */
   policy: z.string().min(1).default('oracle'),
   /** Episodes in the run; a multiple of group_size. May exceed the number of questions (they are drawn again). */
   episodes: positive,
@@ -53,6 +101,10 @@ export const RolloutRunSpecSchema = z.strictObject({
   drop_zero_variance: z.boolean().default(true),
   /** Safety net on policy turns per episode; the environment's own step budget normally ends it first. */
   max_turns: positive.default(40),
+  /** The LLM policy's settings; required when `policy` is 'model', absent otherwise. */
+  model: RunModelSpecSchema.optional(),
+}).superRefine((spec, ctx) => {
+  if (spec.policy === 'model' && spec.model === undefined) ctx.addIssue({ code: 'custom', path: ['model'], message: "policy 'model' needs the model section" });
 });
 export type RolloutRunSpec = z.infer<typeof RolloutRunSpecSchema>;
 export type RolloutRunSpecInput = z.input<typeof RolloutRunSpecSchema>;

@@ -1,4 +1,4 @@
-import { MAX_ARGUMENT_CHARS, actionTypes, type SqlAction } from './sql-action.ts';
+import { MAX_ARGUMENT_CHARS, stepActionTypes, type SqlAction } from './sql-action.ts';
 import type { ResetOptions } from './episode.ts';
 
 /**
@@ -10,9 +10,9 @@ import type { ResetOptions } from './episode.ts';
  * per step for a server stepping thousands of episodes a second.
  */
 
-const actionTypeSet: ReadonlySet<string> = new Set(actionTypes);
+const actionTypeSet: ReadonlySet<string> = new Set(stepActionTypes);
 
-/** SqlActionSchema (strict): exactly `action_type` (one of the four) and `argument` (a string within the limit). */
+/** SqlActionSchema (strict): exactly `action_type` (a tool or PARSE_ERROR) and `argument` (a string within the limit). */
 export function fastSqlAction(raw: unknown): SqlAction | undefined {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return undefined;
   const record = raw as Record<string, unknown>;

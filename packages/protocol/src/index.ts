@@ -1,4 +1,4 @@
-export { ActionType, actionTypes, MAX_ARGUMENT_CHARS, SqlActionSchema, type SqlAction } from './sql-action.ts';
+export { ActionType, actionTypes, stepActionTypes, PARSE_ERROR_ACTION, type ParseErrorAction, MAX_ARGUMENT_CHARS, SqlActionSchema, type SqlAction } from './sql-action.ts';
 export {
   SqlObservationSchema,
   StepResultSchema,
@@ -28,3 +28,4 @@ export * from './openenv-frames.ts';
 export * from './episode-job.ts';
 export * from './trajectory.ts';
 export { fastSqlAction, fastResetOptions } from './fast-parse.ts';
+export * from './training-sequence.ts';

@@ -14,7 +14,7 @@ describe('openEnvSchemas', () => {
   it('publishes JSON Schemas generated from the zod schemas', () => {
     const schemas = openEnvSchemas();
     const action = schemas.action as { properties: Record<string, { enum?: string[] }>; required: string[]; additionalProperties: boolean };
-    expect(action.properties['action_type']?.enum).toEqual(['DESCRIBE', 'SAMPLE', 'QUERY', 'ANSWER']);
+    expect(action.properties['action_type']?.enum).toEqual(['DESCRIBE', 'SAMPLE', 'QUERY', 'ANSWER', 'PARSE_ERROR']);
     expect(action.required).toEqual(['action_type', 'argument']);
     expect(action.additionalProperties).toBe(false);
     expect(Object.keys((schemas.observation as { properties: object }).properties)).toContain('budget_remaining');

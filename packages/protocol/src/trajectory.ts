@@ -3,11 +3,16 @@ import { SqlActionSchema } from './sql-action.ts';
 import { RewardBreakdownSchema } from './sql-observation.ts';
 
 /**
- * A token-exact trajectory (docs/async-rl.md: never re-tokenise
- * text). Stored once, keyed by episode id; jobs carry only the key.
+ * A token-exact trajectory (never re-tokenise text: the ids a model was fed
+ * and sampled are the ids it is trained on; docs/async-rl.md). Stored once,
+ * keyed by episode id; jobs carry only the key.
  *
  * Text-only policies (oracle, random, scripted) fill the token fields with
- * empty arrays; the shape is the final one an LLM worker fills.
+ * empty arrays. One training sequence is every turn's `prompt_ids ++
+ * completion_ids` concatenated, in turn order (`trainingSequence()`).
+ *
+ * Versions: 1 = no `sampling`; 2 (what this code writes) adds `sampling`,
+ * the settings the completions were drawn with (null for text policies).
  */
 
 const tokenId = z.number().int().nonnegative();
@@ -26,7 +31,11 @@ export const TrajectoryTurnSchema = z
     completion_ids: z.array(tokenId),
     /** One entry per token of prompt_ids ++ completion_ids: 1 = trained on, 0 = context only. */
     loss_mask: z.array(z.union([z.literal(0), z.literal(1)])),
-    /** Sampling log-probability of each completion token under `policy_version`. */
+    /**
+     * log softmax(logits / τ) of each completion token under `policy_version`, over the FULL
+     * vocabulary (not the top-k / top-p renormalised distribution), with τ = the trajectory's
+     * `sampling.temperature` (τ = 1 for greedy, temperature 0).
+     */
     logprobs: z.array(z.number()),
     /** The parsed tool call, or null when the completion did not parse. */
     action: SqlActionSchema.nullable(),
@@ -63,7 +72,12 @@ export const TrajectoryStepSchema = z.strictObject({
 });
 export type TrajectoryStep = z.infer<typeof TrajectoryStepSchema>;
 
-export const EpisodeDoneReason = z.enum(['answered', 'budget_exhausted', 'turn_limit']);
+/**
+ * answered: the agent called ANSWER. budget_exhausted: the environment's step budget ran out.
+ * turn_limit: the run's `max_turns` safety net. context_exhausted: the next turn would not fit in
+ * the model's token budget (the conversation so far plus the new prompt fill the context).
+ */
+export const EpisodeDoneReason = z.enum(['answered', 'budget_exhausted', 'turn_limit', 'context_exhausted']);
 export type EpisodeDoneReason = z.infer<typeof EpisodeDoneReason>;
 
 export const TrajectoryOutcomeSchema = z.strictObject({
@@ -89,8 +103,26 @@ export const TrajectoryTimingsSchema = z.strictObject({
 });
 export type TrajectoryTimings = z.infer<typeof TrajectoryTimingsSchema>;
 
-export const TrajectorySchema = z.strictObject({
-  schema_version: z.literal(1),
+/** How completions were sampled: what a trainer needs to recompute the behaviour log-probs. */
+export const SamplingSettingsSchema = z.strictObject({
+  /** Softmax temperature; 0 = greedy (log-probs are then recorded at τ = 1). */
+  temperature: z.number().nonnegative(),
+  /** Nucleus mass in (0, 1]; 1 = off. */
+  top_p: z.number().gt(0).max(1),
+  /** Keep the k most likely tokens; 0 = off. */
+  top_k: count,
+});
+export type SamplingSettings = z.infer<typeof SamplingSettingsSchema>;
+
+/** The temperature the recorded log-probs are at: the sampling temperature, or 1 for greedy. */
+export function logprobTemperature(sampling: SamplingSettings): number {
+  return sampling.temperature > 0 ? sampling.temperature : 1;
+}
+
+export const TRAJECTORY_SCHEMA_VERSION = 2;
+
+const TrajectoryObjectSchema = z.strictObject({
+  schema_version: z.union([z.literal(1), z.literal(2)]),
   run_id: z.string().min(1),
   episode_id: z.string().min(1),
   group_id: z.string().min(1),
@@ -104,9 +136,20 @@ export const TrajectorySchema = z.strictObject({
   worker_id: z.string(),
   /** Unix epoch milliseconds when the episode started on the worker. */
   started_at_ms: ms,
+  /** Sampling settings of the completions (version 2; null for text-only policies). */
+  sampling: SamplingSettingsSchema.nullable().optional(),
   turns: z.array(TrajectoryTurnSchema),
   steps: z.array(TrajectoryStepSchema),
   outcome: TrajectoryOutcomeSchema,
   timings: TrajectoryTimingsSchema,
+});
+
+export const TrajectorySchema = TrajectoryObjectSchema.superRefine((trajectory, ctx) => {
+  if (trajectory.schema_version >= 2 && trajectory.sampling === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['sampling'], message: 'schema_version 2 records the sampling settings (null for text-only policies)' });
+  }
+  if (trajectory.schema_version === 1 && trajectory.sampling !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['sampling'], message: 'schema_version 1 has no sampling field' });
+  }
 });
 export type Trajectory = z.infer<typeof TrajectorySchema>;

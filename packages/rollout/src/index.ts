@@ -28,7 +28,8 @@ export { BatchStatsSchema, type BatchStats } from './batch-stats.ts';
 export { scoreGroup, batchStats } from './scoring.ts';
 export { groupJobId, episodeJobId, groupPosition, parseEpisodeJobId } from './ids.ts';
 export { QuestionSchedule, episodeSeed, type ScheduledQuestion } from './question-schedule.ts';
-export { playEpisode, type RolloutEnvironment, type EnvironmentSource, type TurnTokens, type TokenRecordingEpisode, type PlayEpisodeDeps } from './play-episode.ts';
+export { playEpisode, type RolloutEnvironment, type EnvironmentSource, type PlayEpisodeDeps } from './play-episode.ts';
+export type { TurnTokens, TokenRecordingEpisode } from '@sqlenv/agents';
 export {
   runCoordinator,
   summarizeRun,
@@ -42,7 +43,7 @@ export {
   type RunSummary,
 } from './coordinator.ts';
 export { RolloutWorker, type RolloutWorkerOptions, type RunResources, type ResolveRun } from './rollout-worker.ts';
-export { runTrainer, waitForRun, StatsPolicyUpdater, type PolicyUpdater, type TrainingBatch, type TrainerOptions, type TrainerResult } from './trainer.ts';
+export { runTrainer, waitForRun, StatsPolicyUpdater, isStatsWeightsBlob, type PolicyUpdater, type TrainingBatch, type TrainerOptions, type TrainerResult } from './trainer.ts';
 export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult } from './synchronous-run.ts';
 export { RolloutMetrics } from './metrics.ts';
 export { RunAdmin, type RunListing, type RunDetails } from './transport/run-admin.ts';
@@ -70,3 +71,6 @@ export {
   environmentVariables,
   type RolloutCommandIo,
 } from './commands/index.ts';
+export { createModelResources, type ModelResources, type ModelResourcesOptions } from './commands/model-resources.ts';
+export { modelSpecFrom, runModelSpec, ModelSpecOptionsSchema, type ModelSpecOptions } from './commands/model-options.ts';
+export { WeightsFollower, type ApplyWeights, type WeightsFollowerOptions } from './weights-follower.ts';

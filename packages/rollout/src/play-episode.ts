@@ -1,15 +1,5 @@
-import type { Policy, PolicyEpisode } from '@sqlenv/agents';
-import type {
-  EpisodeDoneReason,
-  EpisodeJob,
-  ResetOptions,
-  SqlAction,
-  StepInfo,
-  StepResult,
-  Trajectory,
-  TrajectoryStep,
-  TrajectoryTurn,
-} from '@sqlenv/protocol';
+import { runEpisode, type Policy } from '@sqlenv/agents';
+import { TRAJECTORY_SCHEMA_VERSION, type EpisodeJob, type ResetOptions, type SamplingSettings, type SqlAction, type StepInfo, type StepResult, type Trajectory } from '@sqlenv/protocol';
 
 /**
  * The environment as the worker sees it: an in-process SqlEnvironment and a
@@ -28,36 +18,15 @@ export interface EnvironmentSource {
   create(): RolloutEnvironment | Promise<RolloutEnvironment>;
 }
 
-/** The tokens of one turn, as an LLM policy recorded them. */
-export interface TurnTokens {
-  prompt_ids: number[];
-  completion_ids: number[];
-  loss_mask: Array<0 | 1>;
-  logprobs: number[];
-  parse_error: string | null;
-}
-
-/**
- * Optional extension of a PolicyEpisode: an LLM policy hands over the exact
- * tokens of the turn it just played (token-in/token-out; nothing is
- * re-tokenised later). Text-only policies don't implement it and their turns
- * carry empty token arrays.
- */
-export interface TokenRecordingEpisode extends PolicyEpisode {
-  takeTurnTokens(): TurnTokens;
-}
-
-function recordsTokens(episode: PolicyEpisode): episode is TokenRecordingEpisode {
-  return typeof (episode as Partial<TokenRecordingEpisode>).takeTurnTokens === 'function';
-}
-
 export interface PlayEpisodeDeps {
   environments: EnvironmentSource;
   policy: Policy;
-  /** The newest policy version this worker knows of; read at every turn boundary. */
+  /** The newest policy version this worker knows of; read at every turn boundary (text policies; an LLM policy's turns carry the version that sampled them). */
   currentVersion: () => number;
   workerId: string;
   maxTurns: number;
+  /** How the policy samples (recorded in the trajectory); null for text policies. Default null. */
+  sampling?: SamplingSettings | null;
 }
 
 export interface PlayEpisodeAttempt {
@@ -65,71 +34,29 @@ export interface PlayEpisodeAttempt {
   queueWaitMs: number;
 }
 
-const EMPTY_TOKENS: TurnTokens = { prompt_ids: [], completion_ids: [], loss_mask: [], logprobs: [], parse_error: null };
-
 /**
- * Play one episode of a job to the end and return its token-exact trajectory.
+ * Play one episode of a job to the end and return its token-exact trajectory
+ * (the loop itself is `runEpisode` of @sqlenv/agents, shared with evaluate()).
  * Everything here awaits (executor pool, inference thread, network): nothing
  * blocks the event loop, so queue locks keep renewing while it runs.
  */
 export async function playEpisode(job: EpisodeJob, attempt: PlayEpisodeAttempt, deps: PlayEpisodeDeps): Promise<Trajectory> {
   const startedAtMs = Date.now();
   const started = performance.now();
-  let envMs = 0;
-  let policyMs = 0;
   const env = await deps.environments.create();
   try {
-    let t = performance.now();
+    const t = performance.now();
     const reset = await env.reset({ seed: job.seed, episode_id: job.episode_id, question_id: job.question_id });
-    envMs += performance.now() - t;
+    const resetMs = performance.now() - t;
     const actor = deps.policy.begin({ episodeId: job.episode_id, questionId: job.question_id, dbId: job.db_id, seed: job.seed });
-
-    const turns: TrajectoryTurn[] = [];
-    const steps: TrajectoryStep[] = [];
-    let observation = reset.observation;
-    let done = reset.done;
-    let totalReward = 0;
-    let correct = false;
-    let doneReason: EpisodeDoneReason = 'turn_limit';
-    let lastError: string | null = null;
-
-    for (let turn = 0; turn < deps.maxTurns && !done; turn++) {
+    const run = await runEpisode(env, actor, reset.observation, {
+      maxTurns: deps.maxTurns,
       // The job's admitted version is a floor: the coordinator saw it before
       // admitting, even if this worker's notice has not arrived yet.
-      const policyVersion = Math.max(deps.currentVersion(), job.admitted_version);
-      t = performance.now();
-      const action = await actor.act(observation);
-      const turnPolicyMs = performance.now() - t;
-      policyMs += turnPolicyMs;
-      const tokens = recordsTokens(actor) ? actor.takeTurnTokens() : EMPTY_TOKENS;
-      turns.push({ turn, policy_version: policyVersion, ...tokens, action, policy_ms: turnPolicyMs });
-
-      t = performance.now();
-      const outcome = await env.step(action);
-      const stepMs = performance.now() - t;
-      envMs += stepMs;
-      const reward = outcome.reward ?? 0;
-      totalReward += reward;
-      observation = outcome.observation;
-      done = outcome.done;
-      lastError = observation.error === '' ? null : observation.error;
-      steps.push({
-        action,
-        reward,
-        reward_breakdown: outcome.info?.reward_breakdown ?? null,
-        executed: outcome.info?.executed ?? observation.error === '',
-        error: observation.error,
-        done,
-        env_ms: stepMs,
-      });
-      if (done) {
-        correct = outcome.info?.correct ?? outcome.correct ?? false;
-        doneReason = outcome.info?.done_reason ?? (action.action_type === 'ANSWER' ? 'answered' : 'budget_exhausted');
-      }
-    }
-
+      policyVersion: () => Math.max(deps.currentVersion(), job.admitted_version),
+    });
     return {
-      schema_version: 1,
+      schema_version: TRAJECTORY_SCHEMA_VERSION,
       run_id: job.run_id,
       episode_id: job.episode_id,
       group_id: job.group_id,
@@ -141,10 +68,11 @@ export async function playEpisode(job: EpisodeJob, attempt: PlayEpisodeAttempt, 
       attempt: attempt.attempt,
       worker_id: deps.workerId,
       started_at_ms: startedAtMs,
-      turns,
-      steps,
-      outcome: { correct, total_reward: totalReward, steps: steps.length, done_reason: doneReason, error: lastError },
-      timings: { queue_wait_ms: Math.max(0, attempt.queueWaitMs), env_ms: envMs, policy_ms: policyMs, total_ms: performance.now() - started },
+      sampling: deps.sampling ?? null,
+      turns: run.turns,
+      steps: run.steps,
+      outcome: run.outcome,
+      timings: { queue_wait_ms: Math.max(0, attempt.queueWaitMs), env_ms: resetMs + run.envMs, policy_ms: run.policyMs, total_ms: performance.now() - started },
     };
   } finally {
     await env.close();

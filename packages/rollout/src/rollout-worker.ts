@@ -1,14 +1,23 @@
 import type { Policy } from '@sqlenv/agents';
-import type { EpisodeJob, EpisodeResult, RolloutRunSpec } from '@sqlenv/protocol';
+import type { EpisodeJob, EpisodeResult, RolloutRunSpec, SamplingSettings } from '@sqlenv/protocol';
 import { silentLogger, toAppError, type Logger } from '@sqlenv/shared';
 import type { RolloutMetrics } from './metrics.ts';
 import { playEpisode, type EnvironmentSource } from './play-episode.ts';
 import type { Consumer, EpisodeAttempt, EpisodeEvent, Transport } from './transport/transport.ts';
+import { WeightsFollower, type ApplyWeights } from './weights-follower.ts';
 
 /** What a worker needs to play a run's episodes. */
 export interface RunResources {
   policy: Policy;
   environments: EnvironmentSource;
+  /**
+   * Policies with weights (the model policy): applies a committed version's weights blob.
+   * With it, the worker follows the trainer's versions (WeightsFollower) and never plays an
+   * episode with an older policy than the one it was admitted at.
+   */
+  applyWeights?: ApplyWeights;
+  /** How the policy samples, recorded in every trajectory (null / absent for text policies). */
+  sampling?: SamplingSettings | null;
   /** Called when the worker leaves the run. */
   release?(): Promise<void>;
 }
@@ -27,6 +36,8 @@ export interface RolloutWorkerOptions {
   workerId: string;
   /** How often to look for new or finished runs, in milliseconds. */
   discoveryMs: number;
+  /** How long an episode waits for its admitted policy version to load before failing (retried), in milliseconds. Default 120,000. */
+  versionWaitMs?: number;
   logger?: Logger;
   metrics?: RolloutMetrics;
 }
@@ -35,11 +46,14 @@ interface Attached {
   consumer: Consumer;
   resources: RunResources;
   unsubscribe: () => Promise<void>;
+  weights: WeightsFollower | undefined;
 }
 
 interface VersionState {
   /** Newest policy version announced by the trainer; read at each turn boundary. */
   version: number;
+  /** Loads committed weights for policies that have them. */
+  weights: WeightsFollower | undefined;
 }
 
 /**
@@ -107,33 +121,47 @@ export class RolloutWorker {
     if (!spec) return;
     const logger = this.#logger.child({ runId });
     const resources = await this.#options.resolveRun(spec);
-    const state: VersionState = { version: (await transport.counters(runId)).policyVersion };
+    const weights =
+      resources.applyWeights === undefined
+        ? undefined
+        : new WeightsFollower(transport, runId, resources.applyWeights, logger, { pollMs: Math.min(250, this.#options.discoveryMs), timeoutMs: this.#options.versionWaitMs ?? 120_000 });
+    const state: VersionState = { version: (await transport.counters(runId)).policyVersion, weights };
     const unsubscribe = await transport.subscribe(runId, (notice) => {
       // Versions only move forward; a late notice never rolls one back.
       if (notice.version > state.version) {
         state.version = notice.version;
         logger.debug({ version: notice.version }, 'policy version picked up');
       }
+      weights?.onNotice(notice);
       if (notice.kind === 'done') void this.#detach(runId);
     });
+    try {
+      await weights?.start();
+    } catch (error) {
+      // Not fatal: episodes wait for their version (ensure) and retry the load.
+      logger.warn({ err: toAppError(error) }, 'could not load the committed policy version yet');
+    }
     const consumer = transport.consumeEpisodes(runId, (job, attempt) => this.#play(spec, resources, state, job, attempt, logger), {
       concurrency: this.#options.concurrency,
       consumerName: this.#options.workerId,
       onEvent: (event) => this.#onEvent(runId, event, logger),
     });
-    this.#runs.set(runId, { consumer, resources, unsubscribe });
+    this.#runs.set(runId, { consumer, resources, unsubscribe, weights });
     logger.info({ concurrency: this.#options.concurrency, policy: spec.policy, dataset: spec.dataset, version: state.version }, 'worker attached to run');
   }
 
   async #play(spec: RolloutRunSpec, resources: RunResources, state: VersionState, job: EpisodeJob, attempt: EpisodeAttempt, logger: Logger): Promise<EpisodeResult> {
     const episodeLogger = logger.child({ groupId: job.group_id, episodeId: job.episode_id });
     episodeLogger.debug({ attempt: attempt.attempt, queueWaitMs: attempt.queueWaitMs }, 'episode started');
+    // Never sample with an older policy than the one the group was admitted at (versions only grow, so once is enough).
+    await state.weights?.ensure(job.admitted_version);
     const trajectory = await playEpisode(job, attempt, {
       environments: resources.environments,
       policy: resources.policy,
       currentVersion: () => state.version,
       workerId: this.#options.workerId,
       maxTurns: spec.max_turns,
+      sampling: resources.sampling ?? null,
     });
     const { transport, metrics } = this.#options;
     const key = await transport.storeTrajectory(trajectory, job, attempt.fence);
@@ -175,6 +203,7 @@ export class RolloutWorker {
     const attached = this.#runs.get(runId);
     if (!attached) return;
     this.#runs.delete(runId);
+    attached.weights?.close();
     await attached.consumer.close();
     await attached.unsubscribe();
     await attached.resources.release?.();

@@ -56,7 +56,7 @@ export async function runSynchronous(options: SynchronousRunOptions): Promise<Sy
       for (let attempt = 1; attempt <= spec.attempts; attempt++) {
         try {
           trajectories.push(
-            await playEpisode(job, { attempt, queueWaitMs: 0 }, { environments: resources.environments, policy: resources.policy, currentVersion: () => version, workerId: 'sync', maxTurns: spec.max_turns }),
+            await playEpisode(job, { attempt, queueWaitMs: 0 }, { environments: resources.environments, policy: resources.policy, currentVersion: () => version, workerId: 'sync', maxTurns: spec.max_turns, sampling: resources.sampling ?? null }),
           );
           result.episodesPlayed += 1;
           break;

@@ -62,6 +62,21 @@ export class StatsPolicyUpdater implements PolicyUpdater {
   }
 }
 
+/**
+ * Whether a weights blob is StatsPolicyUpdater's (JSON statistics, no weights):
+ * a model policy then moves the version and keeps its adapter. Anything else is
+ * an adapter (safetensors bytes, whose first 8 bytes are a binary header length).
+ */
+export function isStatsWeightsBlob(blob: Uint8Array): boolean {
+  if (blob[0] !== 0x7b) return false;
+  try {
+    const json = JSON.parse(Buffer.from(blob).toString('utf8')) as { kind?: unknown };
+    return json.kind === 'stats';
+  } catch {
+    return false;
+  }
+}
+
 export interface TrainerOptions {
   transport: Transport;
   runId: string;

@@ -1,5 +1,7 @@
+import { createWriteStream } from 'node:fs';
 import { z } from 'zod';
-import { createBaselinePolicy, evaluate, type EvaluationReport } from '@sqlenv/agents';
+import { createBaselinePolicy, evaluate, type EvaluationReport, type Policy } from '@sqlenv/agents';
+import type { ModelResources } from '@sqlenv/rollout';
 import { SplitName } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type Dataset } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
@@ -8,9 +10,10 @@ import { cacheDir } from '../paths.ts';
 import { ProgressBar } from '../progress-bar.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
+import { formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
 
-const EvalFlags = z.object({
-  policy: z.enum(['oracle', 'random']).default('oracle'),
+const EvalFlags = ModelFlags.extend({
+  policy: z.enum(['oracle', 'random', 'model']).default('oracle'),
   dataset: z.string().min(1).default('builtin'),
   split: SplitName.optional(),
   episodes: episodesFlag.default(50),
@@ -19,10 +22,14 @@ const EvalFlags = z.object({
   url: z.string().url().optional(),
   json: z.boolean().default(false),
   failures: z.coerce.number().int().nonnegative().default(10),
+  trajectories: z.string().min(1).optional(),
+  verbose: z.boolean().default(false),
 });
 
-export const evalUsage = `sqlenv eval [--policy oracle|random] [--dataset builtin|<dir>] [--split train|dev]
-            [--episodes N|all] [--seed S] [--concurrency C] [--url ws://host:port] [--json]`;
+export const evalUsage = `sqlenv eval [--policy oracle|random|model] [--dataset builtin|<dir>] [--split train|dev]
+            [--episodes N|all] [--seed S] [--concurrency C] [--url ws://host:port] [--json] [--verbose]
+            [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
+             [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl]]`;
 
 /** `sqlenv eval`: play episodes with a baseline policy and print the report. */
 export async function evalCommand(argv: string[], io: CommandIo): Promise<number> {
@@ -39,14 +46,26 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       url: { type: 'string' },
       json: { type: 'boolean' },
       failures: { type: 'string' },
+      trajectories: { type: 'string' },
+      verbose: { type: 'boolean' },
+      ...modelFlagOptions,
     },
     EvalFlags,
   );
   const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), logger: io.logger });
+  let model: ModelResources | undefined;
+  const trajectories = flags.trajectories === undefined ? undefined : createWriteStream(flags.trajectories);
   try {
     const dataset = runtime.dataset;
     const questionIds = selectQuestionIds(dataset, { split: flags.split, episodes: flags.episodes, seed: flags.seed });
-    const policy = createBaselinePolicy(flags.policy, dataset, flags.seed);
+    let policy: Policy;
+    if (flags.policy === 'model') {
+      model = await startModelPolicy(flags, { maxBatchSize: flags.concurrency, logger: io.logger });
+      policy = model.policy;
+    } else {
+      policy = createBaselinePolicy(flags.policy, dataset, flags.seed);
+    }
+    const sampling = model?.sampling ?? null;
     const bar = new ProgressBar(`eval ${policy.name}`, io.stderr);
     let successes = 0;
     const createEnvironment = flags.url === undefined
@@ -59,16 +78,25 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       onProgress: (done, total, record) => {
         if (record.success) successes += 1;
         bar.update(done, total, `success ${((100 * successes) / done).toFixed(1)}%`);
+        if (trajectories !== undefined) {
+          const trajectory = recordTrajectory(record, { runId: 'eval', policy: policy.name, sampling });
+          if (trajectory !== undefined) trajectories.write(`${JSON.stringify(trajectory)}\n`);
+        }
       },
+      ...(flags.verbose ? { onTurn: (index: number, event: Parameters<typeof formatTurn>[0]) => io.stderr.write(formatTurn(event, `episode ${index}`)) } : {}),
     });
     bar.finish();
+    const engine = model?.engine.stats;
     if (flags.json) {
-      io.stdout.write(`${JSON.stringify(summaryJson(report, flags.dataset))}\n`);
+      io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
     } else {
       io.stdout.write(renderReport(report, dataset, flags.failures));
+      if (engine !== undefined) io.stdout.write(`  mean batch     ${engine.meanBatchSize.toFixed(2)} turns per generation run (${engine.runs} runs)\n`);
     }
     return 0;
   } finally {
+    if (trajectories !== undefined) await new Promise<void>((resolve) => trajectories.end(resolve));
+    await model?.close();
     await runtime.close();
   }
 }
@@ -82,6 +110,9 @@ function summaryJson(report: EvaluationReport, dataset: string): Record<string, 
     mean_reward: round(report.mean_reward),
     mean_steps: round(report.mean_steps),
     errors: report.errors,
+    format_error_rate: round(report.format_error_rate),
+    mean_tokens: round(report.mean_tokens),
+    mean_generated_tokens: round(report.mean_generated_tokens),
     failures: report.records
       .filter((r) => !r.success)
       .slice(0, 50)
@@ -98,6 +129,10 @@ function renderReport(report: EvaluationReport, dataset: Dataset, maxFailures: n
     `  mean steps     ${report.mean_steps.toFixed(2)}`,
     `  errors         ${report.errors}`,
   ];
+  if (report.mean_tokens > 0) {
+    lines.push(`  format errors  ${(100 * report.format_error_rate).toFixed(1)} % of turns`);
+    lines.push(`  tokens/episode ${report.mean_tokens.toFixed(0)} (${report.mean_generated_tokens.toFixed(0)} written by the model)`);
+  }
   const failed = report.records.filter((r) => !r.success);
   if (failed.length > 0 && maxFailures > 0) {
     lines.push(`  failed episodes (first ${Math.min(maxFailures, failed.length)} of ${failed.length}):`);

@@ -4,8 +4,8 @@ import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 
 export const modelUsage = `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16]
-            sqlenv model logits --model DIR --tokens 1,2,3 [--json]
-            sqlenv model generate --model DIR --prompt "..." [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--raw] [--json]`;
+            sqlenv model logits --model DIR --tokens 1,2,3 [--adapter DIR] [--json]
+            sqlenv model generate --model DIR --prompt "..." [--adapter DIR] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--raw] [--json]`;
 
 const numberFlag = z.coerce.number().finite();
 
@@ -38,10 +38,10 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
       const { flags } = parseFlags(
         'model logits',
         rest,
-        { model: { type: 'string' }, tokens: { type: 'string' }, json: { type: 'boolean' } },
-        z.object({ model: z.string().min(1), tokens: z.string().min(1), json: z.boolean().default(false) }),
+        { model: { type: 'string' }, tokens: { type: 'string' }, adapter: { type: 'string' }, json: { type: 'boolean' } },
+        z.object({ model: z.string().min(1), tokens: z.string().min(1), adapter: z.string().min(1).optional(), json: z.boolean().default(false) }),
       );
-      const result = await model.modelLogits({ model: flags.model, tokens: flags.tokens, json: flags.json });
+      const result = await model.modelLogits({ model: flags.model, tokens: flags.tokens, json: flags.json, ...(flags.adapter === undefined ? {} : { adapter: flags.adapter }) });
       io.stdout.write(`${result.output}\n`);
       return 0;
     }
@@ -52,6 +52,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
         {
           model: { type: 'string' },
           prompt: { type: 'string' },
+          adapter: { type: 'string' },
           'max-new-tokens': { type: 'string' },
           temperature: { type: 'string' },
           'top-p': { type: 'string' },
@@ -63,6 +64,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
         z.object({
           model: z.string().min(1),
           prompt: z.string(),
+          adapter: z.string().min(1).optional(),
           'max-new-tokens': positiveIntFlag.default(64),
           temperature: numberFlag.nonnegative().default(0.7),
           'top-p': numberFlag.gt(0).max(1).default(1),
@@ -75,6 +77,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
       const result = await model.modelGenerate({
         model: flags.model,
         prompt: flags.prompt,
+        ...(flags.adapter === undefined ? {} : { adapter: flags.adapter }),
         maxNewTokens: flags['max-new-tokens'],
         temperature: flags.temperature,
         topP: flags['top-p'],

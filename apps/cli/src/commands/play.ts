@@ -8,8 +8,11 @@ import { intFlag, parseFlags } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import { cacheDir } from '../paths.ts';
 import type { CommandIo } from '../io.ts';
+import { formatTurn, ModelFlags, modelFlagOptions, startModelPolicy } from '../model-policy.ts';
+import { runEpisode } from '@sqlenv/agents';
 
-const PlayFlags = z.object({
+const PlayFlags = ModelFlags.extend({
+  policy: z.enum(['human', 'model']).default('human'),
   dataset: z.string().min(1).default('builtin'),
   split: SplitName.optional(),
   'question-id': z.string().min(1).optional(),
@@ -19,7 +22,8 @@ const PlayFlags = z.object({
 });
 
 export const playUsage = `sqlenv play [--dataset builtin|<dir>] [--split train|dev] [--question-id Q] [--seed S]
-            [--actions FILE.jsonl --json]`;
+            [--actions FILE.jsonl --json]
+            sqlenv play --policy model --model DIR [--adapter DIR] [--temperature T] [--max-new-tokens N] ... [--json]`;
 
 /**
  * `sqlenv play`: one episode in the terminal. Interactively, each line is
@@ -38,9 +42,12 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
       seed: { type: 'string' },
       actions: { type: 'string' },
       json: { type: 'boolean' },
+      policy: { type: 'string' },
+      ...modelFlagOptions,
     },
     PlayFlags,
   );
+  if (flags.policy === 'model') return playModel(flags, io);
   const scripted = flags.actions === undefined ? undefined : await readActionsFile(flags.actions);
   const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), logger: io.logger });
   const env = runtime.createEnvironment();
@@ -84,6 +91,41 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
     return 0;
   } finally {
     env.close();
+    await runtime.close();
+  }
+}
+
+/** The model plays one episode; each turn is printed as it happens (what it wrote, the action, the observation, the reward). */
+async function playModel(flags: z.infer<typeof PlayFlags>, io: CommandIo): Promise<number> {
+  const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), logger: io.logger });
+  const env = runtime.createEnvironment();
+  const model = await startModelPolicy(flags, { maxBatchSize: 1, logger: io.logger }).catch(async (error: unknown) => {
+    await runtime.close();
+    throw error;
+  });
+  try {
+    const seed = flags.seed ?? 0;
+    const first = await env.reset({
+      seed,
+      ...(flags['question-id'] === undefined ? {} : { question_id: flags['question-id'] }),
+      ...(flags.split === undefined ? {} : { split: flags.split }),
+    });
+    const state = env.state();
+    if (!flags.json) io.stdout.write(`Question (${state.question_id ?? '?'}): ${first.observation.question}\n${first.observation.schema_info}\n`);
+    const actor = model.policy.begin({ episodeId: state.episode_id ?? 'play', questionId: state.question_id ?? '', dbId: state.db_id ?? '', seed });
+    const run = await runEpisode(env, actor, first.observation, {
+      maxTurns: 100,
+      policyVersion: () => 0,
+      onTurn: (event) => {
+        if (!flags.json) io.stdout.write(formatTurn(event, 'episode'));
+      },
+    });
+    if (flags.json) io.stdout.write(`${JSON.stringify({ outcome: run.outcome, turns: run.turns, steps: run.steps, sampling: model.sampling })}\n`);
+    else io.stdout.write(`Done: ${run.outcome.done_reason}, ${run.outcome.correct ? 'correct' : 'not correct'}, reward ${run.outcome.total_reward.toFixed(3)}, ${run.turns.reduce((n, t) => n + t.prompt_ids.length + t.completion_ids.length, 0)} tokens\n`);
+    return 0;
+  } finally {
+    env.close();
+    await model.close();
     await runtime.close();
   }
 }

@@ -10,11 +10,12 @@ import { readOptions, reportCommandError, type RolloutCommandIo } from './comman
 import { RuntimeCache, scheduledQuestions } from './run-resources.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
+import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
 
 export const coordinatorUsage =
-  'sqlenv coordinator --redis URL --run ID --dataset builtin|DIR --policy oracle|random --episodes N --group-size G [--groups-per-batch B] [--max-staleness S] [--seed N] [--attempts N] [--metrics-port P]';
+  'sqlenv coordinator --redis URL --run ID --dataset builtin|DIR --policy oracle|random|model [--model DIR ...model options] --episodes N --group-size G [--groups-per-batch B] [--max-staleness S] [--seed N] [--attempts N] [--metrics-port P]';
 
-const CoordinatorOptionsSchema = SpecOptionsSchema.extend(TransportOptionsSchema.shape).extend(RuntimeOptionsSchema.shape);
+const CoordinatorOptionsSchema = SpecOptionsSchema.extend(TransportOptionsSchema.shape).extend(RuntimeOptionsSchema.shape).extend(ModelDirOptionsSchema.shape).extend(ModelSpecOptionsSchema.shape);
 
 /**
  * `sqlenv coordinator`: register the run, admit its groups under the staleness
@@ -25,8 +26,8 @@ export async function coordinatorCommand(argv: readonly string[], io: RolloutCom
   let server: StatusServer | undefined;
   let health: HealthCheck | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs }, CoordinatorOptionsSchema);
-    const spec = runSpecFrom(options, () => `run-${randomBytes(4).toString('hex')}`);
+    const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs }, CoordinatorOptionsSchema);
+    const spec = runSpecFrom(options, () => `run-${randomBytes(4).toString('hex')}`, await runModelSpec(options.policy, options));
     const logger = io.logger ?? createRootLogger('coordinator', { fd: 2, level: options.logLevel });
     const runtimes = new RuntimeCache({ ...(options.cacheDir === undefined ? {} : { cacheDir: options.cacheDir }), executorPoolSize: 1, logger });
     let questions;

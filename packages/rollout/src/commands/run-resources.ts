@@ -2,13 +2,14 @@ import { BASELINE_POLICY_NAMES, createBaselinePolicy, type Policy } from '@sqlen
 import { SQLEnvClient } from '@sqlenv/client';
 import type { RolloutRunSpec, SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type Dataset, type SqlEnvRuntime } from '@sqlenv/sql-env';
-import { silentLogger, type Logger } from '@sqlenv/shared';
+import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import { createModelResources } from './model-resources.ts';
 import type { EnvironmentSource, RolloutEnvironment } from '../play-episode.ts';
 import type { ScheduledQuestion } from '../question-schedule.ts';
 import type { ResolveRun } from '../rollout-worker.ts';
 
-/** Policies a worker can play by name. LLM policies register here once the model package serves them. */
-export const POLICY_NAMES = BASELINE_POLICY_NAMES;
+/** Policies a worker can play by name: the baselines, and 'model' (the LLM agent; the run spec's `model` section and the worker's `--model DIR`). */
+export const POLICY_NAMES = [...BASELINE_POLICY_NAMES, 'model'] as const;
 
 export function createPolicy(name: string, dataset: Dataset, seed: number): Policy {
   return createBaselinePolicy(name, dataset, seed);
@@ -101,15 +102,22 @@ export interface RunResolverOptions extends RuntimeOptions {
   /** Play against this env-server instead of an in-process environment. */
   envUrl?: string;
   envApiKey?: string;
+  /** This process's model directory, for runs with `policy: 'model'` (checked against the spec's fingerprint). */
+  modelDir?: string;
+  /** Turns batched into one generation run (the worker's concurrency). Default 16. */
+  maxBatchSize?: number;
 }
 
 /** The worker's ResolveRun: policy + environments for a run's dataset and policy. */
 export function createRunResolver(runtimes: RuntimeCache, options: RunResolverOptions = {}): ResolveRun {
   return async (spec) => {
     const runtime = await runtimes.get(spec.dataset);
-    const policy = createPolicy(spec.policy, runtime.dataset, spec.seed);
     const environments: EnvironmentSource =
       options.envUrl === undefined ? { create: () => runtime.createEnvironment() } : remoteEnvironments(options.envUrl, options.envApiKey === undefined ? {} : { apiKey: options.envApiKey });
-    return { policy, environments };
+    if (spec.policy !== 'model') return { policy: createPolicy(spec.policy, runtime.dataset, spec.seed), environments };
+    if (spec.model === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id}: policy 'model' without a model section`);
+    if (options.modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id} plays the model policy: start this worker with --model DIR (SQLENV_MODEL_DIR)`);
+    const model = await createModelResources(spec.model, options.modelDir, { maxBatchSize: options.maxBatchSize ?? 16, ...(options.logger === undefined ? {} : { logger: options.logger }) });
+    return { policy: model.policy, environments, applyWeights: model.applyWeights, sampling: model.sampling, release: model.close };
   };
 }

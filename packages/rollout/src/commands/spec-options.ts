@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
+import { RolloutRunSpecSchema, type RolloutRunSpec, type RunModelSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import type { OptionSpec } from './command-io.ts';
 import { totalGroups } from '../coordinator.ts';
@@ -43,8 +43,8 @@ export const SpecOptionsSchema = z.object({
   max_turns: int.optional(),
 });
 
-export function runSpecFrom(options: z.infer<typeof SpecOptionsSchema>, fallbackRunId: () => string): RolloutRunSpec {
-  const raw = Object.fromEntries(Object.entries({ ...options, run_id: options.run_id ?? fallbackRunId() }).filter(([key, value]) => value !== undefined && key in RolloutRunSpecSchema.shape));
+export function runSpecFrom(options: z.infer<typeof SpecOptionsSchema>, fallbackRunId: () => string, model?: RunModelSpec): RolloutRunSpec {
+  const raw = Object.fromEntries(Object.entries({ ...options, run_id: options.run_id ?? fallbackRunId(), model }).filter(([key, value]) => value !== undefined && key in RolloutRunSpecSchema.shape));
   const parsed = RolloutRunSpecSchema.safeParse(raw);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid run: ${formatZodIssues(parsed.error)}`);
   totalGroups(parsed.data); // episodes must fill whole groups: fail before loading anything

@@ -13,8 +13,10 @@ import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo
 import { createRunResolver, RuntimeCache, runtimeOptionsFrom, scheduledQuestions } from './run-resources.ts';
 import { renderProgress, sparkline } from './progress.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
+import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
 
-export const trainUsage = 'sqlenv train [--dataset builtin|DIR] [--policy random|oracle] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--json]';
+export const trainUsage =
+  'sqlenv train [--dataset builtin|DIR] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--json]';
 
 const trainOptionSpecs: Record<string, OptionSpec> = {
   concurrency: { key: 'concurrency', env: 'SQLENV_CONCURRENCY' },
@@ -40,7 +42,10 @@ const TrainOptionsSchema = SpecOptionsSchema.extend({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
   /** Committed weights kept in memory: the newest K versions. */
   keepWeights: z.coerce.number().int().positive().default(3),
-}).extend(RuntimeOptionsSchema.shape);
+})
+  .extend(RuntimeOptionsSchema.shape)
+  .extend(ModelDirOptionsSchema.shape)
+  .extend(ModelSpecOptionsSchema.shape);
 
 /**
  * `sqlenv train`: coordinator, worker and trainer in one process on the
@@ -54,8 +59,8 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
   let server: StatusServer | undefined;
   let progressTimer: NodeJS.Timeout | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...trainOptionSpecs, ...runtimeOptionSpecs }, TrainOptionsSchema);
-    const spec = runSpecFrom(options, () => `train-${randomBytes(3).toString('hex')}`);
+    const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...trainOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs }, TrainOptionsSchema);
+    const spec = runSpecFrom(options, () => `train-${randomBytes(3).toString('hex')}`, await runModelSpec(options.policy, options));
     const logger = io.logger ?? (options.logLevel === 'silent' ? silentLogger : createRootLogger('train', { fd: 2, level: options.logLevel }));
     const tty = io.stderr.isTTY === true && !options.json;
     if (tty) io.stderr.write(`Loading dataset ${spec.dataset}…\n`);
@@ -73,7 +78,8 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
         logger,
       });
     }
-    worker = new RolloutWorker({ transport, resolveRun: createRunResolver(runtimes), concurrency: options.concurrency, runId: spec.run_id, workerId: 'embedded', discoveryMs: 200, logger, metrics });
+    const resolveRun = createRunResolver(runtimes, { ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }), maxBatchSize: options.concurrency, logger });
+    worker = new RolloutWorker({ transport, resolveRun, concurrency: options.concurrency, runId: spec.run_id, workerId: 'embedded', discoveryMs: 200, logger, metrics });
     await worker.start();
     const batches: BatchStats[] = [];
     const started = performance.now();

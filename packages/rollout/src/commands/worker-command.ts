@@ -11,8 +11,9 @@ import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
 import { createRunResolver, RuntimeCache, runtimeOptionsFrom } from './run-resources.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
+import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 
-export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--env-url ws://HOST:8000] [--metrics-port P]';
+export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--model DIR] [--env-url ws://HOST:8000] [--metrics-port P]';
 
 export const workerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
@@ -37,7 +38,8 @@ const WorkerOptionsSchema = z
   })
   .extend(TransportOptionsSchema.shape)
   .extend(RuntimeOptionsSchema.shape)
-  .extend(ExecutionOptionsSchema.shape);
+  .extend(ExecutionOptionsSchema.shape)
+  .extend(ModelDirOptionsSchema.shape);
 
 /**
  * `sqlenv worker`: play episode jobs until SIGTERM (or until `--run` is done).
@@ -50,7 +52,7 @@ export async function workerCommand(argv: readonly string[], io: RolloutCommandI
   let worker: RolloutWorker | undefined;
   let runtimes: RuntimeCache | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...executionOptionSpecs }, WorkerOptionsSchema);
+    const options = readOptions(argv, io.env ?? {}, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, WorkerOptionsSchema);
     const logger = io.logger ?? createRootLogger('worker', { fd: 2, level: options.logLevel });
     await checkExecutionProvider(options.executionProvider, io.env ?? {}, logger);
     transport = new BullmqTransport(transportConfig(options), { logger });
@@ -61,6 +63,9 @@ export async function workerCommand(argv: readonly string[], io: RolloutCommandI
       resolveRun: createRunResolver(runtimes, {
         ...(options.envUrl === undefined ? {} : { envUrl: options.envUrl }),
         ...(options.envApiKey === undefined ? {} : { envApiKey: options.envApiKey }),
+        ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
+        maxBatchSize: options.concurrency,
+        logger,
       }),
       concurrency: options.concurrency,
       ...(options.runId === undefined ? {} : { runId: options.runId }),

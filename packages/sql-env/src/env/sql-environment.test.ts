@@ -195,6 +195,27 @@ describe('step', () => {
     await expectCode(e.step(act('ANSWER', '50')), ErrorCode.EPISODE_STATE);
   });
 
+  it('turns a PARSE_ERROR action into an error observation, the format penalty and one step of the budget', async () => {
+    const e = env({ stepBudget: 2, reward: { formatPenalty: 0.25 } });
+    await e.reset({ question_id: 'shop_train_0' });
+    const first = await e.step(act('PARSE_ERROR', 'no <tool_call> found'));
+    expect(first.done).toBe(false);
+    expect(first.reward).toBe(-0.25);
+    expect(first.observation).toMatchObject({ error: 'no <tool_call> found', result: '', budget_remaining: 1, step_count: 1 });
+    expect(first.observation.action_history).toEqual(['PARSE_ERROR no <tool_call> found -> rejected']);
+    expect(first.info).toMatchObject({ executed: false });
+    expect(first.info.reward_breakdown).toMatchObject({ operational: -0.25, dense: -0.25, terminal: 0, total: -0.25 });
+    // The last step of the budget: the penalty plus terminal 0, budget exhausted.
+    const last = await e.step(act('PARSE_ERROR', ''));
+    expect(last.observation.error).toBe('the output held no valid action');
+    expect(last).toMatchObject({ done: true, reward: -0.25, info: { done_reason: 'budget_exhausted', correct: false } });
+    expect(e.state().total_reward).toBe(-0.5);
+    // Default: 0.1, the same as the dense clip floor.
+    const d = env();
+    await d.reset({ question_id: 'shop_train_0' });
+    expect((await d.step(act('PARSE_ERROR', 'x'))).reward).toBe(-0.1);
+  });
+
   it('rejects invalid actions, steps before reset, concurrent steps and use after close', async () => {
     const e = env();
     await expectCode(e.step(act('DESCRIBE', 'singer')), ErrorCode.EPISODE_STATE);

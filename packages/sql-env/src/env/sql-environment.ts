@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   ActionType,
+  PARSE_ERROR_ACTION,
   fastResetOptions,
   fastSqlAction,
   type Cell,
@@ -188,7 +189,15 @@ export class SqlEnvironment {
     let breakdown: RewardBreakdown;
     const info: StepInfo = { reward_breakdown: zeroBreakdown, executed: outcome.ok };
     if (outcome.sqlMs !== undefined) info.sql_ms = outcome.sqlMs;
-    if (action.action_type === ActionType.ANSWER) {
+    if (action.action_type === PARSE_ERROR_ACTION) {
+      breakdown = episode.tracker.onFormatError();
+      if (episode.budgetRemaining <= 0) {
+        breakdown = combineBreakdowns(breakdown, episode.tracker.onBudgetExhausted());
+        episode.done = true;
+        info.correct = false;
+        info.done_reason = 'budget_exhausted';
+      }
+    } else if (action.action_type === ActionType.ANSWER) {
       const correct = verifyAnswer(action.argument, episode.question).correct;
       breakdown = episode.tracker.onAnswer(correct);
       episode.done = true;
@@ -218,6 +227,11 @@ export class SqlEnvironment {
         return this.#query(episode, action.argument);
       case ActionType.ANSWER:
         return Promise.resolve({ result: `Answer submitted: ${oneLine(action.argument, 200)}`, error: '', summary: 'submitted', ok: true });
+      case PARSE_ERROR_ACTION: {
+        // The harness says what was wrong; shown as the error, bounded like any result text.
+        const message = action.argument.trim() === '' ? 'the output held no valid action' : action.argument.slice(0, this.config.resultMaxChars);
+        return Promise.resolve({ result: '', error: message, summary: 'rejected', ok: false });
+      }
     }
   }
 

@@ -35,6 +35,13 @@ export const RewardConfigSchema = z
     terminalCorrect: z.number().default(1),
     /** L3: reward of a wrong ANSWER or an exhausted budget. */
     terminalWrong: z.number().default(0),
+    /**
+     * Subtracted (magnitude) for a PARSE_ERROR step: the agent's output held no valid tool call.
+     * Replaces the L1/L2 terms of that step and is not clipped, so it can be set above the clip
+     * (SkyRL-SQL gives −1 for a bad format). The default equals the dense clip floor: a format error
+     * costs as much as the worst executed action, and more than a failed one (−0.02).
+     */
+    formatPenalty: z.number().nonnegative().default(0.1),
   })
   .strict()
   .refine((c) => c.stepClipMin <= c.stepClipMax, { message: 'stepClipMin must not exceed stepClipMax', path: ['stepClipMin'] })

@@ -26,6 +26,11 @@ export interface RewardTracker {
   /** The ANSWER step: terminal reward only (no L1 / L2), ends the episode. */
   onAnswer(correct: boolean): RewardBreakdown;
   /**
+   * A PARSE_ERROR step (the agent's output held no valid tool call): −formatPenalty as the
+   * operational term, unclipped; no action key, no progress.
+   */
+  onFormatError(): RewardBreakdown;
+  /**
    * The budget ran out: a terminal-only breakdown (terminalWrong), ends the
    * episode. When the last step itself earned dense reward, add the two with
    * combineBreakdowns().
@@ -133,6 +138,11 @@ export function createRewardTracker(config: RewardConfig, gold: GoldProfile | { 
       ensureRunning('ANSWER');
       done = true;
       return finish(terminalBreakdown(phi, correct ? config.terminalCorrect : config.terminalWrong));
+    },
+    onFormatError() {
+      ensureRunning('PARSE_ERROR');
+      const penalty = round(-config.formatPenalty);
+      return finish({ operational: penalty, progress: 0, potential: phi, terminal: 0, dense_unclipped: penalty, dense: penalty, total: penalty });
     },
     onBudgetExhausted() {
       ensureRunning('budget exhaustion');

@@ -1,0 +1,124 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import type { EpisodeRecord, TurnEvent } from '@sqlenv/agents';
+import { TRAJECTORY_SCHEMA_VERSION, TrajectorySchema, type SamplingSettings, type Trajectory } from '@sqlenv/protocol';
+import type { ModelResources } from '@sqlenv/rollout';
+import type { Logger } from '@sqlenv/shared';
+import { intFlag, positiveIntFlag } from './args.ts';
+import { UsageError } from './cli-error.ts';
+
+/**
+ * `--policy model` for `sqlenv eval` and `sqlenv play`: the flags, starting the
+ * model policy (the same code a rollout worker runs), transcripts and
+ * trajectory lines.
+ */
+export const modelFlagOptions = {
+  model: { type: 'string' },
+  adapter: { type: 'string' },
+  prompt: { type: 'string' },
+  temperature: { type: 'string' },
+  'top-p': { type: 'string' },
+  'top-k': { type: 'string' },
+  'max-new-tokens': { type: 'string' },
+  'context-tokens': { type: 'string' },
+  thinking: { type: 'boolean' },
+} as const;
+
+const numberFlag = z.coerce.number().finite();
+
+export const ModelFlags = z.object({
+  model: z.string().min(1).optional(),
+  adapter: z.string().min(1).optional(),
+  prompt: z.string().min(1).optional(),
+  /** Evaluation samples greedily unless told otherwise (RL runs default to 1 in the run spec). */
+  temperature: numberFlag.nonnegative().default(0),
+  'top-p': numberFlag.gt(0).max(1).optional(),
+  'top-k': intFlag.optional(),
+  'max-new-tokens': positiveIntFlag.optional(),
+  'context-tokens': positiveIntFlag.optional(),
+  thinking: z.boolean().optional(),
+});
+export type ModelFlags = z.infer<typeof ModelFlags>;
+
+/** Start the model policy from flags: one inference engine for all concurrent episodes. */
+export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSize: number; logger: Logger }): Promise<ModelResources> {
+  if (flags.model === undefined) throw new UsageError('--policy model needs --model DIR (config.json + safetensors; tokenizer.json for Qwen vocabularies)');
+  const rollout = await import('@sqlenv/rollout');
+  const { modelFingerprint } = await import('@sqlenv/model');
+  const adapterLora = flags.adapter === undefined ? undefined : readAdapterLora(flags.adapter);
+  const spec = rollout.modelSpecFrom(
+    {
+      ...(flags.adapter === undefined ? {} : { adapter: flags.adapter }),
+      ...(flags.prompt === undefined ? {} : { promptFile: flags.prompt }),
+      temperature: flags.temperature,
+      ...(flags['top-p'] === undefined ? {} : { topP: flags['top-p'] }),
+      ...(flags['top-k'] === undefined ? {} : { topK: flags['top-k'] }),
+      ...(flags['max-new-tokens'] === undefined ? {} : { maxNewTokens: flags['max-new-tokens'] }),
+      ...(flags['context-tokens'] === undefined ? {} : { contextTokens: flags['context-tokens'] }),
+      ...(flags.thinking === undefined ? {} : { thinking: flags.thinking }),
+      ...(adapterLora === undefined ? {} : { loraRank: adapterLora.rank, loraAlpha: adapterLora.alpha, loraTargets: adapterLora.targets.join(',') }),
+    },
+    modelFingerprint(flags.model),
+  );
+  // Without an adapter the base model runs with no LoRA inputs at all.
+  return rollout.createModelResources(spec, flags.model, { maxBatchSize: options.maxBatchSize, logger: options.logger, ...(flags.adapter === undefined ? { lora: null } : {}) });
+}
+
+/** The LoRA shape of a PEFT adapter directory (read again, in full, by the policy). */
+function readAdapterLora(dir: string): { rank: number; alpha: number; targets: string[] } {
+  const path = join(dir, 'adapter_config.json');
+  if (!existsSync(path)) throw new UsageError(`--adapter ${dir}: no adapter_config.json (a PEFT adapter directory holds adapter_config.json + adapter_model.safetensors)`);
+  const json = JSON.parse(readFileSync(path, 'utf8')) as { r?: unknown; lora_alpha?: unknown; target_modules?: unknown };
+  const parsed = z.object({ r: z.number().int().positive(), lora_alpha: z.number().positive(), target_modules: z.array(z.string()) }).safeParse(json);
+  if (!parsed.success) throw new UsageError(`--adapter ${dir}: adapter_config.json lacks r, lora_alpha or a target_modules list`);
+  return { rank: parsed.data.r, alpha: parsed.data.lora_alpha, targets: parsed.data.target_modules };
+}
+
+/** One turn of a transcript: what the model wrote, the action, what the environment said, the reward. */
+export function formatTurn(event: TurnEvent, episodeLabel: string): string {
+  const lines = [`── ${episodeLabel} turn ${event.turn + 1} (policy v${event.policyVersion})`];
+  if (event.text !== null) lines.push(`  model wrote: ${clip(event.text, 600)}`);
+  const move = event.move;
+  if ('stop' in move) {
+    lines.push(`  stop: ${move.stop} (${move.detail})`);
+    return `${lines.join('\n')}\n`;
+  }
+  lines.push(event.parseError === null ? `  action:      ${move.action_type} ${clip(move.argument, 300)}` : `  parse error: ${event.parseError}`);
+  if (event.observation !== undefined) {
+    const o = event.observation;
+    lines.push(o.error === '' ? `  observation: ${clip(o.result, 600)}` : `  error:       ${clip(o.error, 300)}`);
+  }
+  lines.push(`  reward:      ${(event.reward ?? 0).toFixed(3)}${event.done ? '  (done)' : ''}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function clip(text: string, maxChars: number): string {
+  const oneLine = text.replaceAll('\n', '\n               ');
+  return oneLine.length > maxChars ? `${oneLine.slice(0, maxChars)}…` : oneLine;
+}
+
+/** An evaluated episode as a protocol Trajectory (one `--trajectories` line), validated. */
+export function recordTrajectory(record: EpisodeRecord, meta: { runId: string; policy: string; sampling: SamplingSettings | null }): Trajectory | undefined {
+  if (record.outcome === null || record.question_id === null || record.db_id === null) return undefined;
+  const episodeId = record.episode_id ?? `${meta.runId}-${record.index}`;
+  return TrajectorySchema.parse({
+    schema_version: TRAJECTORY_SCHEMA_VERSION,
+    run_id: meta.runId,
+    episode_id: episodeId,
+    group_id: episodeId,
+    index: 0,
+    question_id: record.question_id,
+    db_id: record.db_id,
+    seed: record.seed,
+    policy: meta.policy,
+    attempt: 1,
+    worker_id: 'eval',
+    started_at_ms: record.started_at_ms,
+    sampling: meta.sampling,
+    turns: record.turns,
+    steps: record.trajectory_steps,
+    outcome: record.outcome,
+    timings: { queue_wait_ms: 0, env_ms: record.env_ms, policy_ms: record.policy_ms, total_ms: record.env_ms + record.policy_ms },
+  });
+}

@@ -1,0 +1,105 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { parseAgentPrompt } from '@sqlenv/agents';
+import { LORA_TARGET_NAMES, RunModelSpecSchema, type RunModelSpec } from '@sqlenv/protocol';
+import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+import type { OptionSpec } from './command-io.ts';
+
+/**
+ * Options of the model policy (`--policy model`) shared by `sqlenv train`, the
+ * coordinator and the worker. The run-spec fields (sampling, budgets, LoRA
+ * shape, prompt, initial adapter) are read by whoever writes the spec (the
+ * coordinator, or `train`); every process gives its own `--model DIR`, checked
+ * against the spec's fingerprint. Defaults live in RunModelSpecSchema.
+ */
+export const modelDirOptionSpecs: Record<string, OptionSpec> = {
+  model: { key: 'modelDir', env: 'SQLENV_MODEL_DIR' },
+};
+
+export const modelSpecOptionSpecs: Record<string, OptionSpec> = {
+  adapter: { key: 'adapter', env: 'SQLENV_ADAPTER_DIR' },
+  prompt: { key: 'promptFile', env: 'SQLENV_PROMPT_FILE' },
+  temperature: { key: 'temperature', env: 'SQLENV_TEMPERATURE' },
+  'top-p': { key: 'topP', env: 'SQLENV_TOP_P' },
+  'top-k': { key: 'topK', env: 'SQLENV_TOP_K' },
+  'max-new-tokens': { key: 'maxNewTokens', env: 'SQLENV_MAX_NEW_TOKENS' },
+  'context-tokens': { key: 'contextTokens', env: 'SQLENV_CONTEXT_TOKENS' },
+  'lora-rank': { key: 'loraRank', env: 'SQLENV_LORA_RANK' },
+  'lora-alpha': { key: 'loraAlpha', env: 'SQLENV_LORA_ALPHA' },
+  'lora-targets': { key: 'loraTargets', env: 'SQLENV_LORA_TARGETS' },
+  thinking: { key: 'thinking', env: 'SQLENV_THINKING' },
+};
+
+const num = z.coerce.number();
+
+export const ModelDirOptionsSchema = z.object({
+  /** A model directory: config.json + safetensors (+ tokenizer.json); a Hugging Face Qwen directory works as is. */
+  modelDir: z.string().min(1).optional(),
+});
+
+/** Text → typed; undefined stays undefined so RunModelSpecSchema applies its defaults. */
+export const ModelSpecOptionsSchema = z.object({
+  adapter: z.string().min(1).optional(),
+  promptFile: z.string().min(1).optional(),
+  temperature: num.nonnegative().optional(),
+  topP: num.gt(0).max(1).optional(),
+  topK: num.int().nonnegative().optional(),
+  maxNewTokens: num.int().positive().optional(),
+  contextTokens: num.int().positive().optional(),
+  loraRank: num.int().positive().optional(),
+  loraAlpha: num.positive().optional(),
+  /** Comma-separated projection names (q_proj,v_proj,...). */
+  loraTargets: z.string().optional(),
+  thinking: z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]).optional(),
+});
+export type ModelSpecOptions = z.infer<typeof ModelSpecOptionsSchema>;
+
+/**
+ * The run spec's model section from command options and a model directory
+ * (fingerprinted here). The prompt file's text goes into the spec, so every
+ * worker plays with the same prompt.
+ */
+export function modelSpecFrom(options: ModelSpecOptions, fingerprint: string): RunModelSpec {
+  let prompt: string | null = null;
+  if (options.promptFile !== undefined) {
+    try {
+      prompt = readFileSync(options.promptFile, 'utf8');
+    } catch (cause) {
+      throw new AppError(ErrorCode.VALIDATION, `cannot read --prompt ${options.promptFile}`, { cause });
+    }
+    parseAgentPrompt(prompt, options.promptFile); // fail here, not in every worker
+  }
+  const targets = options.loraTargets?.split(',').map((t) => t.trim()).filter((t) => t !== '');
+  const raw = {
+    fingerprint,
+    lora: {
+      ...(options.loraRank === undefined ? {} : { rank: options.loraRank }),
+      ...(options.loraAlpha === undefined ? {} : { alpha: options.loraAlpha }),
+      ...(targets === undefined ? {} : { targets }),
+    },
+    sampling: {
+      ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
+      ...(options.topP === undefined ? {} : { top_p: options.topP }),
+      ...(options.topK === undefined ? {} : { top_k: options.topK }),
+    },
+    ...(options.maxNewTokens === undefined ? {} : { max_new_tokens: options.maxNewTokens }),
+    ...(options.contextTokens === undefined ? {} : { context_tokens: options.contextTokens }),
+    ...(options.thinking === undefined ? {} : { thinking: options.thinking }),
+    prompt,
+    adapter: options.adapter ?? null,
+  };
+  const parsed = RunModelSpecSchema.safeParse(raw);
+  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid model settings: ${formatZodIssues(parsed.error)} (LoRA targets: ${LORA_TARGET_NAMES.join(', ')})`);
+  return parsed.data;
+}
+
+/**
+ * The model section for a run whose policy is 'model' (undefined otherwise): the
+ * model directory is fingerprinted (ONNX Runtime is not loaded for this).
+ */
+export async function runModelSpec(policy: string | undefined, options: ModelSpecOptions & { modelDir?: string | undefined }): Promise<RunModelSpec | undefined> {
+  if (policy !== 'model') return undefined;
+  if (options.modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, '--policy model needs --model DIR (a model directory: config.json + safetensors, tokenizer.json for Qwen vocabularies)');
+  const { modelFingerprint } = await import('@sqlenv/model');
+  return modelSpecFrom(options, modelFingerprint(options.modelDir));
+}
