@@ -43,6 +43,8 @@ export interface ModelInitArgs {
   dtype?: StoredDtype;
   initStd?: number;
   maxShardBytes?: number;
+  /** A directory whose tokenizer.json (+ tokenizer_config.json) is copied in; its vocabulary must fit the config's. */
+  tokenizer?: string;
 }
 
 export interface ModelInitResult {
@@ -56,13 +58,31 @@ export interface ModelInitResult {
 /** `model init`: write a random checkpoint. */
 export async function modelInit(args: ModelInitArgs): Promise<ModelInitResult> {
   const config = resolveConfigArg(args.config);
+  // The tokenizer is checked against the config before anything is written.
+  if (args.tokenizer !== undefined) {
+    const tokenizer = await loadHfTokenizer(args.tokenizer);
+    if (tokenizer.vocabSize > config.vocabSize) {
+      throw new AppError(ErrorCode.VALIDATION, `--tokenizer: ${tokenizer.vocabSize} tokens do not fit the config's vocab_size ${config.vocabSize}`);
+    }
+    for (const [token, ids] of [['<|im_end|>', config.eosTokenIds], ['<|endoftext|>', [config.padTokenId]]] as const) {
+      const id = tokenizer.tokenId(token);
+      if (id === undefined || !ids.includes(id)) throw new AppError(ErrorCode.VALIDATION, `--tokenizer: ${token} is id ${id ?? 'missing'}, but the config says ${ids.join(', ')}`);
+    }
+  }
   const files = writeRandomCheckpoint(args.out, config, {
     ...(args.seed === undefined ? {} : { seed: args.seed }),
     ...(args.dtype === undefined ? {} : { dtype: args.dtype }),
     ...(args.initStd === undefined ? {} : { initStd: args.initStd }),
     ...(args.maxShardBytes === undefined ? {} : { maxShardSizeBytes: args.maxShardBytes }),
   });
-  if (config.architecture !== 'llama' && config.vocabSize >= QWEN_TOKENIZER_VOCAB) {
+  if (args.tokenizer !== undefined) {
+    copyFileSync(join(args.tokenizer, 'tokenizer.json'), join(args.out, 'tokenizer.json'));
+    files.push('tokenizer.json');
+    if (existsSync(join(args.tokenizer, 'tokenizer_config.json'))) {
+      copyFileSync(join(args.tokenizer, 'tokenizer_config.json'), join(args.out, 'tokenizer_config.json'));
+      files.push('tokenizer_config.json');
+    }
+  } else if (config.architecture !== 'llama' && config.vocabSize >= QWEN_TOKENIZER_VOCAB) {
     const paths = bundledQwenTokenizerPaths();
     copyFileSync(paths.tokenizerJson, join(args.out, 'tokenizer.json'));
     copyFileSync(paths.tokenizerConfig, join(args.out, 'tokenizer_config.json'));

@@ -95,3 +95,4 @@ export {
 } from './peft-adapter.ts';
 export { trainByteLevelBpe, byteLevelAlphabet, BpeTrainerOptionsSchema, type BpeTrainerOptions, type TrainedBpe } from './bpe-trainer.ts';
 export { modelFingerprint, hasThinkTemplate, loadChatFormat } from './model-dir.ts';
+export { modelTokenizer, type ModelTokenizerArgs, type ModelTokenizerResult } from './tokenizer-command.ts';

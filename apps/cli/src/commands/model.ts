@@ -3,7 +3,8 @@ import { intFlag, parseFlags, positiveIntFlag } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 
-export const modelUsage = `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16]
+export const modelUsage = `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16] [--tokenizer DIR]
+            sqlenv model tokenizer --data F.jsonl --out DIR [--vocab-size N] [--split-words true|false] [--model DIR]
             sqlenv model logits --model DIR --tokens 1,2,3 [--adapter DIR] [--json]
             sqlenv model generate --model DIR --prompt "..." [--adapter DIR] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--raw] [--json]`;
 
@@ -22,14 +23,45 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
       const { flags } = parseFlags(
         'model init',
         rest,
-        { config: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' }, dtype: { type: 'string' } },
-        z.object({ config: z.string().min(1), out: z.string().min(1), seed: intFlag.optional(), dtype: z.enum(['F32', 'F16', 'BF16']).optional() }),
+        { config: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' }, dtype: { type: 'string' }, tokenizer: { type: 'string' } },
+        z.object({
+          config: z.string().min(1),
+          out: z.string().min(1),
+          seed: intFlag.optional(),
+          dtype: z.enum(['F32', 'F16', 'BF16']).optional(),
+          tokenizer: z.string().min(1).optional(),
+        }),
       );
       const result = await model.modelInit({
         config: flags.config,
         out: flags.out,
+        ...(flags.tokenizer === undefined ? {} : { tokenizer: flags.tokenizer }),
         ...(flags.seed === undefined ? {} : { seed: flags.seed }),
         ...(flags.dtype === undefined ? {} : { dtype: flags.dtype }),
+      });
+      io.stdout.write(`${result.summary}\n`);
+      return 0;
+    }
+    case 'tokenizer': {
+      const { flags } = parseFlags(
+        'model tokenizer',
+        rest,
+        { data: { type: 'string' }, out: { type: 'string' }, 'vocab-size': { type: 'string' }, 'split-words': { type: 'string' }, model: { type: 'string' } },
+        z.object({
+          data: z.string().min(1),
+          out: z.string().min(1),
+          'vocab-size': positiveIntFlag.default(1024),
+          'split-words': z.enum(['true', 'false']).default('true'),
+          model: z.string().min(1).optional(),
+        }),
+      );
+      const decoder = flags.model === undefined ? undefined : await model.tokenizerFor(flags.model, model.readModelConfig(flags.model));
+      const result = model.modelTokenizer({
+        data: flags.data,
+        out: flags.out,
+        vocabSize: flags['vocab-size'],
+        splitWords: flags['split-words'] === 'true',
+        ...(decoder === undefined ? {} : { decoder }),
       });
       io.stdout.write(`${result.summary}\n`);
       return 0;
@@ -89,6 +121,6 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
       return 0;
     }
     default:
-      throw new UsageError(`expected init, logits or generate, got '${sub ?? ''}'`);
+      throw new UsageError(`expected init, tokenizer, logits or generate, got '${sub ?? ''}'`);
   }
 }
