@@ -1,1 +1,20 @@
-export {};
+// @sqlenv/grpo: the learner — GRPO / SFT training graphs on ONNX Runtime, AdamW on LoRA factors, learner checkpoints.
+export {
+  LOSS_NORMALISATIONS,
+  LR_SCHEDULES,
+  LearnerConfigSchema,
+  OptimizerConfigSchema,
+  PolicyLossConfigSchema,
+  parseLearnerConfig,
+  type LearnerConfig,
+  type LearnerConfigInput,
+  type LossNormalisation,
+  type OptimizerConfig,
+  type PolicyLossConfig,
+} from './config.ts';
+export { policyLoss, sftLoss, type PolicyLossInputs, type PolicyLossOutputs } from './policy-loss.ts';
+export { buildTrainingGraph, TRAIN_IO, type TrainingGraph, type TrainingGraphOptions, type TrainingObjective } from './training-graph.ts';
+export { checkSample, planMicroBatches, tokenWeights, PaddedRows, type PolicySample, type SequenceSample } from './micro-batches.ts';
+export { LoraOptimizer, globalNorm, learningRateAt, type GradMap, type OptimizerState, type ParamMap, type StepReport } from './optimizer.ts';
+export { LoraLearner, type LearnerState, type LoraLearnerOptions, type UpdateReport } from './lora-learner.ts';
+export { decodeLearnerState, decodeOptimizerState, encodeLearnerState, type EncodedLearnerState } from './checkpoint.ts';

@@ -12,7 +12,7 @@ import { layerPrefix, type ModelWeights } from './weights.ts';
  *
  * Shapes: B batch, T query positions, S key positions (past + T), H hidden,
  * Hq query heads, Hkv key/value heads, R = Hq / Hkv, D head dim, F SwiGLU
- * width, V vocab. Activations are float32 throughout.
+ * width, V vocab. Activations are float32 (float64 on request, for gradient checks).
  *
  * Base weights are initializers; LoRA factors are graph inputs (lora.ts).
  * The same functions build the teacher-forced forward (scoring / training),
@@ -51,7 +51,12 @@ export interface DecoderParams {
   loraInputs: Map<string, Tensor>;
   /** Linear layers read their weights in place (one copy in ORT); see `linear`. */
   inPlaceWeights: boolean;
+  /** Float type of weights and activations. */
+  dtype: ModelFloat;
 }
+
+/** Activations and weights in float32 (every real use), or float64 (gradient checks against finite differences). */
+export type ModelFloat = 'float32' | 'float64';
 
 export interface DecoderBuildOptions {
   /** Declare LoRA A/B inputs for these settings (default: none). */
@@ -62,6 +67,11 @@ export interface DecoderBuildOptions {
    * same single copy with the ordinary layout and is what the big-model path uses now.
    */
   inPlaceWeights?: boolean;
+  /**
+   * Float type of the whole decoder (default float32). float64 copies the weights into doubles, so it is
+   * for small models: the finite-difference gradient checks of the trainer need it.
+   */
+  dtype?: ModelFloat;
 }
 
 /** Per-layer key/value cache. */
@@ -80,11 +90,12 @@ export interface KvCache {
  */
 export function declareDecoderParams(g: Graph, config: ModelConfig, weights: ModelWeights, options: DecoderBuildOptions = {}): DecoderParams {
   const lora = options.lora;
+  const dtype = options.dtype ?? 'float32';
   // The graph references the caller's Float32Arrays (no copies): a 0.6B model is 2.4 GB in float32.
   const init = (name: string): Tensor => {
     const w = weights.get(name);
     if (w === undefined) throw new AppError(ErrorCode.MODEL, `missing tensor ${name}`);
-    return g.initializer(name, tensor('float32', w.shape, w.data));
+    return g.initializer(name, dtype === 'float32' ? tensor('float32', w.shape, w.data) : tensor('float64', w.shape, Float64Array.from(w.data)));
   };
   const maybe = (name: string): Tensor | undefined => (weights.has(name) ? init(name) : undefined);
   const loraInputs = new Map<string, Tensor>();
@@ -95,8 +106,8 @@ export function declareDecoderParams(g: Graph, config: ModelConfig, weights: Mod
     if (lora !== undefined && lora.targets.includes(target)) {
       const aName = loraTensorName(layer, target, 'A');
       const bName = loraTensorName(layer, target, 'B');
-      const a = g.input(aName, 'float32', [lora.rank, inSize]);
-      const b = g.input(bName, 'float32', [outSize, lora.rank]);
+      const a = g.input(aName, dtype, [lora.rank, inSize]);
+      const b = g.input(bName, dtype, [outSize, lora.rank]);
       loraInputs.set(aName, a).set(bName, b);
       adapter = { a, b, scale: lora.alpha / lora.rank };
     }
@@ -132,9 +143,10 @@ export function declareDecoderParams(g: Graph, config: ModelConfig, weights: Mod
     layers,
     finalNorm,
     lmHead,
-    invFreq: g.constant(tensor('float32', [D / 2], invFreq)),
+    invFreq: g.constant(dtype === 'float32' ? tensor('float32', [D / 2], invFreq) : tensor('float64', [D / 2], Float64Array.from(invFreq))),
     loraInputs,
     inPlaceWeights: options.inPlaceWeights ?? false,
+    dtype,
   };
 }
 
@@ -179,7 +191,7 @@ function linear(g: Graph, params: DecoderParams, x: Tensor, p: Linear): Tensor {
 
 /** cos/sin tables for positions: each (B, T, 1, D), broadcast over heads. */
 export function ropeTables(g: Graph, params: DecoderParams, positions: Tensor): { cos: Tensor; sin: Tensor } {
-  const pos = g.unsqueeze(g.cast(positions, 'float32'), [2]); // (B, T, 1)
+  const pos = g.unsqueeze(g.cast(positions, params.dtype), [2]); // (B, T, 1)
   const freqs = g.mul(pos, params.invFreq); // (B, T, D/2)
   const emb = g.unsqueeze(g.concat([freqs, freqs], -1), [2]); // (B, T, 1, D)
   return { cos: g.cos(emb), sin: g.sin(emb) };
@@ -287,7 +299,7 @@ export const MASKED_BIAS = -1e9;
  * slot j iff j ≤ S_past + i and the key is a real token. Positions are
  * cumsum(full mask) − 1 at the query slots (padding gets −1: it is masked anyway).
  */
-export function attentionBiasAndPositions(g: Graph, mask: Tensor, pastMask?: Tensor): { bias: Tensor; positions: Tensor } {
+export function attentionBiasAndPositions(g: Graph, mask: Tensor, pastMask?: Tensor, dtype: ModelFloat = 'float32'): { bias: Tensor; positions: Tensor } {
   const full = pastMask === undefined ? mask : g.concat([pastMask, mask], 1); // (B, S)
   const [S, T] = [full.shape[1] as Dim, mask.shape[1] as Dim];
   const length = (x: Tensor): Tensor => g.squeeze(g.shape(x, 1, 2), [0]); // () int64
@@ -297,7 +309,7 @@ export function attentionBiasAndPositions(g: Graph, mask: Tensor, pastMask?: Ten
   const queryIdx = g.range(pastLength, length(full), 1, 'int64', { dim: T }); // (T): S_past … S−1
   const causal = g.not(g.greater(g.unsqueeze(keyIdx, [0]), g.unsqueeze(queryIdx, [1]))); // (T, S): key ≤ query
   const visible = g.and(causal, g.unsqueeze(g.greater(full, 0), [1])); // (B, T, S)
-  const bias = g.unsqueeze(g.where(visible, g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, S)
+  const bias = g.unsqueeze(g.where(visible, g.scalar(0, dtype), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, S)
   const allPositions = g.sub(g.cumSum(full, 1), 1); // (B, S)
   const positions = pastMask === undefined ? allPositions : g.slice(allPositions, { axis: 1, start: pastLength, end: Infinity, dim: T }); // (B, T)
   return { bias, positions };

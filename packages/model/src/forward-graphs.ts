@@ -34,7 +34,7 @@ export function buildDecoderTrunk(config: ModelConfig, weights: ModelWeights, op
   const mask = g.input(IO.attentionMask, 'int64', ['B', 'T']); // (B, T)
   const params = declareDecoderParams(g, config, weights, options);
   const x = embedTokens(g, params, ids); // (B, T, H)
-  const { bias, positions } = attentionBiasAndPositions(g, mask); // (B, 1, 1, T, T), (B, T)
+  const { bias, positions } = attentionBiasAndPositions(g, mask, undefined, params.dtype); // (B, 1, 1, T, T), (B, T)
   const { hidden } = decoderForward(g, params, x, positions, bias); // (B, T, H)
   return { graph: g, params, inputs: { [IO.inputIds]: ids, [IO.attentionMask]: mask }, hidden };
 }
@@ -71,7 +71,7 @@ export function buildScoringGraph(config: ModelConfig, weights: ModelWeights, op
   const trunk = buildDecoderTrunk(config, weights, options);
   const g = trunk.graph;
   const ids = trunk.inputs[IO.inputIds] as Tensor;
-  const temperature = g.input(IO.temperature, 'float32', []); // ()
+  const temperature = g.input(IO.temperature, trunk.params.dtype, []); // ()
   trunk.inputs[IO.temperature] = temperature;
   const { hiddenSize: H, vocabSize: V } = config;
   const chunk = Math.min(options.vocabChunkSize ?? 8192, V);

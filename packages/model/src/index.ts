@@ -58,6 +58,7 @@ export {
   rmsNorm,
   type DecoderBuildOptions,
   type DecoderParams,
+  type ModelFloat,
   type KvCache,
 } from './decoder.ts';
 export { IO, buildDecoderTrunk, buildLogitsGraph, buildScoringGraph, type ForwardGraph, type ForwardGraphOptions, type ScoringGraphOptions } from './forward-graphs.ts';

@@ -51,7 +51,7 @@ export function gradients(loss: Tensor, wrt: readonly Tensor[], options: Gradien
     const implicit = implicitInputs(node).some((t) => reached.has(t.id));
     if (!needs.some(Boolean) && !implicit) continue;
     const op = node.opType;
-    if (OP_GRADIENT[op] === 'zero') continue;
+    if (OP_GRADIENT[op] === 'zero' || g.stopGradientNodes.has(node.id)) continue;
     if (!isDifferentiableOp(op) || implicit) {
       throw graphError(`gradients: op ${op} (node ${node.name}) has no gradient rule, but the loss depends on it through ${node.outputs.map((o) => o.toString()).join(', ')}`);
     }

@@ -147,6 +147,8 @@ export abstract class GraphCore {
   /** Where each symbolic dim can be read at run time: first tensor seen carrying it. */
   private readonly dimCarriers = new Map<string, { tensor: Tensor; axis: number }>();
   private readonly dimTensors = new Map<string, Tensor>();
+  /** Ids of the Identity nodes made by `stopGradient`: autodiff passes no gradient through them. */
+  readonly stopGradientNodes = new Set<number>();
 
   constructor(readonly parent?: GraphCore) {
     this.root = parent ? parent.root : new RootState();
@@ -188,6 +190,19 @@ export abstract class GraphCore {
     const [out] = this.addNode('Identity', [t], {}, [{ dtype: t.dtype, shape: t.shape }], name);
     if (!out) throw graphError('Identity produced no output');
     this.outputs.push(out);
+    return out;
+  }
+
+  /**
+   * The same values, seen by `gradients()` as a constant (PyTorch's `detach`, JAX's `stop_gradient`):
+   * an Identity node the autodiff does not differentiate through. For quantities a loss uses as
+   * weights, such as a policy-gradient ratio's denominator.
+   */
+  stopGradient(t: Tensor): Tensor {
+    this.assertVisible(t, 'stopGradient');
+    const [out] = this.addNode('Identity', [t], {}, [{ dtype: t.dtype, shape: t.shape }]);
+    if (!out?.producer) throw graphError('Identity produced no output');
+    this.stopGradientNodes.add(out.producer.id);
     return out;
   }
 

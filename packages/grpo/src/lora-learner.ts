@@ -1,0 +1,303 @@
+import { createSession, tensor, type GraphSession, type SessionConfig, type TensorData } from '@sqlenv/onnx-graph';
+import { IO, initLoraWeights, leftPad, loraTensorSpecs, validateLoraWeights, type Adapter, type LoraConfig, type LoraTensorSpec, type LoraWeights, type ModelConfig, type ModelWeights } from '@sqlenv/model';
+import { AppError, ErrorCode } from '@sqlenv/shared';
+import type { LearnerConfig } from './config.ts';
+import { checkSample, PaddedRows, planMicroBatches, tokenWeights, type PolicySample, type SequenceSample } from './micro-batches.ts';
+import { LoraOptimizer, type OptimizerState } from './optimizer.ts';
+import { buildTrainingGraph, TRAIN_IO, type TrainingObjective } from './training-graph.ts';
+
+export interface LoraLearnerOptions {
+  lora: LoraConfig;
+  config: LearnerConfig;
+  objective: TrainingObjective;
+  /** Starting adapter (a warm start); default PEFT's init (A random, B = 0: the base policy). */
+  init?: LoraWeights;
+  /** Seed of the default init. */
+  seed?: number;
+  session?: SessionConfig;
+}
+
+/** What one update did: the numbers a run's metrics record. */
+export interface UpdateReport {
+  /** Optimizer steps taken so far (this update's included). */
+  step: number;
+  /** The batch loss of the first pass (before this update moved the adapter). */
+  loss: number;
+  /** Σ w·k3 (null without a reference term or for SFT). */
+  kl: number | null;
+  /** Share of loss tokens whose ratio was clipped (null for SFT). */
+  clipFraction: number | null;
+  /** Share of loss tokens whose importance weight hit its cap (null for SFT). */
+  truncatedFraction: number | null;
+  gradNorm: number;
+  learningRate: number;
+  lossTokens: number;
+  sequences: number;
+  microBatches: number;
+  forwardBackwardMs: number;
+  optimizerMs: number;
+}
+
+/** The learner's whole state: a restarted learner loaded with it makes the same next update. */
+export interface LearnerState {
+  adapter: LoraWeights;
+  optimizer: OptimizerState;
+}
+
+interface PassSums {
+  loss: number;
+  clipped: number;
+  truncated: number;
+  kl: number;
+  grads: Map<string, Float64Array>;
+}
+
+/**
+ * Trains a LoRA adapter on ONNX Runtime: one session of the training graph (base weights as
+ * initializers, LoRA factors as inputs, gradients as outputs), micro-batches whose gradients add up to
+ * the batch's, and an optimizer on float32 master copies of the factors in TypeScript.
+ *
+ * The policy objective takes sampled episodes (token-exact, with the behaviour log-probs and the
+ * group advantage); the sft objective takes sequences with a loss mask.
+ */
+export class LoraLearner {
+  readonly modelConfig: ModelConfig;
+  readonly lora: LoraConfig;
+  readonly config: LearnerConfig;
+  readonly objective: TrainingObjective;
+  readonly #session: GraphSession;
+  readonly #specs: LoraTensorSpec[];
+  readonly #optimizer: LoraOptimizer;
+  readonly #hasReference: boolean;
+  #params: Map<string, Float32Array>;
+
+  private constructor(modelConfig: ModelConfig, options: LoraLearnerOptions, session: GraphSession, hasReference: boolean) {
+    this.modelConfig = modelConfig;
+    this.lora = options.lora;
+    this.config = options.config;
+    this.objective = options.objective;
+    this.#session = session;
+    this.#hasReference = hasReference;
+    this.#specs = loraTensorSpecs(modelConfig, options.lora);
+    this.#optimizer = new LoraOptimizer(options.config.optimizer);
+    const init = options.init ?? initLoraWeights(modelConfig, options.lora, { seed: options.seed ?? 0 });
+    validateLoraWeights(modelConfig, options.lora, init);
+    this.#params = copyWeights(init);
+  }
+
+  static async create(modelConfig: ModelConfig, weights: ModelWeights, options: LoraLearnerOptions): Promise<LoraLearner> {
+    const built = buildTrainingGraph(modelConfig, weights, {
+      lora: options.lora,
+      objective: options.objective,
+      loss: options.config.loss,
+      vocabChunkSize: options.config.vocabChunkSize,
+    });
+    const session = await createSession(built.graph.toModel(), options.session ?? {});
+    return new LoraLearner(modelConfig, options, session, built.hasReference);
+  }
+
+  /** Optimizer steps taken. */
+  get step(): number {
+    return this.#optimizer.step;
+  }
+
+  /** A copy of the current adapter. */
+  adapter(): Adapter {
+    return { lora: this.lora, weights: copyWeights(this.#params) };
+  }
+
+  state(): LearnerState {
+    return { adapter: copyWeights(this.#params), optimizer: this.#optimizer.state() };
+  }
+
+  load(state: LearnerState): void {
+    validateLoraWeights(this.modelConfig, this.lora, state.adapter);
+    this.#params = copyWeights(state.adapter);
+    this.#optimizer.load(state.optimizer);
+  }
+
+  /**
+   * One GRPO update from sampled episodes: `epochs` passes over the batch, each summing the
+   * micro-batches' gradients and taking one optimizer step. The first pass's proximal policy is the
+   * current one (its log-probs, stop-gradient, from the same forward); later passes keep those.
+   */
+  async policyUpdate(samples: readonly PolicySample[]): Promise<UpdateReport> {
+    if (this.objective !== 'policy') throw new AppError(ErrorCode.INTERNAL, 'this learner was built for sft');
+    samples.forEach((s, i) => checkSample(s, `sample ${i}`));
+    const { loss: lossConfig } = this.config;
+    const weights = tokenWeights(samples, lossConfig.normalisation, lossConfig.maxCompletionTokens);
+    const plan = planMicroBatches(samples.map((s) => s.inputIds.length), this.config.microBatchTokens, samples.map((s) => s.temperature));
+    const ref = this.#hasReference ? await this.#referenceLogprobs(samples, plan) : undefined;
+    let prox: number[][] | undefined;
+    let first: { sums: PassSums; report: { gradNorm: number; learningRate: number }; ms: number; optimizerMs: number } | undefined;
+    let optimizerMs = 0;
+    for (let epoch = 0; epoch < this.config.epochs; epoch++) {
+      const started = performance.now();
+      const recorded: number[][] = samples.map(() => []);
+      const sums = await this.#pass(plan, samples, (rows, idx) => {
+        const pick = (f: (i: number) => readonly number[]): number[][] => idx.map((i) => [...f(i)]);
+        return {
+          [IO.temperature]: tensor('float32', [], [(samples[idx[0] as number] as PolicySample).temperature]),
+          [TRAIN_IO.tokenWeights]: rows.perToken('float32', pick((i) => weights[i] as number[])),
+          [TRAIN_IO.advantages]: rows.perToken('float32', pick((i) => (samples[i] as PolicySample).inputIds.map(() => (samples[i] as PolicySample).advantage))),
+          [TRAIN_IO.behaviourLogprobs]: rows.perToken('float32', pick((i) => (samples[i] as PolicySample).behaviourLogprobs)),
+          [TRAIN_IO.proxLogprobs]: rows.perToken('float32', prox === undefined ? pick(zerosOf(samples)) : pick((i) => prox?.[i] as number[])),
+          [TRAIN_IO.proxFromCurrent]: tensor('bool', [], [prox === undefined]),
+          ...(ref === undefined ? {} : { [TRAIN_IO.refLogprobs]: rows.perToken('float32', pick((i) => ref[i] as number[])) }),
+        };
+      }, (idx, logprobs) => idx.forEach((i, b) => (recorded[i] = logprobs(b))));
+      const ms = performance.now() - started;
+      const optStarted = performance.now();
+      const report = this.#optimizer.apply(this.#params, sums.grads);
+      const thisOptimizerMs = performance.now() - optStarted;
+      optimizerMs += thisOptimizerMs;
+      if (first === undefined) first = { sums, report, ms, optimizerMs: thisOptimizerMs };
+      prox ??= recorded;
+    }
+    const lossTokens = weights.reduce((a, w) => a + w.filter((x) => x > 0).length, 0);
+    const done = first as NonNullable<typeof first>;
+    return {
+      step: this.#optimizer.step,
+      loss: done.sums.loss,
+      kl: this.#hasReference ? done.sums.kl : null,
+      clipFraction: lossTokens === 0 ? 0 : done.sums.clipped / lossTokens,
+      truncatedFraction: lossTokens === 0 ? 0 : done.sums.truncated / lossTokens,
+      gradNorm: done.report.gradNorm,
+      learningRate: done.report.learningRate,
+      lossTokens,
+      sequences: samples.length,
+      microBatches: plan.length,
+      forwardBackwardMs: done.ms,
+      optimizerMs,
+    };
+  }
+
+  /** One supervised step: mean token cross-entropy over every masked token of the batch. */
+  async sftUpdate(samples: readonly SequenceSample[]): Promise<UpdateReport> {
+    if (this.objective !== 'sft') throw new AppError(ErrorCode.INTERNAL, 'this learner was built for the policy objective');
+    samples.forEach((s, i) => checkSample(s, `sample ${i}`));
+    const weights = tokenWeights(samples, 'token', 1);
+    const plan = planMicroBatches(samples.map((s) => s.inputIds.length), this.config.microBatchTokens);
+    const started = performance.now();
+    const sums = await this.#pass(plan, samples, (rows, idx) => ({
+      [IO.temperature]: tensor('float32', [], [1]),
+      [TRAIN_IO.tokenWeights]: rows.perToken('float32', idx.map((i) => weights[i] as number[])),
+    }));
+    const ms = performance.now() - started;
+    const optStarted = performance.now();
+    const report = this.#optimizer.apply(this.#params, sums.grads);
+    return {
+      step: this.#optimizer.step,
+      loss: sums.loss,
+      kl: null,
+      clipFraction: null,
+      truncatedFraction: null,
+      gradNorm: report.gradNorm,
+      learningRate: report.learningRate,
+      lossTokens: weights.reduce((a, w) => a + w.filter((x) => x > 0).length, 0),
+      sequences: samples.length,
+      microBatches: plan.length,
+      forwardBackwardMs: ms,
+      optimizerMs: performance.now() - optStarted,
+    };
+  }
+
+  /** The batch loss at the current adapter without updating (SFT objective: mean token cross-entropy). */
+  async evaluateLoss(samples: readonly SequenceSample[]): Promise<number> {
+    if (this.objective !== 'sft') throw new AppError(ErrorCode.INTERNAL, 'evaluateLoss is for the sft objective');
+    const weights = tokenWeights(samples, 'token', 1);
+    const plan = planMicroBatches(samples.map((s) => s.inputIds.length), this.config.microBatchTokens);
+    let loss = 0;
+    for (const idx of plan) {
+      const rows = new PaddedRows(idx.map((i) => (samples[i] as SequenceSample).inputIds));
+      const out = await this.#session.run(
+        { ...this.#common(rows), [IO.temperature]: tensor('float32', [], [1]), [TRAIN_IO.tokenWeights]: rows.perToken('float32', idx.map((i) => weights[i] as number[])) },
+        { outputs: [TRAIN_IO.loss] },
+      );
+      loss += scalarOf(out[TRAIN_IO.loss]);
+    }
+    return loss;
+  }
+
+  async close(): Promise<void> {
+    await this.#session.close();
+  }
+
+  /** Run every micro-batch once and sum losses, counters and gradients (in float64, in plan order). */
+  async #pass(
+    plan: readonly number[][],
+    samples: readonly SequenceSample[],
+    feedsOf: (rows: PaddedRows, idx: readonly number[]) => Record<string, TensorData>,
+    onLogprobs?: (idx: readonly number[], logprobs: (b: number) => number[]) => void,
+  ): Promise<PassSums> {
+    const grads = new Map(this.#specs.map((s) => [s.name, new Float64Array(s.shape[0] * s.shape[1])]));
+    const sums: PassSums = { loss: 0, clipped: 0, truncated: 0, kl: 0, grads };
+    for (const idx of plan) {
+      const rows = new PaddedRows(idx.map((i) => (samples[i] as SequenceSample).inputIds));
+      const out = await this.#session.run({ ...this.#common(rows), ...feedsOf(rows, idx) });
+      const loss = scalarOf(out[TRAIN_IO.loss]);
+      if (!Number.isFinite(loss)) throw new AppError(ErrorCode.INTERNAL, `training produced a non-finite loss (${loss}) on a micro-batch of ${idx.length} sequences; no update was applied`);
+      sums.loss += loss;
+      if (this.objective === 'policy') {
+        sums.clipped += scalarOf(out[TRAIN_IO.clippedTokens]);
+        sums.truncated += scalarOf(out[TRAIN_IO.truncatedTokens]);
+        sums.kl += scalarOf(out[TRAIN_IO.kl]);
+      }
+      for (const spec of this.#specs) {
+        const part = out[TRAIN_IO.gradient(spec.name)]?.data as Float32Array;
+        const total = grads.get(spec.name) as Float64Array;
+        for (let i = 0; i < total.length; i++) total[i] = (total[i] as number) + (part[i] as number);
+      }
+      if (onLogprobs) {
+        const lp = out[TRAIN_IO.logprobs]?.data as Float32Array;
+        onLogprobs(idx, (b) => rows.unpad(lp, b));
+      }
+    }
+    return sums;
+  }
+
+  /** Log-probs of the reference policy (adapter off) for every sample, one forward per micro-batch. */
+  async #referenceLogprobs(samples: readonly PolicySample[], plan: readonly number[][]): Promise<number[][]> {
+    const out: number[][] = samples.map(() => []);
+    const zeros = new Map(this.#specs.map((s) => [s.name, new Float32Array(s.shape[0] * s.shape[1])]));
+    for (const idx of plan) {
+      const rows = new PaddedRows(idx.map((i) => (samples[i] as PolicySample).inputIds));
+      const empty = rows.perToken('float32', idx.map((i) => (samples[i] as PolicySample).inputIds.map(() => 0)));
+      const result = await this.#session.run(
+        {
+          ...this.#common(rows, zeros),
+          [IO.temperature]: tensor('float32', [], [(samples[idx[0] as number] as PolicySample).temperature]),
+          [TRAIN_IO.tokenWeights]: empty,
+          [TRAIN_IO.advantages]: empty,
+          [TRAIN_IO.behaviourLogprobs]: empty,
+          [TRAIN_IO.proxLogprobs]: empty,
+          [TRAIN_IO.proxFromCurrent]: tensor('bool', [], [true]),
+          [TRAIN_IO.refLogprobs]: empty,
+        },
+        { outputs: [TRAIN_IO.logprobs] },
+      );
+      const lp = result[TRAIN_IO.logprobs]?.data as Float32Array;
+      idx.forEach((i, b) => (out[i] = rows.unpad(lp, b)));
+    }
+    return out;
+  }
+
+  #common(rows: PaddedRows, adapter: ReadonlyMap<string, Float32Array> = this.#params): Record<string, TensorData> {
+    const batch = leftPad(rows.rows, this.modelConfig.padTokenId);
+    const feeds: Record<string, TensorData> = { [IO.inputIds]: batch.ids, [IO.attentionMask]: batch.mask };
+    for (const spec of this.#specs) feeds[spec.name] = tensor('float32', spec.shape, adapter.get(spec.name) as Float32Array);
+    return feeds;
+  }
+}
+
+function zerosOf(samples: readonly SequenceSample[]): (i: number) => number[] {
+  return (i) => (samples[i] as SequenceSample).inputIds.map(() => 0);
+}
+
+function scalarOf(t: TensorData | undefined): number {
+  return Number((t?.data as Float32Array | undefined)?.[0] ?? Number.NaN);
+}
+
+function copyWeights(weights: ReadonlyMap<string, Float32Array>): Map<string, Float32Array> {
+  return new Map([...weights].map(([k, v]) => [k, Float32Array.from(v)]));
+}

@@ -1,0 +1,84 @@
+import { gradients, type Graph, type Tensor } from '@sqlenv/onnx-graph';
+import { buildScoringGraph, type LoraConfig, type ModelConfig, type ModelFloat, type ModelWeights } from '@sqlenv/model';
+import type { PolicyLossConfig } from './config.ts';
+import { policyLoss, sftLoss } from './policy-loss.ts';
+
+/** Input and output names of the training graph (beside the scoring graph's input_ids, attention_mask, temperature). */
+export const TRAIN_IO = {
+  tokenWeights: 'token_weights',
+  advantages: 'advantages',
+  behaviourLogprobs: 'behaviour_logprobs',
+  proxLogprobs: 'prox_logprobs',
+  proxFromCurrent: 'prox_from_current',
+  refLogprobs: 'ref_logprobs',
+  loss: 'loss',
+  logprobs: 'logprobs',
+  clippedTokens: 'clipped_tokens',
+  truncatedTokens: 'truncated_tokens',
+  kl: 'kl',
+  gradient: (loraName: string): string => `grad/${loraName}`,
+} as const;
+
+export type TrainingObjective = 'policy' | 'sft';
+
+export interface TrainingGraphOptions {
+  lora: LoraConfig;
+  objective: TrainingObjective;
+  /** The policy loss's settings (objective 'policy'). */
+  loss?: PolicyLossConfig;
+  dtype?: ModelFloat;
+  vocabChunkSize?: number;
+}
+
+export interface TrainingGraph {
+  graph: Graph;
+  /** LoRA input names in the decoder's declaration order; the gradient outputs follow it. */
+  loraNames: string[];
+  /** Whether the graph reads `ref_logprobs` (policy objective with klBeta > 0). */
+  hasReference: boolean;
+}
+
+/**
+ * The scoring graph (per-token log-probs with the LoRA factors as inputs) + a loss + its gradients
+ * with respect to every LoRA factor, emitted as backward ONNX nodes by the graph library's autodiff.
+ * Base weights are initializers, so only the adapter moves.
+ *
+ * Inputs (B, T) besides the scoring graph's: `token_weights` always; for the policy objective
+ * `advantages`, `behaviour_logprobs`, `prox_logprobs`, the bool scalar `prox_from_current` (true: the
+ * proximal policy is the current one, its log-probs the stop-gradient of this pass's) and, with a KL
+ * term, `ref_logprobs`. Outputs: `loss`, `logprobs`, the counters and `grad/<lora name>`.
+ */
+export function buildTrainingGraph(config: ModelConfig, weights: ModelWeights, options: TrainingGraphOptions): TrainingGraph {
+  const dtype = options.dtype ?? 'float32';
+  const scoring = buildScoringGraph(config, weights, { lora: options.lora, dtype, ...(options.vocabChunkSize === undefined ? {} : { vocabChunkSize: options.vocabChunkSize }) });
+  const g = scoring.graph;
+  const perToken = (name: string): Tensor => g.input(name, dtype, ['B', 'T']); // (B, T)
+  const tokenWeights = perToken(TRAIN_IO.tokenWeights);
+  let loss: Tensor;
+  let hasReference = false;
+  if (options.objective === 'sft') {
+    loss = sftLoss(g, scoring.logprobs, tokenWeights);
+  } else {
+    if (options.loss === undefined) throw new Error('buildTrainingGraph: the policy objective needs loss settings');
+    const advantages = perToken(TRAIN_IO.advantages);
+    const behaviour = perToken(TRAIN_IO.behaviourLogprobs);
+    const proxInput = perToken(TRAIN_IO.proxLogprobs);
+    const proxFromCurrent = g.input(TRAIN_IO.proxFromCurrent, 'bool', []);
+    const prox = g.where(proxFromCurrent, g.stopGradient(scoring.logprobs), proxInput); // (B, T)
+    hasReference = options.loss.klBeta > 0;
+    const out = policyLoss(
+      g,
+      { logprobs: scoring.logprobs, proxLogprobs: prox, behaviourLogprobs: behaviour, advantages, tokenWeights, ...(hasReference ? { refLogprobs: perToken(TRAIN_IO.refLogprobs) } : {}) },
+      options.loss,
+    );
+    loss = out.loss;
+    g.output(TRAIN_IO.clippedTokens, out.clippedTokens);
+    g.output(TRAIN_IO.truncatedTokens, out.truncatedTokens);
+    g.output(TRAIN_IO.kl, out.kl);
+  }
+  const loraNames = [...scoring.params.loraInputs.keys()];
+  const grads = gradients(loss, [...scoring.params.loraInputs.values()]);
+  g.output(TRAIN_IO.loss, loss);
+  loraNames.forEach((name, i) => g.output(TRAIN_IO.gradient(name), grads[i] as Tensor));
+  return { graph: g, loraNames, hasReference };
+}
