@@ -26,7 +26,7 @@ describe('GRPO learns a one-turn task', () => {
     const direction = new Rng(8).normalArray(config.hiddenSize, 1 / Math.sqrt(config.hiddenSize));
     for (let v = 0; v < config.vocabSize; v++) {
       if (!isLetter(v)) continue;
-      for (let h = 0; h < config.hiddenSize; h++) embed.data[v * config.hiddenSize + h] += 0.8 * direction[h]!;
+      for (let h = 0; h < config.hiddenSize; h++) embed.data[v * config.hiddenSize + h] = embed.data[v * config.hiddenSize + h]! + 0.8 * direction[h]!;
     }
     const prompt = [256, 10, 20, 30, 40];
     const generator = await Generator.create(config, weights, { lora });

@@ -4,8 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
-import type { RunSummary } from '@sqlenv/rollout';
+import { decodeOptimizerState } from '@sqlenv/grpo';
+import { decodeAdapter, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
+import { BullmqTransport, type RunSummary } from '@sqlenv/rollout';
 import { writeTinySpider } from '../packages/sql-env/src/test-fixtures/tiny-spider.ts';
 import { logTail, startApp, stopAll, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
 
@@ -15,7 +16,8 @@ import { logTail, startApp, stopAll, type AppProcess } from '../packages/rollout
  * Each worker loads its own copy of the model (`--model DIR`, checked against
  * the run spec's fingerprint) and serves its episodes from one batched
  * inference engine. The run must finish with every episode trained exactly
- * once, token-exact trajectories in the store.
+ * once by the GRPO trainer (its own `--model DIR`), whose adapter and optimizer
+ * state are committed with each version.
  */
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const keyBase = `test-llm-${randomBytes(4).toString('hex')}`;
@@ -55,7 +57,7 @@ describe('the model policy in the distributed rollout', () => {
     for (const name of ['worker-1', 'worker-2']) {
       apps.push(startApp('worker', name, [...common, '--run', runId, '--concurrency', '4', '--worker-id', name, '--model', modelDir, '--executor-pool-size', '1', '--discovery-ms', '200'], env));
     }
-    apps.push(startApp('trainer', 'trainer', [...common, '--run', runId], env));
+    apps.push(startApp('trainer', 'trainer', [...common, '--run', runId, '--model', modelDir], env));
     const coordinator = startApp(
       'coordinator',
       'coordinator',
@@ -85,5 +87,22 @@ describe('the model policy in the distributed rollout', () => {
     // trained (run retention), so the token-level checks live in tests/llm-rollout.test.ts.
     expect(summary.policy_version, logs()).toBe(EPISODES / GROUP_SIZE / GROUPS_PER_BATCH);
     expect(await redis.keys(`${keyBase}:*${runId}*traj*`)).toEqual([]);
+
+    // The GRPO updater trained every batch: the committed weights are a PEFT adapter of the run's
+    // shape, with the optimizer state of every step stored beside it. (A random model fails every
+    // episode alike, so the advantages here are 0 and the adapter need not move: that it learns is
+    // tested in tests/grpo-learning.test.ts and tests/grpo-updater.test.ts.)
+    const transport = new BullmqTransport({ redisUrl: REDIS_URL, keyBase });
+    try {
+      const counters = await transport.counters(runId);
+      expect(counters.weightsKey).not.toBeNull();
+      const blob = await transport.blobs.get(counters.weightsKey!);
+      const adapter = decodeAdapter(presetConfig('tiny-qwen3'), blob!);
+      expect(adapter.lora).toMatchObject({ rank: 2, targets: ['q_proj', 'v_proj'] });
+      const optimizer = decodeOptimizerState((await transport.blobs.get(`${counters.weightsKey!}/optimizer`))!);
+      expect(optimizer.step).toBe(summary.policy_version);
+    } finally {
+      await transport.close();
+    }
   }, 240_000);
 });

@@ -64,6 +64,12 @@ export const RunModelSpecSchema = z.strictObject({
   adapter: z.string().nullable().default(null),
   /** Qwen3 thinking mode: false puts the empty think block in the generation prompt (Qwen3 templates only). */
   thinking: z.boolean().default(false),
+  /**
+   * The trainer's learner settings (loss, optimizer, micro-batches) as the grpo package's
+   * LearnerConfigSchema reads them; the coordinator validates them when it registers the run, and
+   * defaults live in that schema only. Empty = every default.
+   */
+  learner: z.record(z.string(), z.unknown()).default({}),
 });
 export type RunModelSpec = z.infer<typeof RunModelSpecSchema>;
 export type RunModelSpecInput = z.input<typeof RunModelSpecSchema>;

@@ -43,7 +43,8 @@ export {
   type RunSummary,
 } from './coordinator.ts';
 export { RolloutWorker, type RolloutWorkerOptions, type RunResources, type ResolveRun } from './rollout-worker.ts';
-export { runTrainer, waitForRun, StatsPolicyUpdater, isStatsWeightsBlob, type PolicyUpdater, type TrainingBatch, type TrainerOptions, type TrainerResult } from './trainer.ts';
+export { runTrainer, waitForRun, StatsPolicyUpdater, isStatsWeightsBlob, type PolicyUpdater, type PolicyUpdate, type UpdateStats, type TrainingBatch, type TrainerOptions, type TrainerResult } from './trainer.ts';
+export { GrpoPolicyUpdater, OPTIMIZER_PART, learnerConfigOf, policySamples } from './grpo-updater.ts';
 export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult } from './synchronous-run.ts';
 export { RolloutMetrics } from './metrics.ts';
 export { RunAdmin, type RunListing, type RunDetails } from './transport/run-admin.ts';

@@ -31,10 +31,32 @@ export interface TrainingBatch {
  * trainer only needs weights in and weights out.
  */
 export interface PolicyUpdater {
-  /** Load the last committed weights (null before the first update) at `version`. */
-  restore(weights: Buffer | null, version: number): Promise<void>;
-  /** Learn from one batch; returns the new weights blob to publish. */
-  update(batch: TrainingBatch): Promise<Buffer>;
+  /**
+   * Load the last committed weights (null before the first update) at `version`; `readPart` reads
+   * a part the update stored beside them (see PolicyUpdate.parts), null when there is none.
+   */
+  restore(weights: Buffer | null, version: number, readPart?: (name: string) => Promise<Buffer | null>): Promise<void>;
+  /** Learn from one batch; returns the new weights blob to publish (and parts to keep with it). */
+  update(batch: TrainingBatch): Promise<Buffer | PolicyUpdate>;
+  /** The learner's numbers for the last update (null before one, or for updaters that learn nothing). */
+  lastUpdateStats?(): UpdateStats | null;
+}
+
+/** What an update publishes: the weights workers load, and parts only a trainer reads back. */
+export interface PolicyUpdate {
+  weights: Buffer;
+  /** Stored as `<weights key>/<name>` and committed with the version (e.g. the optimizer state). */
+  parts?: Record<string, Buffer>;
+}
+
+/** A learner's report of one update (nullable where the objective has no such number). */
+export interface UpdateStats {
+  loss: number;
+  kl: number | null;
+  clip_fraction: number | null;
+  grad_norm: number;
+  learning_rate: number;
+  [extra: string]: number | null;
 }
 
 /**
@@ -125,7 +147,12 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
 
   const initial = await transport.counters(runId);
   let version = initial.policyVersion;
-  await updater.restore(initial.weightsKey === null ? null : ((await transport.blobs.get(initial.weightsKey)) ?? null), version);
+  const committedKey = initial.weightsKey;
+  await updater.restore(
+    committedKey === null ? null : ((await transport.blobs.get(committedKey)) ?? null),
+    version,
+    async (name) => (committedKey === null ? null : ((await transport.blobs.get(`${committedKey}/${name}`)) ?? null)),
+  );
   logger.info({ version, trainedGroups: initial.trainedGroups }, 'trainer resumed');
   await resumeHousekeeping(transport, runId, logger);
   let batches = 0;
@@ -199,12 +226,15 @@ async function trainBatch(spec: RolloutRunSpec, groups: readonly ScoredGroup[], 
   const trajectories = groups.map((g) => flat.slice(offset, (offset += g.trajectory_keys.length)));
   const trainedSlots = checkBatchTrajectories(spec, groups, trajectories);
   const stats = batchStats(newVersion, groups, trajectories);
-  const weights = await options.updater.update({ version: newVersion, groups, trajectories, stats });
+  const updated = await options.updater.update({ version: newVersion, groups, trajectories, stats });
+  const { weights, parts } = Buffer.isBuffer(updated) ? { weights: updated, parts: undefined } : updated;
   // Weights first, commit second: a crash in between leaves an unreferenced blob (deleted when a
   // trainer next resumes the run), never a dangling key. The key is unique to this attempt, so a stale
   // trainer's write never replaces weights a commit already recorded; retention reads the keys from
   // the commit history. Keys must start with `<run>/weights/` (sweepUncommittedWeights looks there).
   const weightsKey = `${runId}/weights/v${newVersion}-${randomBytes(4).toString('hex')}`;
+  // Parts first: the version's key is what the commit records, and a part is only read through it.
+  for (const [name, bytes] of Object.entries(parts ?? {})) await transport.blobs.put(`${weightsKey}/${name}`, bytes);
   await transport.blobs.put(weightsKey, weights);
   const { duplicateEpisodes } = await transport.commit(runId, { expectedVersion: version, newVersion, weightsKey, trained: groups, dropped: [], trainedSlots, batch: stats });
   if (duplicateEpisodes > 0) logger.error({ duplicateEpisodes }, 'trainer trained on episodes twice');

@@ -51,7 +51,9 @@ export class WeightsFollower {
   /** A trainer notice: load its version if it is newer (in the background). */
   onNotice(notice: RolloutNotice): void {
     if (notice.version <= this.#loaded || this.#closed) return;
-    this.#refresh().catch((error: unknown) => this.#logger.error({ err: toAppError(error), version: notice.version }, 'could not load the new policy version'));
+    this.#refresh().catch((error: unknown) => {
+      if (!this.#closed) this.#logger.error({ err: toAppError(error), version: notice.version }, 'could not load the new policy version');
+    });
   }
 
   /**
@@ -84,6 +86,8 @@ export class WeightsFollower {
         blob = (await this.#transport.blobs.get(counters.weightsKey)) ?? null;
         if (blob === null) throw new AppError(ErrorCode.NOT_FOUND, `weights ${counters.weightsKey} of version ${counters.policyVersion} are missing from the blob store`);
       }
+      // A worker leaving the run closes its engine: a version committed meanwhile is not applied.
+      if (this.#closed) return;
       await this.#apply(blob, counters.policyVersion);
       this.#loaded = counters.policyVersion;
     });

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { parseAgentPrompt } from '@sqlenv/agents';
 import { LORA_TARGET_NAMES, RunModelSpecSchema, type RunModelSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+import { parseLearnerConfig } from '@sqlenv/grpo/config';
 import type { OptionSpec } from './command-io.ts';
 
 /**
@@ -28,6 +29,11 @@ export const modelSpecOptionSpecs: Record<string, OptionSpec> = {
   'lora-alpha': { key: 'loraAlpha', env: 'SQLENV_LORA_ALPHA' },
   'lora-targets': { key: 'loraTargets', env: 'SQLENV_LORA_TARGETS' },
   thinking: { key: 'thinking', env: 'SQLENV_THINKING' },
+  lr: { key: 'learningRate', env: 'SQLENV_LR' },
+  loss: { key: 'lossNormalisation', env: 'SQLENV_LOSS' },
+  'kl-beta': { key: 'klBeta', env: 'SQLENV_KL_BETA' },
+  'micro-batch-tokens': { key: 'microBatchTokens', env: 'SQLENV_MICRO_BATCH_TOKENS' },
+  learner: { key: 'learner', env: 'SQLENV_LEARNER' },
 };
 
 const num = z.coerce.number();
@@ -51,6 +57,13 @@ export const ModelSpecOptionsSchema = z.object({
   /** Comma-separated projection names (q_proj,v_proj,...). */
   loraTargets: z.string().optional(),
   thinking: z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]).optional(),
+  /** Learner settings (the trainer's): peak learning rate, loss normalisation, KL β, micro-batch size. */
+  learningRate: num.positive().optional(),
+  lossNormalisation: z.string().optional(),
+  klBeta: num.nonnegative().optional(),
+  microBatchTokens: num.int().positive().optional(),
+  /** Any other learner setting as JSON (LearnerConfigSchema of the grpo package); the flags above win. */
+  learner: z.string().optional(),
 });
 export type ModelSpecOptions = z.infer<typeof ModelSpecOptionsSchema>;
 
@@ -69,6 +82,7 @@ export function modelSpecFrom(options: ModelSpecOptions, fingerprint: string): R
     }
     parseAgentPrompt(prompt, options.promptFile); // fail here, not in every worker
   }
+  const learner = learnerSettings(options);
   const targets = options.loraTargets?.split(',').map((t) => t.trim()).filter((t) => t !== '');
   const raw = {
     fingerprint,
@@ -87,10 +101,32 @@ export function modelSpecFrom(options: ModelSpecOptions, fingerprint: string): R
     ...(options.thinking === undefined ? {} : { thinking: options.thinking }),
     prompt,
     adapter: options.adapter ?? null,
+    learner,
   };
   const parsed = RunModelSpecSchema.safeParse(raw);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid model settings: ${formatZodIssues(parsed.error)} (LoRA targets: ${LORA_TARGET_NAMES.join(', ')})`);
   return parsed.data;
+}
+
+/** The learner section of the spec: `--learner` JSON with the flags on top, validated here so a bad setting fails before the run starts. */
+function learnerSettings(options: ModelSpecOptions): Record<string, unknown> {
+  let base: Record<string, unknown> = {};
+  if (options.learner !== undefined) {
+    try {
+      base = z.record(z.string(), z.unknown()).parse(JSON.parse(options.learner));
+    } catch (cause) {
+      throw new AppError(ErrorCode.VALIDATION, '--learner must be a JSON object of learner settings (e.g. {"optimizer":{"warmupSteps":10}})', { cause });
+    }
+  }
+  const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {});
+  const optimizer = { ...record(base['optimizer']), ...(options.learningRate === undefined ? {} : { learningRate: options.learningRate }) };
+  const loss = {
+    ...record(base['loss']),
+    ...(options.lossNormalisation === undefined ? {} : { normalisation: options.lossNormalisation }),
+    ...(options.klBeta === undefined ? {} : { klBeta: options.klBeta }),
+  };
+  const settings = { ...base, optimizer, loss, ...(options.microBatchTokens === undefined ? {} : { microBatchTokens: options.microBatchTokens }) };
+  return { ...parseLearnerConfig(settings) };
 }
 
 /**

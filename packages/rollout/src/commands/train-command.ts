@@ -6,7 +6,8 @@ import { runCoordinator, type RunSummary } from '../coordinator.ts';
 import { RolloutMetrics } from '../metrics.ts';
 import { RolloutWorker } from '../rollout-worker.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
-import { runTrainer, StatsPolicyUpdater } from '../trainer.ts';
+import { GrpoPolicyUpdater } from '../grpo-updater.ts';
+import { runTrainer, StatsPolicyUpdater, type PolicyUpdater } from '../trainer.ts';
 import { InProcessTransport } from '../transport/in-process-transport.ts';
 import { booleanText, runtimeOptionSpecs, RuntimeOptionsSchema, TransportOptionsSchema } from './shared-options.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
@@ -58,6 +59,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
   let worker: RolloutWorker | undefined;
   let server: StatusServer | undefined;
   let progressTimer: NodeJS.Timeout | undefined;
+  let grpo: GrpoPolicyUpdater | undefined;
   try {
     const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...trainOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs }, TrainOptionsSchema);
     const spec = runSpecFrom(options, () => `train-${randomBytes(3).toString('hex')}`, await runModelSpec(options.policy, options));
@@ -83,7 +85,11 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     await worker.start();
     const batches: BatchStats[] = [];
     const started = performance.now();
-    const trainer = runTrainer({ transport, runId: spec.run_id, updater: new StatsPolicyUpdater(), pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b) });
+    // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
+    // the statistics-only updater.
+    if (spec.model !== undefined && options.modelDir !== undefined) grpo = await GrpoPolicyUpdater.create(spec.model, options.modelDir, { logger });
+    const updater: PolicyUpdater = grpo ?? new StatsPolicyUpdater();
+    const trainer = runTrainer({ transport, runId: spec.run_id, updater, pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b) });
     // Surface a trainer failure at once instead of waiting on a coordinator that can no longer finish.
     const trainerFailed = trainer.then(
       () => new Promise<never>(() => undefined),
@@ -111,6 +117,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
   } finally {
     if (progressTimer) clearInterval(progressTimer);
     await worker?.close();
+    await grpo?.close();
     await server?.close();
     await transport.close();
     await runtimes?.close();

@@ -1,18 +1,20 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { createRootLogger } from '@sqlenv/shared';
+import { AppError, createRootLogger, ErrorCode, type Logger } from '@sqlenv/shared';
 import { RolloutMetrics } from '../metrics.ts';
 import { transportHealthCheck, type HealthCheck } from '../health.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
-import { runTrainer, StatsPolicyUpdater } from '../trainer.ts';
+import { GrpoPolicyUpdater } from '../grpo-updater.ts';
+import { runTrainer, StatsPolicyUpdater, waitForRun, type PolicyUpdater } from '../trainer.ts';
 import { serveRuns } from '../trainer-pool.ts';
 import { RunAdmin } from '../transport/run-admin.ts';
 import { BullmqTransport, BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
+import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 
-export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--keep-weights K] [--checkpoint-every N] [--metrics-port P]';
+export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--model DIR] [--keep-weights K] [--checkpoint-every N] [--metrics-port P]';
 
 export const trainerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
@@ -41,7 +43,31 @@ const TrainerOptionsSchema = z
     runRetentionS: z.coerce.number().int().nonnegative().default(7 * 24 * 3600),
   })
   .extend(TransportOptionsSchema.shape)
-  .extend(ExecutionOptionsSchema.shape);
+  .extend(ExecutionOptionsSchema.shape)
+  .extend(ModelDirOptionsSchema.shape);
+
+/**
+ * The run's updater: GRPO on the LoRA adapter for a model run (this process's `--model DIR` must be
+ * the run's model), the statistics-only one for oracle/random runs. Closed when the run is done.
+ */
+async function withUpdater<T>(
+  transport: BullmqTransport,
+  runId: string,
+  options: { runWaitMs: number; pollMs: number; modelDir?: string | undefined },
+  logger: Logger,
+  signal: AbortSignal | undefined,
+  use: (updater: PolicyUpdater) => Promise<T>,
+): Promise<T> {
+  const spec = await waitForRun(transport, runId, options.runWaitMs, options.pollMs, signal);
+  if (spec.model === undefined) return use(new StatsPolicyUpdater());
+  if (options.modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${runId} trains a model: start the trainer with --model DIR (SQLENV_MODEL_DIR), the same model directory the workers use`);
+  const updater = await GrpoPolicyUpdater.create(spec.model, options.modelDir, { logger });
+  try {
+    return await use(updater);
+  } finally {
+    await updater.close();
+  }
+}
 
 /**
  * `sqlenv trainer`: with `--run`, consume that run's scored groups until it is done (or SIGTERM);
@@ -54,7 +80,7 @@ export async function trainerCommand(argv: readonly string[], io: RolloutCommand
   let server: StatusServer | undefined;
   let health: HealthCheck | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...trainerOptionSpecs, ...transportOptionSpecs, ...executionOptionSpecs }, TrainerOptionsSchema);
+    const options = readOptions(argv, io.env ?? {}, { ...trainerOptionSpecs, ...transportOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, TrainerOptionsSchema);
     const logger = io.logger ?? createRootLogger('trainer', { fd: 2, level: options.logLevel });
     await checkExecutionProvider(options.executionProvider, io.env ?? {}, logger);
     const activeTransport = new BullmqTransport(transportConfig(options), { logger });
@@ -82,7 +108,9 @@ export async function trainerCommand(argv: readonly string[], io: RolloutCommand
       logger,
       ...(io.signal ? { signal: io.signal } : {}),
       train: async (runId, signal) => {
-        const result = await runTrainer({ transport: activeTransport, runId, updater: new StatsPolicyUpdater(), pollMs: options.pollMs, runWaitMs: options.runWaitMs, logger, metrics, retention, signal });
+        const result = await withUpdater(activeTransport, runId, options, logger, signal, (updater) =>
+          runTrainer({ transport: activeTransport, runId, updater, pollMs: options.pollMs, runWaitMs: options.runWaitMs, logger, metrics, retention, signal }),
+        );
         if (result.finished && options.runRetentionS > 0) {
           const { redisUrl, keyBase } = BullmqTransportConfigSchema.parse(transportConfig(options));
           const admin = new RunAdmin({ redisUrl, keyBase });

@@ -1,0 +1,119 @@
+import type { LoraLearner, PolicySample, UpdateReport } from '@sqlenv/grpo';
+import { parseLearnerConfig, type LearnerConfig } from '@sqlenv/grpo/config';
+import type { ModelConfig } from '@sqlenv/model';
+import { trainingSequence, type RunModelSpec } from '@sqlenv/protocol';
+import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import type { SessionConfig } from '@sqlenv/onnx-graph';
+import { isStatsWeightsBlob, type PolicyUpdate, type PolicyUpdater, type TrainingBatch, type UpdateStats } from './trainer.ts';
+
+/** The part stored beside a version's adapter: the optimizer state (`<weights key>/optimizer`). */
+export const OPTIMIZER_PART = 'optimizer';
+
+/**
+ * The trainer's GRPO step on a model run: every trajectory of the batch becomes one training
+ * sequence (token-exact, `trainingSequence`) with its group's advantage (the rollout's group
+ * scoring, computed once when the group finished), the learner takes one update, and the new
+ * adapter (PEFT safetensors) is what the trainer publishes; the optimizer state rides along as a
+ * part of the same version, so a restarted trainer continues exactly where the last commit left.
+ */
+export class GrpoPolicyUpdater implements PolicyUpdater {
+  readonly #learner: LoraLearner;
+  readonly #modelConfig: ModelConfig;
+  readonly #initial: { adapter: Map<string, Float32Array> };
+  readonly #logger: Logger;
+  #last: UpdateReport | null = null;
+
+  private constructor(learner: LoraLearner, modelConfig: ModelConfig, logger: Logger) {
+    this.#learner = learner;
+    this.#modelConfig = modelConfig;
+    this.#initial = { adapter: learner.state().adapter };
+    this.#logger = logger;
+  }
+
+  /**
+   * A learner for a run's model section on this process's model directory (fingerprint-checked,
+   * as workers do): the run's LoRA shape, its initial adapter (or PEFT's init: the base policy) and
+   * its learner settings.
+   */
+  static async create(spec: RunModelSpec, modelDir: string, options: { logger?: Logger; session?: SessionConfig; seed?: number } = {}): Promise<GrpoPolicyUpdater> {
+    const model = await import('@sqlenv/model');
+    const { LoraLearner } = await import('@sqlenv/grpo');
+    const fingerprint = model.modelFingerprint(modelDir);
+    if (fingerprint !== spec.fingerprint) {
+      throw new AppError(ErrorCode.VALIDATION, `--model ${modelDir} is not the run's model: fingerprint ${fingerprint.slice(0, 19)}… differs from the spec's ${spec.fingerprint.slice(0, 19)}…`);
+    }
+    const { config, weights } = model.loadModel(modelDir);
+    const lora = model.parseLoraConfig(spec.lora);
+    const init = spec.adapter === null ? undefined : model.loadAdapterDir(spec.adapter, config).weights;
+    const learner = await LoraLearner.create(config, weights, {
+      lora,
+      objective: 'policy',
+      config: learnerConfigOf(spec),
+      seed: options.seed ?? 0,
+      ...(init === undefined ? {} : { init }),
+      ...(options.session === undefined ? {} : { session: options.session }),
+    });
+    return new GrpoPolicyUpdater(learner, config, (options.logger ?? silentLogger).child({ component: 'grpo-updater' }));
+  }
+
+  async restore(weights: Buffer | null, version: number, readPart?: (name: string) => Promise<Buffer | null>): Promise<void> {
+    const { decodeAdapter } = await import('@sqlenv/model');
+    const { decodeOptimizerState } = await import('@sqlenv/grpo');
+    if (weights === null || isStatsWeightsBlob(weights)) {
+      if (version > 0 && weights !== null) throw new AppError(ErrorCode.VALIDATION, `version ${version} was trained by the statistics-only updater: a GRPO trainer cannot continue it`);
+      this.#learner.load({ adapter: this.#initial.adapter, optimizer: { step: 0, m: new Map(), v: new Map() } });
+      return;
+    }
+    const adapter = decodeAdapter(this.#modelConfig, weights, { lora: this.#learner.lora, label: `weights of version ${version}` });
+    const optimizerBytes = readPart === undefined ? null : await readPart(OPTIMIZER_PART);
+    if (optimizerBytes === null) this.#logger.warn({ version }, 'no optimizer state stored with this version: the optimizer starts fresh');
+    const optimizer = optimizerBytes === null ? { step: 0, m: new Map(), v: new Map() } : decodeOptimizerState(optimizerBytes, `optimizer state of version ${version}`);
+    this.#learner.load({ adapter: adapter.weights, optimizer });
+    this.#logger.info({ version, optimizerStep: optimizer.step }, 'learner restored');
+  }
+
+  async update(batch: TrainingBatch): Promise<PolicyUpdate> {
+    const { encodeLearnerState } = await import('@sqlenv/grpo');
+    const samples = policySamples(batch);
+    const report = await this.#learner.policyUpdate(samples);
+    this.#last = report;
+    this.#logger.info({ version: batch.version, loss: report.loss, gradNorm: report.gradNorm, clipFraction: report.clipFraction, lossTokens: report.lossTokens, ms: Math.round(report.forwardBackwardMs) }, 'policy updated');
+    const encoded = encodeLearnerState(this.#modelConfig, this.#learner.lora, this.#learner.state(), { policy_version: String(batch.version) });
+    return { weights: encoded.adapter, parts: { [OPTIMIZER_PART]: encoded.optimizer } };
+  }
+
+  lastUpdateStats(): UpdateStats | null {
+    const r = this.#last;
+    if (r === null) return null;
+    return { loss: r.loss, kl: r.kl, clip_fraction: r.clipFraction, grad_norm: r.gradNorm, learning_rate: r.learningRate, truncated_fraction: r.truncatedFraction, loss_tokens: r.lossTokens, update_ms: r.forwardBackwardMs + r.optimizerMs };
+  }
+
+  /** The adapter now (tests, evaluation). */
+  adapter(): Map<string, Float32Array> {
+    return this.#learner.adapter().weights;
+  }
+
+  close(): Promise<void> {
+    return this.#learner.close();
+  }
+}
+
+/** The run's learner settings (the spec's `learner` section, validated by the grpo package's schema). */
+export function learnerConfigOf(spec: RunModelSpec): LearnerConfig {
+  return parseLearnerConfig(spec.learner);
+}
+
+/** One policy sample per trajectory: its token-exact sequence and its group's advantage. */
+export function policySamples(batch: TrainingBatch): PolicySample[] {
+  const samples: PolicySample[] = [];
+  batch.groups.forEach((group, g) => {
+    const trajectories = batch.trajectories[g] ?? [];
+    trajectories.forEach((trajectory, i) => {
+      const advantage = group.advantages[i];
+      if (advantage === undefined) throw new AppError(ErrorCode.INTERNAL, `group ${group.group_id} has no advantage for episode ${i}`);
+      const sequence = trainingSequence(trajectory);
+      samples.push({ inputIds: sequence.input_ids, lossMask: sequence.loss_mask, behaviourLogprobs: sequence.logprobs, advantage, temperature: sequence.temperature });
+    });
+  });
+  return samples;
+}
