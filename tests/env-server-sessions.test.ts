@@ -151,7 +151,7 @@ describe('idle sessions: the episode is freed, the client is not broken', () => 
     try {
       const client = await SQLEnvClient.connect(server.baseUrl);
       await client.reset({ question_id: oracle.questionId });
-      await client.step({ action_type: 'DESCRIBE', argument: oracle.tables[0] });
+      await client.step({ action_type: 'DESCRIBE', argument: oracle.tables[0] ?? '' });
       await sleep(500);
       // Another client needs the only slot: the idle session is closed to make room.
       const other = await SQLEnvClient.connect(server.baseUrl);
