@@ -132,7 +132,6 @@ describe('evaluation mode: only the terminal reward reaches the client', () => {
   it('`sqlenv serve` defaults to eval mode: QUERY SELECT <gold> and SELECT <gold - 1> earn the same 0; the answer earns 1', async () => {
     const config = parseServeConfig(['--port', '0', '--dataset', process.env['SPIDER_DIR'] ?? 'builtin', '--cache-dir', join(tmpdir(), 'sqlenv-test-cache')], {});
     if (config === 'help') throw new Error('unexpected help');
-    expect(config.mode).toBe('eval');
     let served: RunningServer | undefined;
     try {
       served = await startServer(config, silentLogger);
@@ -141,6 +140,7 @@ describe('evaluation mode: only the terminal reward reaches the client', () => {
       expect(wrong).toBe(0);
       expect(answer).toBe(1);
       expect(total).toBe(1);
+      expect(config.mode).toBe('eval');
     } finally {
       await served?.server.close();
     }
