@@ -38,8 +38,8 @@ describe('sqlenv CLI', () => {
     expect(summary['episodes']).toBe(12);
     expect(summary['success_rate']).toBe(1);
     // Evaluation mode by default: the policy saw (and the report sums) the terminal reward only.
-    expect(summary['reward_mode']).toBe('eval');
     expect(summary['mean_reward']).toBe(1);
+    expect(summary['reward_mode']).toBe('eval');
     expect(summary['errors']).toBe(0);
     expect(summary).toHaveProperty('mean_steps');
   });
