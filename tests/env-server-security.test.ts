@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '@sqlenv/shared';
+import type { Logger } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
 import { parseServeConfig, startServer, type RunningServer } from '../apps/env-server/src/serve-command.ts';
@@ -129,23 +129,52 @@ describe('evaluation mode: only the terminal reward reaches the client', () => {
     expect(right).toBeGreaterThan(wrong ?? 0);
   });
 
-  it('`sqlenv serve` defaults to eval mode: QUERY SELECT <gold> and SELECT <gold - 1> earn the same 0; the answer earns 1', async () => {
+  it('`sqlenv serve` defaults to eval mode: QUERY SELECT <gold> and SELECT <gold - 1> earn the same 0; the answer earns 1; the shaping is logged', async () => {
     const config = parseServeConfig(['--port', '0', '--dataset', process.env['SPIDER_DIR'] ?? 'builtin', '--cache-dir', join(tmpdir(), 'sqlenv-test-cache')], {});
     if (config === 'help') throw new Error('unexpected help');
+    const logged = captureLogger();
     let served: RunningServer | undefined;
     try {
-      served = await startServer(config, silentLogger);
+      served = await startServer(config, logged.logger);
       const { right, wrong, answer, total } = await probe(`http://127.0.0.1:${served.address.port}`);
       expect(right).toBe(0);
       expect(wrong).toBe(0);
       expect(answer).toBe(1);
       expect(total).toBe(1);
       expect(config.mode).toBe('eval');
+      // The server still computed the shaping, and its log shows what the client was not told.
+      const steps = logged.records.filter((r) => r['msg'] === 'step reward');
+      expect(steps.map((r) => (r['rewardBreakdown'] as { progress: number }).progress).some((p) => p > 0)).toBe(true);
+      expect(logged.records.find((r) => r['msg'] === 'env server listening')).toMatchObject({ rewardMode: 'eval' });
     } finally {
       await served?.server.close();
     }
   });
 });
+
+/** A logger that keeps every record (debug included) with its bindings, for assertions on what the server logs. */
+function captureLogger(): { logger: Logger; records: Array<Record<string, unknown>> } {
+  const records: Array<Record<string, unknown>> = [];
+  const make = (bindings: Record<string, unknown>): Logger => {
+    const write = (obj: unknown, msg?: string): void => {
+      records.push(typeof obj === 'string' ? { ...bindings, msg: obj } : { ...bindings, ...(obj as Record<string, unknown>), msg });
+    };
+    const logger = {
+      level: 'debug',
+      isLevelEnabled: () => true,
+      child: (more: Record<string, unknown>) => make({ ...bindings, ...more }),
+      flush: (cb?: () => void) => cb?.(),
+      fatal: write,
+      error: write,
+      warn: write,
+      info: write,
+      debug: write,
+      trace: write,
+    };
+    return logger as unknown as Logger;
+  };
+  return { logger: make({}), records };
+}
 
 describe('strict HTTP /step', () => {
   async function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: Record<string, unknown> }> {

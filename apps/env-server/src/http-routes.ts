@@ -154,7 +154,7 @@ async function step(ctx: RequestContext, deps: HttpRouteDeps): Promise<void> {
     // Stock OpenEnv semantics: a fresh environment for this one call.
     const env = deps.runtime.createEnvironment();
     try {
-      sendJson(ctx.res, 200, await deps.actions.step(env, parsed.data.action, 'http', ['body', 'action']));
+      sendJson(ctx.res, 200, await deps.actions.step(env, parsed.data.action, 'http', ['body', 'action'], deps.logger));
     } finally {
       env.close();
     }
