@@ -122,29 +122,30 @@ describe('HTTP: multi-step episodes with session_id', () => {
     expect((await post('/step', { action: { action_type: 'DESCRIBE', argument: 'x' }, session_id: sessionId })).status).toBe(404);
   });
 
-  it('counts HTTP sessions in capacity and evicts the least recently used one when full', async () => {
+  it('counts HTTP sessions in capacity: when full and none is idle, a new one gets 429 and the others keep working', async () => {
     const small = await startHarness(runtime, { maxSessions: 2 });
     try {
       const first = String((await post('/reset', {}, {}, small.baseUrl)).json['session_id']);
       const second = String((await post('/reset', {}, {}, small.baseUrl)).json['session_id']);
       expect(small.server.sessionCount()).toBe(2);
       const third = await post('/reset', {}, {}, small.baseUrl);
-      expect(third.status).toBe(200);
+      expect(third.status).toBe(429);
+      expect(String(third.json['detail'])).toMatch(/capacity/);
       expect(small.server.sessionCount()).toBe(2);
-      expect((await get(`/state?session_id=${first}`, {}, small.baseUrl)).status).toBe(404);
+      expect((await get(`/state?session_id=${first}`, {}, small.baseUrl)).status).toBe(200);
       expect((await get(`/state?session_id=${second}`, {}, small.baseUrl)).status).toBe(200);
     } finally {
       await small.close();
     }
   });
 
-  it('answers 503 when WebSocket sessions fill the server (they are never evicted)', async () => {
+  it('answers 429 when WebSocket sessions fill the server', async () => {
     const small = await startHarness(runtime, { maxSessions: 1 });
     try {
       const ws = await RawWs.open(small.wsUrl);
       expect((await ws.request({ type: 'state' }))['type']).toBe('state');
       const refused = await post('/reset', {}, {}, small.baseUrl);
-      expect(refused.status).toBe(503);
+      expect(refused.status).toBe(429);
       expect(String(refused.json['detail'])).toMatch(/capacity/);
       ws.close();
     } finally {

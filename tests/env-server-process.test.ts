@@ -62,7 +62,8 @@ beforeAll(async () => {
   // The test reads the gold itself (the server never reveals it).
   runtime = await createTestRuntime();
   oracle = firstOracleEpisode(runtime);
-  server = await startMain();
+  // Train mode, as a TRL run would start it: the stock client must see the shaped rewards.
+  server = await startMain({ SQLENV_MODE: 'train' });
 });
 
 afterAll(async () => {

@@ -224,21 +224,6 @@ describe('WS /ws: errors that end the session', () => {
     }
   });
 
-  it('reaps an idle session with SESSION_ERROR then close 1000', async () => {
-    const idle = await startHarness(runtime, { idleTimeoutS: 0.3 });
-    try {
-      const ws = await RawWs.open(idle.wsUrl);
-      // No request at all: the very next frame must be the reaper's.
-      const frame = errorData(await ws.next(10_000));
-      expect(frame.code).toBe('SESSION_ERROR');
-      expect(frame.message).toMatch(/idle/);
-      expect((await ws.closed).code).toBe(1000);
-      expect(idle.server.sessionCount()).toBe(0);
-    } finally {
-      await idle.close();
-    }
-  });
-
   it('FACTORY_ERROR then close 1000 when no environment can be created', async () => {
     const broken = await startHarness({
       dataset: runtime.dataset,

@@ -37,16 +37,21 @@ describe('sqlenv CLI', () => {
     const summary = JSON.parse(last) as Record<string, number>;
     expect(summary['episodes']).toBe(12);
     expect(summary['success_rate']).toBe(1);
-    expect(summary['mean_reward']).toBeGreaterThan(1.05);
+    // Evaluation mode by default: the policy saw (and the report sums) the terminal reward only.
+    expect(summary['mean_reward']).toBe(1);
+    expect(summary['reward_mode']).toBe('eval');
     expect(summary['errors']).toBe(0);
     expect(summary).toHaveProperty('mean_steps');
   });
 
   it('random policy almost never succeeds', async () => {
-    const { code, stdout } = await run(['eval', '--policy', 'random', '--episodes', '30', '--json']);
+    const { code, stdout } = await run(['eval', '--policy', 'random', '--episodes', '30', '--mode', 'train', '--json']);
     expect(code).toBe(0);
-    const summary = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, number>;
+    const summary = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, number | string>;
     expect(summary['success_rate']).toBeLessThan(0.1);
+    // --mode train: the shaped reward (step costs and penalties), which the terminal reward alone never is.
+    expect(summary['reward_mode']).toBe('train');
+    expect(summary['mean_reward']).not.toBe(summary['success_rate']);
   });
 
   it('bad arguments give a one-line error and exit code 2', async () => {
@@ -175,8 +180,8 @@ describe('sqlenv model', () => {
 });
 
 describe('sqlenv eval --url', () => {
-  it('gives the same report against a running server as in-process', async () => {
-    const runtime = await createSqlEnvRuntime({ dataset: 'builtin', cacheDir });
+  it('gives the same report against a running server (in eval mode, as `sqlenv serve` is by default) as in-process', async () => {
+    const runtime = await createSqlEnvRuntime({ dataset: 'builtin', cacheDir, env: { rewardMode: 'eval' } });
     const server = createEnvServer({ runtime, defaultMetrics: false });
     try {
       const { port } = await server.listen(0, '127.0.0.1');
@@ -185,7 +190,10 @@ describe('sqlenv eval --url', () => {
       expect(remote.code, remote.stderr).toBe(0);
       expect(local.code, local.stderr).toBe(0);
       const summary = (out: string): Record<string, unknown> => JSON.parse(out.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
-      expect(summary(remote.stdout)).toEqual(summary(local.stdout));
+      const { reward_mode: remoteMode, ...remoteReport } = summary(remote.stdout);
+      const { reward_mode: localMode, ...localReport } = summary(local.stdout);
+      expect([remoteMode, localMode]).toEqual(['server', 'eval']);
+      expect(remoteReport).toEqual(localReport);
       expect(summary(remote.stdout)['success_rate']).toBe(1);
       const unreachable = await run([...args, '--url', 'ws://127.0.0.1:9']);
       expect(unreachable.code).toBe(1);

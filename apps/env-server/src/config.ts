@@ -21,6 +21,15 @@ export const EnvServerLimitsSchema = z.strictObject({
   shutdownGraceMs: z.number().int().nonnegative().default(5000),
   /** Bearer token required on every route and on /ws; unset = no auth. */
   apiKey: z.string().min(1).optional(),
+  /**
+   * Host names accepted in the Host header of HTTP requests and in the Origin
+   * of browsers (WebSocket handshakes and HTTP requests that carry one), on
+   * top of the loopback names (localhost, *.localhost, 127.0.0.1, [::1]),
+   * which are always accepted, as are IP-literal Host headers and the server's
+   * own origin (host-policy.ts says why). `.name` also accepts subdomains; `*`
+   * accepts any host (behind a proxy that checks it). Any port matches.
+   */
+  allowedHosts: z.array(z.string().trim().min(1).toLowerCase()).default([]),
   /** Serve the /web page and its catalog. */
   web: z.boolean().default(true),
 });
@@ -34,6 +43,13 @@ export const ServeConfigSchema = EnvServerLimitsSchema.extend({
   host: z.string().min(1).default('127.0.0.1'),
   /** 'builtin' or a directory in Spider layout. */
   dataset: z.string().min(1).default('builtin'),
+  /**
+   * `eval`: clients get the terminal reward only (0 until the episode ends), so
+   * the progress shaping, which scores queries against the gold answer, cannot be
+   * probed; the shaping is still computed and logged. `train`: the shaped reward,
+   * what RL trainers (TRL) need. Eval by default: a leak must be asked for.
+   */
+  mode: z.enum(['eval', 'train']).default('eval'),
   /** Where the builtin dataset is generated; the sql-env default when unset. */
   cacheDir: z.string().min(1).optional(),
   /** SQL executor child processes (the sql-env default when unset). */
@@ -59,6 +75,8 @@ export const ServeEnvSchema = z
     SQLENV_DATASET: z.string().optional(),
     SQLENV_CACHE_DIR: z.string().optional(),
     SQLENV_API_KEY: z.string().optional(),
+    SQLENV_ALLOWED_HOSTS: z.string().optional(),
+    SQLENV_MODE: z.string().optional(),
     SQLENV_MAX_SESSIONS: envNumber.optional(),
     SQLENV_IDLE_TIMEOUT_S: envNumber.optional(),
     SQLENV_MAX_FRAME_BYTES: envNumber.optional(),
@@ -76,6 +94,8 @@ export const ServeEnvSchema = z
       cacheDir: env.SQLENV_CACHE_DIR,
       // An empty SQLENV_API_KEY (common in compose files) means "no auth", not "empty token".
       apiKey: env.SQLENV_API_KEY === '' ? undefined : env.SQLENV_API_KEY,
+      allowedHosts: env.SQLENV_ALLOWED_HOSTS === undefined ? undefined : splitList(env.SQLENV_ALLOWED_HOSTS),
+      mode: env.SQLENV_MODE,
       maxSessions: env.SQLENV_MAX_SESSIONS,
       idleTimeoutS: env.SQLENV_IDLE_TIMEOUT_S,
       maxFrameBytes: env.SQLENV_MAX_FRAME_BYTES,
@@ -86,6 +106,14 @@ export const ServeEnvSchema = z
       logLevel: env.LOG_LEVEL,
     }),
   );
+
+/** `a, b,c` → ['a', 'b', 'c']; empty items dropped. */
+export function splitList(value: string): string[] {
+  return value
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+}
 
 function dropUndefined<T extends Record<string, unknown>>(record: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
   return Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> };

@@ -1,4 +1,5 @@
 import { fastSqlAction, SqlActionSchema, type EpisodeState, type ResetOptions, type SqlAction, type StepResult } from '@sqlenv/protocol';
+import type { Logger } from '@sqlenv/shared';
 import type { Catalog } from './catalog.ts';
 import type { ServedEnvironment } from './env-runtime.ts';
 import { toValidationIssues, validationError } from './error-mapping.ts';
@@ -42,12 +43,16 @@ export class EnvActions {
     return parsed.data;
   }
 
-  async step(env: ServedEnvironment, raw: unknown, transport: Transport, locPrefix: readonly string[]): Promise<StepResult> {
+  /** `log` (the session's logger) gets the step's reward breakdown at debug level: in eval mode the only place the shaping shows. */
+  async step(env: ServedEnvironment, raw: unknown, transport: Transport, locPrefix: readonly string[], log?: Logger): Promise<StepResult> {
     const action = this.parseAction(raw, locPrefix);
     const stopTimer = this.metrics.stepSeconds.startTimer({ transport });
     try {
       const result = await env.step(action);
       this.metrics.stepsTotal.inc({ transport });
+      if (log !== undefined && result.info?.reward_breakdown !== undefined && log.isLevelEnabled('debug')) {
+        log.debug({ actionType: action.action_type, reward: result.reward, done: result.done, rewardBreakdown: result.info.reward_breakdown }, 'step reward');
+      }
       return toWire(result);
     } finally {
       stopTimer();

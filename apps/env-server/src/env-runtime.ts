@@ -1,4 +1,4 @@
-import type { EpisodeState, ResetOptions, SqlAction, StepResult } from '@sqlenv/protocol';
+import type { EpisodeState, ResetOptions, RewardBreakdown, SqlAction, StepResult } from '@sqlenv/protocol';
 
 /**
  * What the server needs from an environment: the shape of `SqlEnvironment`
@@ -8,7 +8,7 @@ import type { EpisodeState, ResetOptions, SqlAction, StepResult } from '@sqlenv/
  */
 export interface ServedEnvironment {
   reset(options?: ResetOptions): Promise<StepResult>;
-  step(action: SqlAction): Promise<StepResult & { info?: { sql_ms?: number | undefined } }>;
+  step(action: SqlAction): Promise<StepResult & { info?: { sql_ms?: number | undefined; reward_breakdown?: RewardBreakdown } }>;
   state(): EpisodeState;
   close(): void;
 }
@@ -32,6 +32,8 @@ export interface ServedDataset {
 /** The runtime the server serves: `createSqlEnvRuntime(...)`'s result has this shape. */
 export interface ServedRuntime {
   dataset: ServedDataset;
+  /** The episode config: `rewardMode` says what reward clients see (logged at start; sql-env's runtime has it). */
+  readonly config?: { readonly rewardMode?: 'train' | 'eval' };
   createEnvironment(): ServedEnvironment;
   close(): Promise<void>;
 }

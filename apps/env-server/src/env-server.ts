@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { AppError, ErrorCode, silentLogger, formatZodIssues, type Logger } from '@sqlenv/shared';
 import { isAuthorized, selectSubprotocol } from './auth.ts';
+import { createHostPolicy, hostnameOf, type HostPolicy } from './host-policy.ts';
 import { Catalog } from './catalog.ts';
 import { EnvServerLimitsSchema, type EnvServerLimits, type EnvServerLimitsInput } from './config.ts';
 import { EnvActions } from './env-actions.ts';
@@ -91,8 +92,16 @@ export function createEnvServer(options: EnvServerOptions): EnvServer {
   const sockets = new Set<WebSocket>();
   let closing: Promise<void> | undefined;
 
+  const hosts = createHostPolicy(limits.allowedHosts);
   const httpServer: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
+    const refusal = hostRefusal(hosts, req, true);
+    if (refusal !== undefined) {
+      metrics.errorsTotal.inc({ code: 'HTTP_403' });
+      logger.warn({ host: req.headers.host, origin: req.headers.origin, path: url.pathname }, 'request refused: host or origin not allowed');
+      sendJson(res, 403, { detail: refusal });
+      return;
+    }
     if (!isAuthorized(req, url, limits.apiKey)) {
       metrics.errorsTotal.inc({ code: 'HTTP_401' });
       sendJson(res, 401, { detail: 'Missing or invalid bearer token' }, { 'www-authenticate': 'Bearer' });
@@ -112,6 +121,12 @@ export function createEnvServer(options: EnvServerOptions): EnvServer {
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (closing !== undefined) return refuseUpgrade(socket, 503, 'Service Unavailable');
     if (url.pathname !== '/ws') return refuseUpgrade(socket, 404, 'Not Found');
+    // Only browsers send Origin, and only they can be tricked into connecting; other clients chose their URL.
+    if (hostRefusal(hosts, req, false) !== undefined) {
+      metrics.errorsTotal.inc({ code: 'HTTP_403' });
+      logger.warn({ host: req.headers.host, origin: req.headers.origin }, 'websocket refused: origin not allowed');
+      return refuseUpgrade(socket, 403, 'Forbidden');
+    }
     if (!isAuthorized(req, url, limits.apiKey)) {
       metrics.errorsTotal.inc({ code: 'HTTP_401' });
       return refuseUpgrade(socket, 401, 'Unauthorized');
@@ -156,7 +171,17 @@ export function createEnvServer(options: EnvServerOptions): EnvServer {
         httpServer.listen(port, host, () => {
           httpServer.off('error', reject);
           const address = httpServer.address() as AddressInfo;
-          logger.info({ host: address.address, port: address.port, maxSessions: limits.maxSessions, auth: limits.apiKey !== undefined }, 'env server listening');
+          logger.info(
+            {
+              host: address.address,
+              port: address.port,
+              maxSessions: limits.maxSessions,
+              auth: limits.apiKey !== undefined,
+              allowedHosts: limits.allowedHosts,
+              rewardMode: runtime.config?.rewardMode ?? 'unknown',
+            },
+            'env server listening',
+          );
           resolve(address);
         });
       });
@@ -166,6 +191,23 @@ export function createEnvServer(options: EnvServerOptions): EnvServer {
       return closing;
     },
   };
+}
+
+/**
+ * Why a request is refused by the host policy, or undefined when it may pass.
+ * HTTP requests need an accepted Host; both HTTP and WebSocket need an
+ * accepted Origin when a browser sent one.
+ */
+function hostRefusal(hosts: HostPolicy, req: IncomingMessage, checkHost: boolean): string | undefined {
+  const host = req.headers.host;
+  if (checkHost && !hosts.allowsHost(host)) {
+    return `Host '${host ?? ''}' is not allowed: start the server with --allowed-hosts ${hostnameOf(host ?? '') ?? '<name>'} (or SQLENV_ALLOWED_HOSTS) to serve it`;
+  }
+  const origin = req.headers.origin;
+  if (!hosts.allowsOrigin(origin, host)) {
+    return `Origin '${origin ?? ''}' is not allowed: start the server with --allowed-hosts <its host name> (or SQLENV_ALLOWED_HOSTS) to accept its pages`;
+  }
+  return undefined;
 }
 
 function refuseUpgrade(socket: Duplex, status: number, reason: string): void {

@@ -52,7 +52,8 @@ export function httpStatusOf(error: AppError): number {
     case ErrorCode.EPISODE_STATE:
       return 409;
     case ErrorCode.CAPACITY:
-      return 503;
+      // Too many sessions, not a broken server: clients may retry later (RFC 6585).
+      return 429;
     case ErrorCode.UNAUTHORIZED:
       return 401;
     case ErrorCode.TIMEOUT:

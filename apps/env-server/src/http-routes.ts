@@ -85,12 +85,28 @@ async function readObjectBody(ctx: RequestContext, deps: HttpRouteDeps, required
   return body.value as Record<string, unknown>;
 }
 
-/** Session id from the body field, the X-Session-Id header, or `?session_id=`, in that order. */
+/**
+ * Session id from the body field, the X-Session-Id header or `?session_id=`.
+ * Any of them may carry it; when several do they must agree: a body that names
+ * one session and a header that names another is a client bug, not a choice
+ * for the server to make (400).
+ */
 function sessionIdOf(ctx: RequestContext, bodyId: string | undefined): string | undefined {
-  if (bodyId !== undefined) return bodyId;
   const header = ctx.req.headers[SESSION_HEADER];
-  if (typeof header === 'string' && header !== '') return header;
-  return ctx.url.searchParams.get('session_id') ?? undefined;
+  const candidates: Array<[string, string | undefined]> = [
+    ['body session_id', bodyId],
+    ['X-Session-Id header', typeof header === 'string' && header !== '' ? header : undefined],
+    ['session_id query parameter', ctx.url.searchParams.get('session_id') ?? undefined],
+  ];
+  const given = candidates.filter((c): c is [string, string] => c[1] !== undefined);
+  const first = given[0];
+  const conflict = given.find(([, id]) => id !== first?.[1]);
+  if (first !== undefined && conflict !== undefined) {
+    throw new AppError(ErrorCode.VALIDATION, `Conflicting session ids: ${first[0]} '${first[1]}' but ${conflict[0]} '${conflict[1]}'; send one, or the same in both`, {
+      details: { httpStatus: 400 },
+    });
+  }
+  return first?.[1];
 }
 
 function httpSession(deps: HttpRouteDeps, id: string): EnvSession {
@@ -118,7 +134,7 @@ async function reset(ctx: RequestContext, deps: HttpRouteDeps): Promise<void> {
     opened = true;
   }
   try {
-    const result = await session.enqueue(() => deps.actions.reset(session.env, options, 'http', ['body']));
+    const result = await session.enqueue(() => deps.actions.reset(session.envForReset(), options, 'http', ['body']));
     sendJson(ctx.res, 200, { ...result, session_id: session.id }, { [SESSION_HEADER]: session.id });
   } catch (error) {
     // A session opened for a reset that failed (unknown question...) would only hold a slot.
@@ -130,7 +146,7 @@ async function reset(ctx: RequestContext, deps: HttpRouteDeps): Promise<void> {
 async function step(ctx: RequestContext, deps: HttpRouteDeps): Promise<void> {
   const raw = await readObjectBody(ctx, deps, true);
   const parsed = HttpStepRequestSchema.safeParse(raw);
-  if (!parsed.success) throw validationError('Invalid step request', toValidationIssues(parsed.error, ['body']));
+  if (!parsed.success) throw validationError('Invalid step request', stepRequestIssues(parsed.error));
   const id = sessionIdOf(ctx, parsed.data.session_id);
   // Validate before touching any environment: a bad action is a 422 whatever the session.
   deps.actions.parseAction(parsed.data.action, ['body', 'action']);
@@ -138,15 +154,23 @@ async function step(ctx: RequestContext, deps: HttpRouteDeps): Promise<void> {
     // Stock OpenEnv semantics: a fresh environment for this one call.
     const env = deps.runtime.createEnvironment();
     try {
-      sendJson(ctx.res, 200, await deps.actions.step(env, parsed.data.action, 'http', ['body', 'action']));
+      sendJson(ctx.res, 200, await deps.actions.step(env, parsed.data.action, 'http', ['body', 'action'], deps.logger));
     } finally {
       env.close();
     }
     return;
   }
   const session = httpSession(deps, id);
-  const result = await session.enqueue(() => deps.actions.step(session.env, parsed.data.action, 'http', ['body', 'action']));
+  const log = deps.logger.child({ sessionId: session.id });
+  const result = await session.enqueue(() => deps.actions.step(session.envForStep(), parsed.data.action, 'http', ['body', 'action'], log));
   sendJson(ctx.res, 200, { ...result, session_id: session.id }, { [SESSION_HEADER]: session.id });
+}
+
+const STEP_KEYS = Object.keys(HttpStepRequestSchema.shape).join(', ');
+
+/** Validation issues of a /step body; an unknown key's message lists the accepted ones. */
+function stepRequestIssues(error: z.ZodError): ValidationIssue[] {
+  return toValidationIssues(error, ['body']).map((issue) => (issue.type === 'unrecognized_keys' ? { ...issue, msg: `${issue.msg}; /step accepts ${STEP_KEYS}` } : issue));
 }
 
 async function state(ctx: RequestContext, deps: HttpRouteDeps): Promise<void> {
@@ -161,7 +185,7 @@ async function state(ctx: RequestContext, deps: HttpRouteDeps): Promise<void> {
     return;
   }
   const session = httpSession(deps, id);
-  const snapshot = await session.enqueue(() => Promise.resolve(deps.actions.state(session.env)));
+  const snapshot = await session.enqueue(() => Promise.resolve(deps.actions.state(session.envForState())));
   sendJson(ctx.res, 200, snapshot, { [SESSION_HEADER]: session.id });
 }
 

@@ -1,8 +1,9 @@
 /**
  * Docker / direct entrypoint: `node --import tsx apps/env-server/src/main.ts`.
  * Configuration comes from environment variables only (PORT, HOST,
- * SQLENV_DATASET, SQLENV_API_KEY, SQLENV_MAX_SESSIONS, SQLENV_IDLE_TIMEOUT_S,
- * SQLENV_CACHE_DIR, SQLENV_WEB, LOG_LEVEL); see apps/env-server/README.md.
+ * SQLENV_DATASET, SQLENV_API_KEY, SQLENV_MODE, SQLENV_ALLOWED_HOSTS,
+ * SQLENV_MAX_SESSIONS, SQLENV_IDLE_TIMEOUT_S, SQLENV_CACHE_DIR, SQLENV_WEB,
+ * LOG_LEVEL); see apps/env-server/README.md.
  */
 import { createRootLogger, toAppError, type Logger } from '@sqlenv/shared';
 import { parseServeConfig, serveUntilSignal } from './serve-command.ts';

@@ -32,9 +32,11 @@ const sessionHeader = {
 /** The OpenAPI 3.1 document served at /openapi.json (3.1 uses JSON Schema 2020-12, which zod emits). */
 export function buildOpenApiDocument(info: { title: string; version: string; description: string; auth: boolean }): Record<string, unknown> {
   const errors = {
+    '400': { description: 'Conflicting session ids (body, X-Session-Id header, query)', ...json(ref('HTTPError')) },
+    '403': { description: 'Host or Origin not allowed (--allowed-hosts)', ...json(ref('HTTPError')) },
     '404': { description: 'Unknown or expired session_id', ...json(ref('HTTPError')) },
     '422': { description: 'Validation error', ...json(ref('HTTPValidationError')) },
-    '503': { description: 'Server at capacity', ...json(ref('HTTPError')) },
+    '429': { description: 'Server at capacity: every session is in use and none is idle', ...json(ref('HTTPError')) },
   };
   return {
     openapi: '3.1.0',

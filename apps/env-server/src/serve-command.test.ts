@@ -13,7 +13,18 @@ describe('parseServeConfig', () => {
       maxSessions: 1024,
       maxFrameBytes: 1024 * 1024,
       web: true,
+      mode: 'eval',
+      allowedHosts: [],
     });
+  });
+
+  it('--mode / SQLENV_MODE picks the reward clients see; --allowed-hosts / SQLENV_ALLOWED_HOSTS takes a comma list', () => {
+    expect(parseServeConfig(['--mode', 'train'], {})).toMatchObject({ mode: 'train' });
+    expect(parseServeConfig([], { SQLENV_MODE: 'train' })).toMatchObject({ mode: 'train' });
+    expect(() => parseServeConfig(['--mode', 'play'], {})).toThrow(/mode/);
+    expect(parseServeConfig(['--allowed-hosts', 'env-server, Sqlenv.Example,,'], {})).toMatchObject({ allowedHosts: ['env-server', 'sqlenv.example'] });
+    expect(parseServeConfig(['--allowed-hosts', '*'], { SQLENV_ALLOWED_HOSTS: 'a,b' })).toMatchObject({ allowedHosts: ['*'] });
+    expect(parseServeConfig([], { SQLENV_ALLOWED_HOSTS: 'a,b' })).toMatchObject({ allowedHosts: ['a', 'b'] });
   });
 
   it('reads the Docker env vars, and flags win over them', () => {

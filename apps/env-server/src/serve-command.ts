@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { AddressInfo } from 'node:net';
 import { AppError, ErrorCode, createRootLogger, formatZodIssues, type Logger } from '@sqlenv/shared';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
-import { ServeConfigSchema, ServeEnvSchema, type ServeConfig } from './config.ts';
+import { ServeConfigSchema, ServeEnvSchema, splitList, type ServeConfig } from './config.ts';
 import { createEnvServer, type EnvServer } from './env-server.ts';
 
 export const SERVE_USAGE = `Usage: sqlenv serve [options]
@@ -15,6 +15,10 @@ Options:
   --dataset <builtin|dir> builtin dataset or a Spider-layout directory (env SQLENV_DATASET)
   --cache-dir <dir>      where the builtin dataset is generated (env SQLENV_CACHE_DIR)
   --api-key <key>        require "Authorization: Bearer <key>" (env SQLENV_API_KEY)
+  --mode <eval|train>    eval (default): clients see only the terminal reward; train: the shaped
+                         reward RL trainers need (env SQLENV_MODE)
+  --allowed-hosts <list> host names served besides loopback names and IP literals, comma-separated;
+                         .name adds subdomains, * allows any (env SQLENV_ALLOWED_HOSTS)
   --max-sessions <n>     concurrent sessions, WebSocket + HTTP (default 1024; env SQLENV_MAX_SESSIONS)
   --idle-timeout-s <s>   reap sessions idle this long, 0 = never (default 600; env SQLENV_IDLE_TIMEOUT_S)
   --no-web               do not serve the /web page (env SQLENV_WEB=0)
@@ -37,6 +41,8 @@ export function parseServeConfig(argv: readonly string[], env: Record<string, st
       dataset: { type: 'string' },
       'cache-dir': { type: 'string' },
       'api-key': { type: 'string' },
+      mode: { type: 'string' },
+      'allowed-hosts': { type: 'string' },
       'max-sessions': { type: 'string' },
       'idle-timeout-s': { type: 'string' },
       'no-web': { type: 'boolean' },
@@ -55,6 +61,8 @@ export function parseServeConfig(argv: readonly string[], env: Record<string, st
       dataset: values.dataset,
       cacheDir: values['cache-dir'],
       apiKey: values['api-key'],
+      mode: values.mode,
+      allowedHosts: values['allowed-hosts'] === undefined ? undefined : splitList(values['allowed-hosts']),
       maxSessions: num(values['max-sessions']),
       idleTimeoutS: num(values['idle-timeout-s']),
       web: values['no-web'] === true ? false : undefined,
@@ -73,12 +81,12 @@ export interface RunningServer {
 
 /** Load the dataset, start the executor pool and the server; the server owns (and closes) the runtime. */
 export async function startServer(config: ServeConfig, logger: Logger): Promise<RunningServer> {
-  const { port, host, dataset, cacheDir, executorPoolSize, executorInProcessMaxMs, logLevel: _logLevel, ...limits } = config;
+  const { port, host, dataset, cacheDir, mode, executorPoolSize, executorInProcessMaxMs, logLevel: _logLevel, ...limits } = config;
   const executor = {
     ...(executorPoolSize === undefined ? {} : { poolSize: executorPoolSize }),
     ...(executorInProcessMaxMs === undefined ? {} : { inProcessMaxMs: executorInProcessMaxMs }),
   };
-  const runtime = await createSqlEnvRuntime({ dataset, ...(cacheDir === undefined ? {} : { cacheDir }), executor, logger });
+  const runtime = await createSqlEnvRuntime({ dataset, ...(cacheDir === undefined ? {} : { cacheDir }), executor, env: { rewardMode: mode }, logger });
   logger.info({ dataset: runtime.dataset.name, databases: runtime.dataset.databases.size, questions: runtime.dataset.questions.length }, 'dataset loaded');
   const server = createEnvServer({ runtime, ownsRuntime: true, logger, ...limits });
   try {

@@ -18,33 +18,49 @@ describe('SessionRegistry', () => {
     registry.stop();
   });
 
-  it('evicts the least recently used idle HTTP session, never a WebSocket or a busy one', async () => {
-    const registry = new SessionRegistry({ runtime: createFakeRuntime(), maxSessions: 3, idleTimeoutS: 0 });
+  it('when full, evicts the session idle the longest, never one that is busy or active within the idle timeout', async () => {
+    const registry = new SessionRegistry({ runtime: createFakeRuntime(), maxSessions: 3, idleTimeoutS: 60 });
     const ended: string[] = [];
     const ws = registry.open('ws', () => ended.push('ws'));
     const older = registry.open('http', () => ended.push('older'));
     const newer = registry.open('http', () => ended.push('newer'));
-    await newer.enqueue(() => Promise.resolve());
-    older.lastActiveMs = 0;
+    // Nobody idle for 60 s: a fourth session is refused, nobody dropped.
+    expect(() => registry.open('http', () => ended.push('fourth'))).toThrow(/capacity/);
+    expect(ended).toEqual([]);
+    const longAgoMs = performance.now() - 120_000;
+    ws.lastActiveMs = longAgoMs;
+    older.lastActiveMs = longAgoMs - 1;
+    newer.lastActiveMs = longAgoMs - 2;
     let release: () => void = () => undefined;
-    const busy = older.enqueue(() => new Promise<void>((r) => (release = r)));
-    // The older one is busy: the newer idle one goes instead.
+    const busy = newer.enqueue(() => new Promise<void>((r) => (release = r)));
+    newer.lastActiveMs = longAgoMs - 2; // a request in flight makes it busy, whatever its timestamp says
     registry.open('http', () => ended.push('third'));
-    expect(ended).toEqual(['newer']);
-    expect(registry.get(ws.id)).toBe(ws);
+    expect(ended).toEqual(['older']);
+    registry.open('ws', () => ended.push('fifth'));
+    // WebSocket sessions are evicted like any other once idle (their client reconnects).
+    expect(ended).toEqual(['older', 'ws']);
+    expect(registry.get(newer.id)).toBe(newer);
     await new Promise((r) => setImmediate(r)); // let the busy task start, so `release` is its resolver
     release();
     await busy;
     registry.stop();
   });
 
-  it('reaps idle sessions and tells their owner why', async () => {
+  it("reaping releases an idle WebSocket session's environment and keeps the session; an idle HTTP session ends", async () => {
     const registry = new SessionRegistry({ runtime: createFakeRuntime(), maxSessions: 4, idleTimeoutS: 0.1 });
     const reasons: EndReason[] = [];
-    registry.open('ws', (r) => reasons.push(r));
+    const ws = registry.open('ws', (r) => reasons.push(r));
+    registry.open('http', (r) => reasons.push(r));
+    await ws.enqueue(() => ws.envForReset().reset());
     await new Promise((r) => setTimeout(r, 400));
     expect(reasons).toEqual(['idle']);
-    expect(registry.size).toBe(0);
+    expect(registry.size).toBe(1);
+    expect(registry.get(ws.id)).toBe(ws);
+    expect(ws.isReleased).toBe(true);
+    expect(() => ws.envForStep()).toThrow(/idle for more than 0.1 s/);
+    expect(ws.envForState().state().episode_id).toBeNull();
+    await ws.envForReset().reset();
+    expect(ws.envForStep().state().episode_id).not.toBeNull();
     registry.stop();
   });
 

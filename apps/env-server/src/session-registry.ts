@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { AppError, ErrorCode } from '@sqlenv/shared';
-import type { ServedRuntime } from './env-runtime.ts';
+import type { ServedEnvironment, ServedRuntime } from './env-runtime.ts';
 import { EnvSession, type SessionKind } from './env-session.ts';
 
-/** Why a session ended without its client asking. */
+/** Why a session ended without its client asking: an idle HTTP session reaped, an idle session evicted for room, shutdown. */
 export type EndReason = 'idle' | 'evicted' | 'shutdown';
 
 interface Entry {
@@ -15,17 +15,23 @@ interface Entry {
 export interface SessionRegistryOptions {
   runtime: ServedRuntime;
   maxSessions: number;
-  /** 0 disables reaping. */
+  /** Seconds without a request after which a session is idle (reaped, evictable); 0 = never. */
   idleTimeoutS: number;
   onCountChange?: (kind: SessionKind, delta: number) => void;
 }
 
 /**
- * All live sessions of a server: capacity (WebSocket and HTTP sessions count
- * together), idle reaping, and eviction. HTTP sessions are best-effort: when
- * the server is full, the least recently used idle HTTP session makes room
- * for a new one (a curl user who walked away must not lock out a trainer);
- * WebSocket sessions are never evicted.
+ * All sessions of a server: capacity (WebSocket and HTTP sessions count
+ * together), idle reaping, and eviction.
+ *
+ * A session is idle once no request has run on it for idleTimeoutS. Reaping
+ * frees an idle session's episode without breaking its client: a WebSocket
+ * session keeps its socket and slot and answers the next reset normally (RL
+ * trainers keep a pool of connections across batches, evaluations and
+ * checkpoints); an idle HTTP session, which has no socket to keep, ends.
+ * When the server is full, the longest-idle session makes room for a new one;
+ * a session that is not idle is never dropped: without an idle one, the new
+ * session is refused (CAPACITY). With idleTimeoutS 0 nothing is ever idle.
  */
 export class SessionRegistry {
   private readonly entries = new Map<string, Entry>();
@@ -62,25 +68,16 @@ export class SessionRegistry {
 
   /**
    * Open a session with a fresh environment. Throws AppError CAPACITY when
-   * full (after trying to evict an idle HTTP session), or INTERNAL with the
-   * factory's error as cause when the environment cannot be created.
+   * full and no session is idle, or INTERNAL with the factory's error as cause
+   * when the environment cannot be created.
    */
   open(kind: SessionKind, onEnd: (reason: EndReason) => void): EnvSession {
-    if (this.entries.size >= this.options.maxSessions && !this.evictOneHttpSession()) {
-      throw new AppError(ErrorCode.CAPACITY, `Server at capacity: ${this.entries.size}/${this.options.maxSessions} sessions active`, {
+    if (this.entries.size >= this.options.maxSessions && !this.evictIdlest()) {
+      throw new AppError(ErrorCode.CAPACITY, `Server at capacity: ${this.entries.size}/${this.options.maxSessions} sessions active, none idle`, {
         details: { active_sessions: this.entries.size, max_sessions: this.options.maxSessions },
       });
     }
-    let env;
-    try {
-      env = this.options.runtime.createEnvironment();
-    } catch (cause) {
-      throw new AppError(ErrorCode.INTERNAL, `Environment factory failed: ${cause instanceof Error ? cause.message : String(cause)}`, {
-        cause,
-        details: { stage: 'factory' },
-      });
-    }
-    const session = new EnvSession(randomUUID(), kind, env);
+    const session = new EnvSession(randomUUID(), kind, this.createEnvironment(), () => this.createEnvironment());
     this.entries.set(session.id, { session, onEnd });
     this.options.onCountChange?.(kind, 1);
     return session;
@@ -117,19 +114,43 @@ export class SessionRegistry {
     this.remove(id);
   }
 
-  private reapIdle(): void {
-    const cutoffMs = performance.now() - this.options.idleTimeoutS * 1000;
-    for (const [id, entry] of [...this.entries]) {
-      // A session waiting on a slow query is not idle, whatever its timestamp says.
-      if (entry.session.depth === 0 && entry.session.lastActiveMs < cutoffMs) this.end(id, entry, 'idle');
+  private createEnvironment(): ServedEnvironment {
+    try {
+      return this.options.runtime.createEnvironment();
+    } catch (cause) {
+      throw new AppError(ErrorCode.INTERNAL, `Environment factory failed: ${cause instanceof Error ? cause.message : String(cause)}`, {
+        cause,
+        details: { stage: 'factory' },
+      });
     }
   }
 
-  private evictOneHttpSession(): boolean {
+  /** Idle: nothing queued and no request for idleTimeoutS (a session waiting on a slow query is busy, whatever its timestamp). */
+  private isIdle(session: EnvSession, cutoffMs: number): boolean {
+    return this.options.idleTimeoutS > 0 && session.depth === 0 && session.lastActiveMs < cutoffMs;
+  }
+
+  private idleCutoffMs(): number {
+    return performance.now() - this.options.idleTimeoutS * 1000;
+  }
+
+  private reapIdle(): void {
+    const cutoffMs = this.idleCutoffMs();
+    const because = `the session was idle for more than ${this.options.idleTimeoutS} s`;
+    for (const [id, entry] of [...this.entries]) {
+      if (!this.isIdle(entry.session, cutoffMs)) continue;
+      if (entry.session.kind === 'http') this.end(id, entry, 'idle');
+      else entry.session.release(because);
+    }
+  }
+
+  /** End the session idle the longest, if any is idle; true when a slot was freed. */
+  private evictIdlest(): boolean {
+    const cutoffMs = this.idleCutoffMs();
     let oldest: [string, Entry] | undefined;
     for (const pair of this.entries) {
       const s = pair[1].session;
-      if (s.kind !== 'http' || s.depth > 0) continue;
+      if (!this.isIdle(s, cutoffMs)) continue;
       if (oldest === undefined || s.lastActiveMs < oldest[1].session.lastActiveMs) oldest = pair;
     }
     if (oldest === undefined) return false;

@@ -131,11 +131,11 @@ export function serveWebSocket(ws: WebSocket, deps: WsSessionDeps): void {
   async function runFrame(frame: ClientFrame): Promise<Outcome> {
     switch (frame.type) {
       case 'reset':
-        return { reply: { type: 'observation', data: await deps.actions.reset(session.env, frame.data ?? {}, 'ws', ['data']) } };
+        return { reply: { type: 'observation', data: await deps.actions.reset(session.envForReset(), frame.data ?? {}, 'ws', ['data']) } };
       case 'step':
-        return { reply: { type: 'observation', data: await deps.actions.step(session.env, frame.data, 'ws', ['data']) } };
+        return { reply: { type: 'observation', data: await deps.actions.step(session.envForStep(), frame.data, 'ws', ['data'], log) } };
       case 'state':
-        return { reply: { type: 'state', data: deps.actions.state(session.env) } };
+        return { reply: { type: 'state', data: deps.actions.state(session.envForState()) } };
       case 'mcp':
         return { reply: { type: 'mcp', data: mcpReply(frame.data) } };
       case 'close':
@@ -198,13 +198,17 @@ function rejectSession(ws: WebSocket, deps: WsSessionDeps, error: unknown): void
   sendFinal(ws, deps, { message: appError.message, code: isFactory ? WsErrorCode.FACTORY_ERROR : WsErrorCode.SESSION_ERROR }, CloseCode.NORMAL);
 }
 
-/** The registry ended this session (idle timeout or server shutdown). */
+/**
+ * The registry ended this session: evicted (idle, and a new session needed its
+ * slot) or server shutdown. Idle reaping alone never gets here for a
+ * WebSocket: it only releases the episode and keeps the socket.
+ */
 function endSession(ws: WebSocket, deps: WsSessionDeps, reason: EndReason): void {
   if (reason === 'shutdown') {
     sendFinal(ws, deps, { message: 'Server shutting down', code: WsErrorCode.SESSION_ERROR }, CloseCode.GOING_AWAY);
     return;
   }
-  const message = reason === 'idle' ? `Session idle for more than ${deps.idleTimeoutS} s` : 'Session evicted';
+  const message = `Session closed: idle for more than ${deps.idleTimeoutS} s and its slot was needed by a new session; reconnect to start again`;
   sendFinal(ws, deps, { message, code: WsErrorCode.SESSION_ERROR }, CloseCode.NORMAL);
 }
 

@@ -25,6 +25,12 @@ export const SQLEnvClientOptionsSchema = z.strictObject({
   maxFrameBytes: z.number().int().positive().default(4 * 1024 * 1024),
   /** Extra handshake headers. */
   headers: z.record(z.string(), z.string()).default({}),
+  /**
+   * When reset() finds the connection closed (the server evicted an idle
+   * session, restarted, or the network dropped it), open a new one and reset
+   * there. Other calls never reconnect: the episode they belong to is gone.
+   */
+  reconnect: z.boolean().default(true),
 });
 export type SQLEnvClientOptions = z.input<typeof SQLEnvClientOptionsSchema>;
 type ParsedOptions = z.infer<typeof SQLEnvClientOptionsSchema>;
@@ -54,24 +60,19 @@ interface Pending {
 }
 
 /**
- * OpenEnv WebSocket client for the SQLEnv server: one connection = one
- * environment session. Replies are matched to requests in order (the server
- * answers each request exactly once, in order), so calls may be pipelined.
- * Every reply is parsed with the shared zod schemas; server error frames
- * become AppErrors (CAPACITY, VALIDATION, EPISODE_STATE, ...), a dropped
- * connection TRANSPORT, a late reply TIMEOUT.
+ * One WebSocket connection = one server session. Replies are matched to
+ * requests in order (the server answers each request exactly once, in order),
+ * so calls may be pipelined.
  */
-export class SQLEnvClient implements RemoteEnvironment {
-  readonly url: string;
-  private readonly ws: WebSocket;
+class Connection {
+  readonly ws: WebSocket;
   private readonly options: ParsedOptions;
   private readonly queue: Pending[] = [];
-  /** Set once the session is over; every later call rejects with it. */
-  private ended: AppError | undefined;
-  private readonly closed: Promise<void>;
+  /** Set once the session is over; every later request rejects with it. */
+  ended: AppError | undefined;
+  readonly closed: Promise<void>;
 
-  private constructor(url: string, ws: WebSocket, options: ParsedOptions) {
-    this.url = url;
+  private constructor(ws: WebSocket, options: ParsedOptions) {
     this.ws = ws;
     this.options = options;
     this.closed = new Promise((resolve) => ws.once('close', () => resolve()));
@@ -83,21 +84,13 @@ export class SQLEnvClient implements RemoteEnvironment {
     ws.on('error', () => undefined); // 'close' follows and carries the failure
   }
 
-  /**
-   * Open a session. `url` may be the server's base URL (`http://host:8000`,
-   * like OpenEnv's base_url) or a ws:// URL; `/ws` is appended when missing.
-   * Rejects with AppError UNAUTHORIZED (401), TRANSPORT (unreachable) or TIMEOUT.
-   */
-  static async connect(url: string, options: SQLEnvClientOptions = {}): Promise<SQLEnvClient> {
-    const parsed = SQLEnvClientOptionsSchema.safeParse(options);
-    if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid client options: ${formatZodIssues(parsed.error)}`);
-    const opts = parsed.data;
-    const wsUrl = toWebSocketUrl(url);
+  /** Rejects with AppError UNAUTHORIZED (401), TRANSPORT (unreachable, refused) or TIMEOUT. */
+  static async open(wsUrl: string, opts: ParsedOptions): Promise<Connection> {
     const headers: Record<string, string> = { ...opts.headers };
     if (opts.apiKey !== undefined) headers['authorization'] = `Bearer ${opts.apiKey}`;
     const ws = new WebSocket(wsUrl, { headers, maxPayload: opts.maxFrameBytes, perMessageDeflate: false, handshakeTimeout: opts.connectTimeoutMs });
     // Listeners go on before 'open': a server at capacity sends its error frame right behind the handshake.
-    const client = new SQLEnvClient(wsUrl, ws, opts);
+    const connection = new Connection(ws, opts);
     await new Promise<void>((resolve, reject) => {
       const settle = (error?: AppError): void => {
         ws.off('open', onOpen);
@@ -124,55 +117,15 @@ export class SQLEnvClient implements RemoteEnvironment {
       ws.on('error', onError);
       ws.on('unexpected-response', onUnexpected);
     });
-    return client;
+    return connection;
   }
 
-  get isOpen(): boolean {
+  /** Open and not ended by the server (an unsolicited error frame arrives just before its close). */
+  get isUsable(): boolean {
     return this.ended === undefined && this.ws.readyState === WebSocket.OPEN;
   }
 
-  async reset(options: ResetRequest = {}): Promise<StepResult> {
-    const frame = await this.request({ type: 'reset', data: options }, 'observation');
-    return (frame as Extract<ServerFrame, { type: 'observation' }>).data;
-  }
-
-  async step(action: SqlAction): Promise<StepResult> {
-    const frame = await this.request({ type: 'step', data: action }, 'observation');
-    return (frame as Extract<ServerFrame, { type: 'observation' }>).data;
-  }
-
-  async state(): Promise<EpisodeState> {
-    const frame = await this.request({ type: 'state' }, 'state');
-    return (frame as Extract<ServerFrame, { type: 'state' }>).data;
-  }
-
-  /** Send a JSON-RPC request over the `mcp` frame (this server answers -32603: no MCP). */
-  async mcp(request: { method: string; id?: string | number; params?: unknown }): Promise<JsonRpcResponse> {
-    const frame = await this.request({ type: 'mcp', data: { jsonrpc: '2.0', ...request } }, 'mcp');
-    return (frame as Extract<ServerFrame, { type: 'mcp' }>).data;
-  }
-
-  /** End the session: `{"type":"close"}`, then wait for the server to close the socket. Idempotent. */
-  async close(): Promise<void> {
-    if (this.ws.readyState === WebSocket.OPEN && this.ended === undefined) {
-      this.ended = new AppError(ErrorCode.TRANSPORT, 'client closed');
-      this.ws.send(JSON.stringify({ type: 'close' }));
-      // A server that ignores the close frame must not hang us.
-      const timer = setTimeout(() => this.ws.terminate(), this.options.connectTimeoutMs);
-      await this.closed;
-      clearTimeout(timer);
-      return;
-    }
-    if (this.ws.readyState !== WebSocket.CLOSED) this.ws.terminate();
-    await this.closed;
-  }
-
-  /** Raw send, for protocol tests: the reply (whatever its type) is returned parsed. */
-  async send(frame: Record<string, unknown>): Promise<ServerFrame> {
-    return this.request(frame, undefined);
-  }
-
-  private request(frame: Record<string, unknown>, expect: ServerFrame['type'] | undefined): Promise<ServerFrame> {
+  request(frame: Record<string, unknown>, expect: ServerFrame['type'] | undefined): Promise<ServerFrame> {
     if (this.ended !== undefined) return Promise.reject(this.ended);
     if (this.ws.readyState !== WebSocket.OPEN) return Promise.reject(new AppError(ErrorCode.TRANSPORT, 'connection is not open'));
     return new Promise<ServerFrame>((resolve, reject) => {
@@ -201,6 +154,21 @@ export class SQLEnvClient implements RemoteEnvironment {
     });
   }
 
+  /** `{"type":"close"}`, then wait for the server to close the socket. Idempotent. */
+  async close(): Promise<void> {
+    if (this.ws.readyState === WebSocket.OPEN && this.ended === undefined) {
+      this.ended = new AppError(ErrorCode.TRANSPORT, 'client closed');
+      this.ws.send(JSON.stringify({ type: 'close' }));
+      // A server that ignores the close frame must not hang us.
+      const timer = setTimeout(() => this.ws.terminate(), this.options.connectTimeoutMs);
+      await this.closed;
+      clearTimeout(timer);
+      return;
+    }
+    if (this.ws.readyState !== WebSocket.CLOSED) this.ws.terminate();
+    await this.closed;
+  }
+
   private onMessage(data: WebSocket.RawData): void {
     let frame: ServerFrame;
     try {
@@ -223,7 +191,7 @@ export class SQLEnvClient implements RemoteEnvironment {
     }
     const entry = this.queue.shift();
     if (entry === undefined) {
-      // Unsolicited: the server ends the session (CAPACITY_REACHED, idle timeout, shutdown); the close follows.
+      // Unsolicited: the server ends the session (CAPACITY_REACHED, eviction, shutdown); the close follows.
       if (frame.type === 'error') this.ended = appErrorFromFrame(frame.data);
       return;
     }
@@ -237,5 +205,125 @@ export class SQLEnvClient implements RemoteEnvironment {
       clearTimeout(entry.timer);
       if (!entry.abandoned) entry.reject(error);
     }
+  }
+}
+
+/**
+ * OpenEnv WebSocket client for the SQLEnv server: one connection = one
+ * environment session. Every reply is parsed with the shared zod schemas;
+ * server error frames become AppErrors (CAPACITY, VALIDATION, EPISODE_STATE,
+ * ...), a dropped connection TRANSPORT, a late reply TIMEOUT.
+ *
+ * When the server closes the connection (an idle session evicted to make room,
+ * a restart), the next reset() reconnects and starts the episode there; a
+ * step(), state() or mcp() in between fails with EPISODE_STATE instead of
+ * silently running on a fresh session: the episode it belonged to is gone.
+ */
+export class SQLEnvClient implements RemoteEnvironment {
+  readonly url: string;
+  private readonly options: ParsedOptions;
+  private connection: Connection;
+  private reconnecting: Promise<Connection> | undefined;
+  /** Set by close(): the client is done, nothing reconnects. */
+  private closedByUser: AppError | undefined;
+  private reconnectCount = 0;
+
+  private constructor(url: string, connection: Connection, options: ParsedOptions) {
+    this.url = url;
+    this.connection = connection;
+    this.options = options;
+  }
+
+  /**
+   * Open a session. `url` may be the server's base URL (`http://host:8000`,
+   * like OpenEnv's base_url) or a ws:// URL; `/ws` is appended when missing.
+   * Rejects with AppError UNAUTHORIZED (401), TRANSPORT (unreachable) or TIMEOUT.
+   */
+  static async connect(url: string, options: SQLEnvClientOptions = {}): Promise<SQLEnvClient> {
+    const parsed = SQLEnvClientOptionsSchema.safeParse(options);
+    if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid client options: ${formatZodIssues(parsed.error)}`);
+    const wsUrl = toWebSocketUrl(url);
+    return new SQLEnvClient(wsUrl, await Connection.open(wsUrl, parsed.data), parsed.data);
+  }
+
+  get isOpen(): boolean {
+    return this.closedByUser === undefined && this.connection.isUsable;
+  }
+
+  /** How many times reset() had to open a new connection. */
+  get reconnects(): number {
+    return this.reconnectCount;
+  }
+
+  async reset(options: ResetRequest = {}): Promise<StepResult> {
+    const connection = await this.connectionForReset();
+    const frame = await connection.request({ type: 'reset', data: options }, 'observation');
+    return (frame as Extract<ServerFrame, { type: 'observation' }>).data;
+  }
+
+  async step(action: SqlAction): Promise<StepResult> {
+    const frame = await this.episodeConnection().request({ type: 'step', data: action }, 'observation');
+    return (frame as Extract<ServerFrame, { type: 'observation' }>).data;
+  }
+
+  async state(): Promise<EpisodeState> {
+    const frame = await this.episodeConnection().request({ type: 'state' }, 'state');
+    return (frame as Extract<ServerFrame, { type: 'state' }>).data;
+  }
+
+  /** Send a JSON-RPC request over the `mcp` frame (this server answers -32603: no MCP). */
+  async mcp(request: { method: string; id?: string | number; params?: unknown }): Promise<JsonRpcResponse> {
+    const frame = await this.episodeConnection().request({ type: 'mcp', data: { jsonrpc: '2.0', ...request } }, 'mcp');
+    return (frame as Extract<ServerFrame, { type: 'mcp' }>).data;
+  }
+
+  /** End the session: `{"type":"close"}`, then wait for the server to close the socket. Idempotent. */
+  async close(): Promise<void> {
+    this.closedByUser ??= new AppError(ErrorCode.TRANSPORT, 'client closed');
+    // A reconnect under way finishes first, so its socket is closed too.
+    if (this.reconnecting !== undefined) await this.reconnecting.catch(() => undefined);
+    await this.connection.close();
+  }
+
+  /** Raw send, for protocol tests: the reply (whatever its type) is returned parsed. Never reconnects. */
+  async send(frame: Record<string, unknown>): Promise<ServerFrame> {
+    return this.episodeConnection().request(frame, undefined);
+  }
+
+  /** The connection a step/state belongs to; EPISODE_STATE once the server closed it (its episode is gone). */
+  private episodeConnection(): Connection {
+    if (this.closedByUser !== undefined) throw this.closedByUser;
+    const connection = this.connection;
+    if (connection.isUsable || connection.ended === undefined || !this.options.reconnect) return connection;
+    const lost = connection.ended;
+    throw new AppError(ErrorCode.EPISODE_STATE, `the session ended (${lost.message}): its episode is gone; call reset() to start a new one`, {
+      cause: lost,
+      details: { lostCode: lost.code },
+    });
+  }
+
+  /** The open connection, or a new one when the server closed the old (one reconnect shared by concurrent resets). */
+  private async connectionForReset(): Promise<Connection> {
+    if (this.closedByUser !== undefined) throw this.closedByUser;
+    if (this.connection.isUsable || !this.options.reconnect) return this.connection;
+    this.reconnecting ??= (async () => {
+      try {
+        const old = this.connection;
+        // The server may have sent its last frame without closing yet: do not leave the old socket behind.
+        void old.close();
+        const fresh = await Connection.open(this.url, this.options);
+        this.connection = fresh;
+        this.reconnectCount += 1;
+        return fresh;
+      } finally {
+        this.reconnecting = undefined;
+      }
+    })();
+    const connection = await this.reconnecting;
+    if (this.closedByUser !== undefined) {
+      await connection.close();
+      throw this.closedByUser;
+    }
+    return connection;
   }
 }

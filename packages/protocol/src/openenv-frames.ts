@@ -106,8 +106,13 @@ export const HttpResetRequestSchema = z.looseObject({
 });
 export type HttpResetRequest = z.infer<typeof HttpResetRequestSchema>;
 
-/** HTTP `POST /step` body: OpenEnv's StepRequest plus our optional `session_id`. */
-export const HttpStepRequestSchema = z.looseObject({
+/**
+ * HTTP `POST /step` body: OpenEnv's StepRequest (what its clients send:
+ * action, timeout_s, request_id) plus our optional `session_id`. Strict: a
+ * misspelt key (`sesion_id`) would otherwise turn a session step into a
+ * stateless one without a word.
+ */
+export const HttpStepRequestSchema = z.strictObject({
   action: JsonObject.describe('Action fields (see the action schema)'),
   timeout_s: z.number().positive().optional().describe('Accepted for OpenEnv compatibility; the SQL timeout of the server applies'),
   request_id: z.string().max(255).optional(),

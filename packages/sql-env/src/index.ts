@@ -1,5 +1,5 @@
 // The public API of @sqlenv/sql-env. Each folder owner adds the exports of their folder here.
-export { EnvConfigSchema, parseEnvConfig, type EnvConfig, type EnvConfigInput } from './config/env-config.ts';
+export { EnvConfigSchema, parseEnvConfig, type EnvConfig, type EnvConfigInput, type RewardMode } from './config/env-config.ts';
 export type { Dataset, DatabaseInfo, DatabaseTable, DatabaseColumn, GoldFailure } from './dataset/dataset.ts';
 export { GoldFailureReason } from './dataset/dataset.ts';
 export { loadDataset, defaultCacheDir, DatasetLoadConfigSchema, type DatasetLoadConfig, type LoadDatasetOptions } from './dataset/load-dataset.ts';

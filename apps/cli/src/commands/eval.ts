@@ -20,6 +20,8 @@ const EvalFlags = ModelFlags.extend({
   seed: intFlag.default(0),
   concurrency: positiveIntFlag.default(8),
   url: z.string().url().optional(),
+  /** In-process environments only (with --url the server's --mode decides): eval shows the agent the terminal reward only. */
+  mode: z.enum(['eval', 'train']).default('eval'),
   json: z.boolean().default(false),
   failures: z.coerce.number().int().nonnegative().default(10),
   trajectories: z.string().min(1).optional(),
@@ -27,7 +29,7 @@ const EvalFlags = ModelFlags.extend({
 });
 
 export const evalUsage = `sqlenv eval [--policy oracle|random|model] [--dataset builtin|<dir>] [--split train|dev]
-            [--episodes N|all] [--seed S] [--concurrency C] [--url ws://host:port] [--json] [--verbose]
+            [--episodes N|all] [--seed S] [--concurrency C] [--url ws://host:port] [--mode eval|train] [--json] [--verbose]
             [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
              [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl]]`;
 
@@ -44,6 +46,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       seed: { type: 'string' },
       concurrency: { type: 'string' },
       url: { type: 'string' },
+      mode: { type: 'string' },
       json: { type: 'boolean' },
       failures: { type: 'string' },
       trajectories: { type: 'string' },
@@ -52,7 +55,8 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     },
     EvalFlags,
   );
-  const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), logger: io.logger });
+  // Evaluation by default: the progress shaping scores queries against the gold rows, so a policy that saw it could probe answers.
+  const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), env: { rewardMode: flags.mode }, logger: io.logger });
   let model: ModelResources | undefined;
   const trajectories = flags.trajectories === undefined ? undefined : createWriteStream(flags.trajectories);
   try {
@@ -88,9 +92,9 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     bar.finish();
     const engine = model?.engine.stats;
     if (flags.json) {
-      io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
+      io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset, rewardModeOf(flags)), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
     } else {
-      io.stdout.write(renderReport(report, dataset, flags.failures));
+      io.stdout.write(renderReport(report, dataset, flags.failures, rewardModeOf(flags)));
       if (engine !== undefined) io.stdout.write(`  mean batch     ${engine.meanBatchSize.toFixed(2)} turns per generation run (${engine.runs} runs)\n`);
     }
     return 0;
@@ -101,10 +105,11 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
   }
 }
 
-function summaryJson(report: EvaluationReport, dataset: string): Record<string, unknown> {
+function summaryJson(report: EvaluationReport, dataset: string, rewardMode: string): Record<string, unknown> {
   return {
     policy: report.policy,
     dataset,
+    reward_mode: rewardMode,
     episodes: report.episodes,
     success_rate: round(report.success_rate),
     mean_reward: round(report.mean_reward),
@@ -120,12 +125,17 @@ function summaryJson(report: EvaluationReport, dataset: string): Record<string, 
   };
 }
 
-function renderReport(report: EvaluationReport, dataset: Dataset, maxFailures: number): string {
+/** `eval`/`train` in process; with --url the server decides and the report says so. */
+function rewardModeOf(flags: { url?: string | undefined; mode: string }): string {
+  return flags.url === undefined ? flags.mode : 'server';
+}
+
+function renderReport(report: EvaluationReport, dataset: Dataset, maxFailures: number, rewardMode: string): string {
   const lines = [
     '',
     `Evaluation of the ${report.policy} policy on ${dataset.name} (${report.episodes} episodes)`,
     `  success rate   ${(100 * report.success_rate).toFixed(1)} %`,
-    `  mean reward    ${report.mean_reward.toFixed(3)}`,
+    `  mean reward    ${report.mean_reward.toFixed(3)} (${rewardMode === 'eval' ? 'terminal reward only' : rewardMode === 'train' ? 'shaped' : "the server's --mode"})`,
     `  mean steps     ${report.mean_steps.toFixed(2)}`,
     `  errors         ${report.errors}`,
   ];

@@ -34,10 +34,21 @@ export const EnvConfigSchema = z.strictObject({
   historyArgumentChars: z.number().int().min(10).default(80),
   /** Reward shaping (three layers of the original). */
   reward: RewardConfigSchema.prefault({}),
+  /**
+   * What `step()` returns as `reward` (and `state()` sums as `total_reward`).
+   * `train`: the shaped reward (dense L1 + L2 plus terminal L3), what RL needs.
+   * `eval`: the terminal reward only, 0 on every other step — the progress term
+   * scores a QUERY against the gold rows, so a client that sees it can test
+   * candidate answers before answering. The full breakdown is still computed
+   * and returned in `info.reward_breakdown` (in process only) either way.
+   */
+  rewardMode: z.enum(['train', 'eval']).default('train'),
 });
 export type EnvConfig = z.infer<typeof EnvConfigSchema>;
 /** What callers may pass: any subset, nested reward settings included. */
 export type EnvConfigInput = z.input<typeof EnvConfigSchema>;
+/** `train` (shaped reward) or `eval` (terminal reward only); see EnvConfigSchema.rewardMode. */
+export type RewardMode = EnvConfig['rewardMode'];
 
 /** Configs produced by parseEnvConfig: a runtime parses once and its environments reuse the result. */
 const parsedConfigs = new WeakSet<object>();

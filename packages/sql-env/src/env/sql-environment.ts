@@ -213,8 +213,10 @@ export class SqlEnvironment {
       }
     }
     info.reward_breakdown = breakdown;
-    episode.totalReward += breakdown.total;
-    return { observation: this.#observation(episode, outcome.result, outcome.error), reward: breakdown.total, done: episode.done, info };
+    // Evaluation shows the agent only what it earned by answering (config.rewardMode); info keeps the shaping.
+    const reward = this.config.rewardMode === 'eval' ? breakdown.terminal : breakdown.total;
+    episode.totalReward += reward;
+    return { observation: this.#observation(episode, outcome.result, outcome.error), reward, done: episode.done, info };
   }
 
   #runTool(episode: Episode, action: SqlAction): Promise<ToolOutcome> {
