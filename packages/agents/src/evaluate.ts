@@ -1,6 +1,7 @@
 import type { EpisodeDoneReason, EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult, TrajectoryOutcome, TrajectoryStep, TrajectoryTurn } from '@sqlenv/protocol';
 import { toAppError } from '@sqlenv/shared';
 import type { Policy } from './policy.ts';
+import { createRng } from './prng.ts';
 import { runEpisode, type TurnEvent } from './run-episode.ts';
 
 /**
@@ -201,4 +202,24 @@ function summarise(policyName: string, records: EpisodeRecord[]): EvaluationRepo
     mean_generated_tokens: mean(records.map((r) => r.generated_tokens)),
     records,
   };
+}
+
+/**
+ * The question ids an evaluation plays: all of `ids` in order ('all'), or N drawn with a seeded
+ * shuffle (drawn again when N exceeds them). The same seed gives the same list, so two
+ * evaluations of one run (before and after training) play the same questions.
+ */
+export function drawQuestionIds(ids: readonly string[], episodes: number | 'all', seed: number): string[] {
+  if (episodes === 'all') return [...ids];
+  const rng = createRng(seed);
+  const out: string[] = [];
+  while (out.length < episodes && ids.length > 0) {
+    const round = [...ids];
+    for (let i = round.length - 1; i > 0; i--) {
+      const j = Math.floor(rng() * (i + 1));
+      [round[i], round[j]] = [round[j] as string, round[i] as string];
+    }
+    out.push(...round.slice(0, episodes - out.length));
+  }
+  return out;
 }
