@@ -63,7 +63,9 @@ export function niceTicks(min: number, max: number, count = 5): number[] {
 export function formatTick(value: number, step: number): string {
   if (value === 0) return '0';
   if (Math.abs(value) >= 1e5 || (step > 0 && step < 1e-3)) return value.toExponential(1);
-  const decimals = step > 0 ? Math.min(4, Math.max(0, -Math.floor(Math.log10(step) + 1e-9))) : 2;
+  // Enough decimals to write the step exactly (0.25 → 2), so neighbouring ticks never read alike.
+  let decimals = 0;
+  while (decimals < 6 && step > 0 && Math.abs(Math.round(step * 10 ** decimals) - step * 10 ** decimals) > 1e-6) decimals += 1;
   return value.toFixed(decimals);
 }
 
@@ -83,7 +85,12 @@ export function lineChart(options: LineChartOptions): string {
   const ys = [...values, ...markers.map((m) => m.y)];
   let yMin = options.yMin ?? Math.min(...ys);
   let yMax = options.yMax ?? Math.max(...ys);
-  if (yMax === yMin) [yMin, yMax] = [yMin - (Math.abs(yMin) || 1) * 0.1, yMax + (Math.abs(yMax) || 1) * 0.1];
+  if (yMax <= yMin) {
+    // A flat curve: open the range around it (upwards only when the bottom is fixed, as for rates).
+    const pad = Math.abs(yMax) * 0.1 || 1;
+    if (options.yMin === undefined) yMin -= pad;
+    yMax = yMin + (options.yMin === undefined ? 2 * pad : pad);
+  }
   const plotW = width - MARGIN.left - MARGIN.right;
   const plotH = height - MARGIN.top - MARGIN.bottom;
   const sx = (x: number): number => MARGIN.left + ((x - xMin) / (xMax - xMin)) * plotW;
