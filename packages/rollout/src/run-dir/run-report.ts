@@ -179,9 +179,10 @@ function comparison(evals: readonly SavedEval[]): string {
   });
   const order = { gained: 0, lost: 1, neither: 2, both: 3, unmatched: 4 };
   const shown = [...pairs].filter((p) => p.before && p.after).sort((a, b) => order[outcome(a)] - order[outcome(b)]).slice(0, MAX_TRANSCRIPT_QUESTIONS);
+  // Changed outcomes and the first few are open; the rest one click away.
   const transcripts = shown.map(
-    (p) =>
-      `<details class="pair" data-question="${e(p.key)}"${outcome(p) === 'gained' || outcome(p) === 'lost' ? ' open' : ''}><summary><b>${e(outcome(p))}</b> · <code>${e(p.before?.question_id ?? '')}</code> (seed ${p.before?.seed ?? ''}) — ${e(p.before?.question ?? '')}</summary>` +
+    (p, i) =>
+      `<details class="pair" data-question="${e(p.key)}"${outcome(p) === 'gained' || outcome(p) === 'lost' || i < 3 ? ' open' : ''}><summary><b>${e(outcome(p))}</b> · <code>${e(p.before?.question_id ?? '')}</code> (seed ${p.before?.seed ?? ''}) — ${e(p.before?.question ?? '')}</summary>` +
       `<div class="sides">${side(`${before.name} (v${before.version})`, p.before)}${side(`${after.name} (v${after.version})`, p.after)}</div></details>`,
   );
   const more = pairs.length - shown.length;

@@ -55,7 +55,8 @@ export function niceTicks(min: number, max: number, count = 5): number[] {
   const magnitude = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * magnitude).find((s) => s >= raw) ?? 10 * magnitude;
   const ticks: number[] = [];
-  for (let v = Math.ceil(min / step - 1e-9) * step; v <= max + step * 1e-9; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+  // Multiples of the step, rounded to 12 significant digits: 3 × 0.1 is 0.3, not 0.30000000000000004.
+  for (let i = Math.ceil(min / step - 1e-9); i * step <= max + step * 1e-9; i++) ticks.push(i === 0 ? 0 : Number((i * step).toPrecision(12)));
   return ticks;
 }
 
