@@ -104,7 +104,7 @@ describe.skipIf(!haveChromium)('run report in headless Chromium', () => {
 
     // Hostile markup is shown as text: no script ran, no element was made from it.
     await page.locator('details.pair').evaluateAll((all) => all.forEach((d) => d.setAttribute('open', '')));
-    expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    expect(await page.evaluate(() => (globalThis as { __pwned?: number }).__pwned)).toBeUndefined();
     expect(await page.locator('body img, body script').count()).toBe(0);
     expect(await page.locator('pre.model-text', { hasText: '<script>window.__pwned = 1</script>' }).count()).toBe(1);
     expect(await page.locator('pre.observation', { hasText: '</pre><script>' }).count()).toBe(1);
