@@ -41,10 +41,10 @@ export function readRunMetrics(runDir: string): RunMetricsLine[] {
 /**
  * Write a version's weights blob as `adapters/v<N>/` in PEFT's layout (adapter_model.safetensors
  * + adapter_config.json, the LoRA settings read from the blob's safetensors metadata). Returns the
- * directory, or null when the blob holds no adapter (the statistics-only updater's JSON).
+ * directory, or null when the blob holds no adapter (a JSON blob: the statistics-only updater's).
  */
 export function saveAdapterVersion(runDir: string, version: number, blob: Uint8Array, options: { baseModel?: string } = {}): string | null {
-  if (isStatsWeightsBlob(blob)) return null;
+  if (isStatsWeightsBlob(blob) || isJsonBlob(blob)) return null;
   const { metadata } = decodeSafetensors(blob, `weights of version ${version}`);
   const lora = loraConfigFromPeft(
     { peft_type: 'LORA', r: Number(metadata['lora_r']), lora_alpha: Number(metadata['lora_alpha']), target_modules: (metadata['lora_target_modules'] ?? '').split(',').filter((t) => t !== '') },
@@ -61,6 +61,17 @@ export function saveAdapterVersion(runDir: string, version: number, blob: Uint8A
   write(ADAPTER_WEIGHTS_FILE, blob);
   write(ADAPTER_CONFIG_FILE, `${JSON.stringify(peftAdapterConfig(lora, options.baseModel === undefined ? {} : { baseModel: options.baseModel }), null, 2)}\n`);
   return dir;
+}
+
+/** A JSON document rather than safetensors (a toy or statistics learner's "weights"). */
+function isJsonBlob(blob: Uint8Array): boolean {
+  if (blob[0] !== 0x7b) return false;
+  try {
+    JSON.parse(Buffer.from(blob).toString('utf8'));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export interface RunRecorderOptions {

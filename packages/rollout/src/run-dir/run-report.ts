@@ -94,7 +94,7 @@ export function renderRunReport(input: RunReportInput): string {
     lineChart({ id: 'tokens', yMin: 0, title: 'Completion tokens per episode', xLabel: x, yLabel: 'tokens', series: [series('mean_tokens', 'tokens', COLORS.c, (m) => m.mean_tokens)] }),
     `</div></section><section><h2>Learner</h2>${nonFiniteNote(metrics)}<div class="grid">`,
     learner('loss', 'Loss', COLORS.a),
-    learner('kl', 'KL to the reference', COLORS.b),
+    learner('kl', 'KL (as the learner reports it)', COLORS.b),
     learner('clip_fraction', 'Clip fraction', COLORS.c),
     learner('grad_norm', 'Gradient norm', COLORS.d),
     learner('learning_rate', 'Learning rate', COLORS.e),
