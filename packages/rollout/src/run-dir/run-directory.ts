@@ -96,6 +96,7 @@ export class RunRecorder {
   #lastAt: number;
   #last: { version: number; weights: Buffer } | undefined;
   #savedVersions = new Set<number>();
+  #nonFinite: number[] = [];
 
   constructor(options: RunRecorderOptions) {
     this.dir = options.dir;
@@ -110,6 +111,11 @@ export class RunRecorder {
   /** The weights blob of the last version recorded (null before the first). */
   get lastWeights(): Buffer | null {
     return this.#last?.weights ?? null;
+  }
+
+  /** Versions whose learner numbers held NaN or ∞ (a run should fail loudly on any). */
+  get nonFiniteVersions(): readonly number[] {
+    return this.#nonFinite;
   }
 
   get savedAdapterVersions(): number[] {
@@ -128,6 +134,7 @@ export class RunRecorder {
     });
     this.#lastAt = now;
     appendFileSync(join(this.dir, RUN_METRICS_FILE), `${JSON.stringify(line)}\n`);
+    if (line.non_finite.length > 0) this.#nonFinite.push(line.version);
     if (line.non_finite.length > 0) this.#logger.error({ version: line.version, fields: line.non_finite }, 'the learner reported non-finite numbers');
     this.#last = { version: committed.version, weights: committed.weights };
     const every = this.#options.saveEvery;

@@ -57,6 +57,7 @@ describe('RunRecorder on a run', () => {
     expect(lines.map((l) => l.version)).toEqual([1, 2, 3, 4, 5]);
     expect(lines[0]).toMatchObject({ loss: 1, kl: 0.01, clip_fraction: 0.1, grad_norm: 2, learning_rate: 1e-4, extra: { entropy: 0.5 }, non_finite: [], episodes: 8, format_error_rate: 0, mean_tokens: 0 });
     expect(lines[2]).toMatchObject({ loss: null, non_finite: ['loss'] });
+    expect(recorder.nonFiniteVersions).toEqual([3]);
     for (const line of lines) {
       expect(Object.values(line.staleness_histogram).reduce((a, b) => a + b, 0)).toBe(line.episodes);
       expect(Object.keys(line.phase_seconds).sort()).toEqual(['commit', 'other', 'read', 'rollout_wait', 'update']);
