@@ -99,6 +99,9 @@ describe.skipIf(!haveChromium)('run report in headless Chromium', () => {
     const pairs = page.locator('details.pair');
     expect(await pairs.count()).toBe(6);
     expect(await pairs.first().locator('.side').count()).toBe(2);
+    // Each side's turns carry the version evaluated (before: v0, after: the final v4).
+    expect(await pairs.first().locator('.side').nth(0).locator('.turn-head').first().textContent()).toMatch(/· v0 ·/);
+    expect(await pairs.first().locator('.side').nth(1).locator('.turn-head').first().textContent()).toMatch(/· v4 ·/);
     expect(await page.locator('.turn').count()).toBeGreaterThan(12);
     expect(await page.locator('.turn p.action').first().textContent()).toMatch(/^(DESCRIBE|SAMPLE|QUERY|ANSWER) /);
 

@@ -31,6 +31,8 @@ export interface EvaluateOptions {
   onProgress?: (done: number, total: number, record: EpisodeRecord) => void;
   /** Called after each turn of episode `index` (transcripts). */
   onTurn?: (index: number, event: TurnEvent) => void;
+  /** The policy version recorded on turns of policies that record none (text policies). Default 0. */
+  policyVersion?: number;
 }
 
 export interface EpisodeRecord {
@@ -106,7 +108,7 @@ export async function evaluate(
         if (index >= total) return;
         const questionId = options.questionIds?.[index];
         const reset: ResetOptions = questionId === undefined ? { seed: seed + index } : { question_id: questionId, seed: seed + index };
-        const record = await playEpisode(env, policy, index, reset, maxActions, options.onTurn);
+        const record = await playEpisode(env, policy, index, reset, maxActions, options.onTurn, options.policyVersion ?? 0);
         records[index] = record;
         finished += 1;
         options.onProgress?.(finished, total, record);
@@ -126,6 +128,7 @@ async function playEpisode(
   reset: ResetOptions,
   maxActions: number,
   onTurn: EvaluateOptions['onTurn'],
+  policyVersion: number,
 ): Promise<EpisodeRecord> {
   const record: EpisodeRecord = {
     index,
@@ -163,7 +166,7 @@ async function playEpisode(
     });
     const run = await runEpisode(env, actor, first.observation, {
       maxTurns: maxActions,
-      policyVersion: () => 0,
+      policyVersion: () => policyVersion,
       ...(onTurn === undefined ? {} : { onTurn: (event: TurnEvent) => onTurn(index, event) }),
     });
     record.steps = run.outcome.steps;

@@ -85,6 +85,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       questionIds,
       seed: flags.seed,
       concurrency: flags.concurrency,
+      ...(save === undefined ? {} : { policyVersion: save.version }),
       onProgress: (done, total, record) => {
         if (record.success) successes += 1;
         bar.update(done, total, `success ${((100 * successes) / done).toFixed(1)}%`);

@@ -26,6 +26,7 @@ export async function evaluateIntoRunDir(options: RunEvaluationOptions): Promise
     seed: options.seed,
     concurrency: options.concurrency,
     onTurn: transcripts.onTurn,
+    policyVersion: options.version,
     ...(options.onProgress === undefined ? {} : { onProgress: (done: number, total: number) => options.onProgress?.(done, total) }),
   });
   const saved = savedEvalFromReport(report, transcripts, { name: options.name, version: options.version, dataset: options.dataset, split: options.split, seeds: [options.seed] });
