@@ -92,7 +92,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     const runtime = await runtimes.get(spec.dataset);
     const questions = scheduledQuestions(runtime.dataset, spec.split);
     const runDir = options.runDir ?? join('runs', spec.run_id);
-    const recorder = new RunRecorder({ dir: runDir, saveEvery: options.saveEvery, ...(spec.model ? { baseModel: options.modelDir ?? spec.model.fingerprint } : {}), logger });
+    const recorder = new RunRecorder({ dir: runDir, runId: spec.run_id, saveEvery: options.saveEvery, ...(spec.model ? { baseModel: options.modelDir ?? spec.model.fingerprint } : {}), logger });
     writeRunSpec(runDir, spec);
     const resolveRun = createRunResolver(runtimes, { ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }), maxBatchSize: options.concurrency, logger });
     heldOut = options.evalEpisodes === 0 ? undefined : new HeldOutEvaluation(spec, runtime, resolveRun, { runDir, episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, concurrency: options.concurrency }, tty ? io.stderr : undefined);

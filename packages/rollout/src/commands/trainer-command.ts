@@ -95,7 +95,7 @@ export async function trainerCommand(argv: readonly string[], io: RolloutCommand
       ...(io.signal ? { signal: io.signal } : {}),
       train: async (runId, signal) => {
         const runDir = options.runDir === undefined ? undefined : options.runId === undefined ? join(options.runDir, runId) : options.runDir;
-        const recorder = runDir === undefined ? undefined : new RunRecorder({ dir: runDir, saveEvery: options.saveEvery, logger });
+        const recorder = runDir === undefined ? undefined : new RunRecorder({ dir: runDir, runId, saveEvery: options.saveEvery, logger });
         const result = await runTrainer({
           transport: activeTransport,
           runId,

@@ -80,6 +80,8 @@ export interface RunRecorderOptions {
   saveEvery: number;
   /** Recorded as base_model_name_or_path in adapter_config.json. */
   baseModel?: string;
+  /** Refuse a directory whose run.json names another run (two runs' lines would mix). */
+  runId?: string;
   logger?: Logger;
 }
 
@@ -102,6 +104,11 @@ export class RunRecorder {
     this.dir = options.dir;
     this.#options = options;
     this.#logger = (options.logger ?? silentLogger).child({ component: 'run-recorder', dir: options.dir });
+    const specPath = join(options.dir, 'run.json');
+    if (options.runId !== undefined && existsSync(specPath)) {
+      const previous = (JSON.parse(readFileSync(specPath, 'utf8')) as { run_id?: unknown }).run_id;
+      if (previous !== options.runId) throw new AppError(ErrorCode.VALIDATION, `run directory ${options.dir} holds run ${String(previous)}, not ${options.runId}: choose another run directory or delete it`);
+    }
     mkdirSync(options.dir, { recursive: true });
     const previousMs = readRunMetrics(options.dir).at(-1)?.time ?? 0;
     this.#lastAt = performance.now();

@@ -11,6 +11,7 @@ import { runTrainer, type PolicyUpdater, type TrainingBatch } from '../trainer.t
 import { InProcessTransport } from '../transport/in-process-transport.ts';
 import { readRunMetrics, RunRecorder, saveAdapterVersion } from './run-directory.ts';
 import type { UpdateStats } from './run-metrics.ts';
+import { writeRunSpec } from './run-report.ts';
 
 const config = presetConfig('tiny-qwen3');
 const lora = parseLoraConfig({ rank: 2, alpha: 4, targets: ['q_proj', 'v_proj'] });
@@ -69,6 +70,12 @@ describe('RunRecorder on a run', () => {
     expect(adapter.lora).toEqual(lora);
     expect(JSON.parse(readFileSync(join(dir, 'adapters', 'v4', ADAPTER_CONFIG_FILE), 'utf8'))).toMatchObject({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['q_proj', 'v_proj'] });
     expect(existsSync(join(dir, 'adapters', 'v3'))).toBe(false);
+
+    // The same directory for the same run (a restarted trainer) appends; for another run it is refused.
+    const runDir = dir;
+    writeRunSpec(runDir, spec);
+    expect(new RunRecorder({ dir: runDir, runId: 'rec', saveEvery: 0 })).toBeInstanceOf(RunRecorder);
+    expect(() => new RunRecorder({ dir: runDir, runId: 'other', saveEvery: 0 })).toThrow(/holds run rec, not other/);
   });
 
   it('saves no adapter for the statistics-only blob, and writes an adapter blob byte for byte', () => {
