@@ -289,7 +289,7 @@ AReaL (arXiv:2505.24298) reports 2.77× the throughput of synchronous training a
 The two figures are not the same measurement: AReaL's is GPU clusters generating long reasoning traces with real LLM updates; ours is a synthetic workload whose shape (long-tailed turn times, a fixed-time update) is what makes the synchronous schedule wait, on ${cpus().length} shared cores. What transfers is the mechanism: with S = 0 a batch waits for its slowest episode and the rollout slots idle during the update; with S > 0 admission keeps the slots busy and the update overlaps generation.
 `;
   writeFileSync(join(resultsDir, 'async.md'), md);
-  writeFileSync(join(resultsDir, 'async.json'), `${JSON.stringify({ machine, loadBefore, loadAfter, totalSeconds: totalS, settings: { EPISODES, GROUP_SIZE, GROUPS_PER_BATCH, WORKER_CONCURRENCY, TURN_MEDIAN_MS, TURN_SIGMA, UPDATE_MS, THETA_0, LEARNING_RATE, CLIP_EPSILON, SEED }, rows }, null, 2)}\n`);
+  writeFileSync(join(resultsDir, 'async.json'), `${JSON.stringify({ machine, loadBefore, loadAfter, totalSeconds: totalS, settings: { EPISODES, GROUP_SIZE, GROUPS_PER_BATCH, WORKER_CONCURRENCY, TURN_MEDIAN_MS, TURN_SIGMA, UPDATE_MS, THETA_0, LEARNING_RATE, CLIP_EPSILON, SEED }, rows: rows.map(({ runDir: _runDir, ...row }) => row) }, null, 2)}\n`);
   process.stdout.write('wrote bench/results/async.md and async.json\n');
 }
 process.exit(0);
