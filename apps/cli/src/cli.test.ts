@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, mkdir, writeFile, rm } from 'node:fs/promises';
+import { mkdtemp, mkdir, readFile, writeFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -68,6 +68,26 @@ describe('sqlenv CLI', () => {
     expect(code).not.toBe(0);
     expect(stderr).toContain('no-such-dataset');
     expect(stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('eval --save-eval writes evals/<name>.json with transcripts, and report builds report.html from them', async () => {
+    const runDir = path.join(scratch, 'run-dir');
+    const before = await run(['eval', '--policy', 'random', '--split', 'dev', '--episodes', '3', '--seed', '4', '--json', '--save-eval', runDir, '--eval-name', 'before']);
+    expect(before.code, before.stderr).toBe(0);
+    expect(before.stderr).toContain(path.join(runDir, 'evals', 'before.json'));
+    const after = await run(['eval', '--policy', 'oracle', '--split', 'dev', '--episodes', '3', '--seed', '4', '--json', '--save-eval', runDir, '--eval-name', 'after', '--eval-version', '5']);
+    expect(after.code, after.stderr).toBe(0);
+    const saved = JSON.parse(await readFile(path.join(runDir, 'evals', 'after.json'), 'utf8')) as { version: number; split: string; seeds: number[]; episodes: Array<{ seed: number; question: string; correct: boolean; transcript: Array<{ action: { action_type: string } | null; result: string }> }> };
+    expect(saved).toMatchObject({ version: 5, split: 'dev', seeds: [4] });
+    expect(saved.episodes.map((e) => e.seed)).toEqual([4, 5, 6]);
+    expect(saved.episodes.every((e) => e.correct && e.question.length > 0 && e.transcript.at(-1)?.action?.action_type === 'ANSWER')).toBe(true);
+    const report = await run(['report', runDir]);
+    expect(report.code, report.stderr).toBe(0);
+    expect(report.stdout).toContain('(0 versions, 2 evaluations)');
+    const html = await readFile(path.join(runDir, 'report.html'), 'utf8');
+    expect(html).toContain('gained 3');
+    expect((await run(['eval', '--episodes', '1', '--save-eval', runDir])).code).toBe(2);
+    expect((await run(['report', path.join(scratch, 'nothing-here')])).code).toBe(1);
   });
 
   it('play --actions FILE --json prints one step result per line', async () => {

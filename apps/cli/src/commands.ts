@@ -3,7 +3,7 @@ import { evalCommand, evalUsage } from './commands/eval.ts';
 import { playCommand, playUsage } from './commands/play.ts';
 import { datasetsCommand, datasetsUsage } from './commands/datasets.ts';
 import type * as rollout from '@sqlenv/rollout';
-import { coordinatorUsage, runsUsage, trainerUsage, trainUsage, workerUsage } from '@sqlenv/rollout';
+import { coordinatorUsage, reportUsage, runsUsage, trainerUsage, trainUsage, workerUsage } from '@sqlenv/rollout';
 import { withShutdownSignal } from '@sqlenv/shared';
 import { modelCommand, modelUsage } from './commands/model.ts';
 import { sftDataCommand, sftDataUsage } from './commands/sft-data.ts';
@@ -33,6 +33,7 @@ export const commands: Record<string, Command> = {
   coordinator: rolloutCommand('distributed run: admit GRPO groups into Redis and report the run', coordinatorUsage, (m) => m.coordinatorCommand),
   worker: rolloutCommand('distributed run: play episode jobs from Redis until SIGTERM', workerUsage, (m) => m.workerCommand),
   trainer: rolloutCommand('distributed run: consume scored groups, update and publish the policy', trainerUsage, (m) => m.trainerCommand),
+  report: rolloutCommand('rebuild a run directory\'s report.html from metrics.jsonl and evals/', reportUsage, (m) => m.reportCommand),
   runs: rolloutCommand('distributed runs in Redis: list, show, delete, pin a checkpoint', runsUsage, (m) => m.runsCommand),
 };
 

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { EpisodeRecord, TurnEvent } from '@sqlenv/agents';
+import { transcriptTurn, type EpisodeRecord, type TranscriptTurn, type TurnEvent } from '@sqlenv/agents';
 import { TRAJECTORY_SCHEMA_VERSION, TrajectorySchema, type SamplingSettings, type Trajectory } from '@sqlenv/protocol';
 import type { ModelResources } from '@sqlenv/rollout';
 import type { Logger } from '@sqlenv/shared';
@@ -77,19 +77,20 @@ function readAdapterLora(dir: string): { rank: number; alpha: number; targets: s
 
 /** One turn of a transcript: what the model wrote, the action, what the environment said, the reward. */
 export function formatTurn(event: TurnEvent, episodeLabel: string): string {
-  const lines = [`── ${episodeLabel} turn ${event.turn + 1} (policy v${event.policyVersion})`];
-  if (event.text !== null) lines.push(`  model wrote: ${clip(event.text, 600)}`);
-  const move = event.move;
-  if ('stop' in move) {
-    lines.push(`  stop: ${move.stop} (${move.detail})`);
+  return formatTranscriptTurn(transcriptTurn(event), episodeLabel);
+}
+
+/** A transcript turn (live or from a saved evaluation) as terminal text. */
+export function formatTranscriptTurn(turn: TranscriptTurn, episodeLabel: string): string {
+  const lines = [`── ${episodeLabel} turn ${turn.turn + 1} (policy v${turn.policy_version})`];
+  if (turn.text !== null) lines.push(`  model wrote: ${clip(turn.text, 600)}`);
+  if (turn.stop !== null) {
+    lines.push(`  stop: ${turn.stop}`);
     return `${lines.join('\n')}\n`;
   }
-  lines.push(event.parseError === null ? `  action:      ${move.action_type} ${clip(move.argument, 300)}` : `  parse error: ${event.parseError}`);
-  if (event.observation !== undefined) {
-    const o = event.observation;
-    lines.push(o.error === '' ? `  observation: ${clip(o.result, 600)}` : `  error:       ${clip(o.error, 300)}`);
-  }
-  lines.push(`  reward:      ${(event.reward ?? 0).toFixed(3)}${event.done ? '  (done)' : ''}`);
+  lines.push(turn.action !== null ? `  action:      ${turn.action.action_type} ${clip(turn.action.argument, 300)}` : `  parse error: ${turn.parse_error ?? ''}`);
+  if (turn.reward !== null) lines.push(turn.error === '' ? `  observation: ${clip(turn.result, 600)}` : `  error:       ${clip(turn.error, 300)}`);
+  lines.push(`  reward:      ${(turn.reward ?? 0).toFixed(3)}${turn.done ? '  (done)' : ''}`);
   return `${lines.join('\n')}\n`;
 }
 

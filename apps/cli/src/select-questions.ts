@@ -1,6 +1,6 @@
 import type { SplitName } from '@sqlenv/protocol';
 import type { Dataset } from '@sqlenv/sql-env';
-import { createRng } from '@sqlenv/agents';
+import { drawQuestionIds } from '@sqlenv/agents';
 import { UsageError } from './cli-error.ts';
 
 /**
@@ -18,16 +18,5 @@ export function selectQuestionIds(
   }
   const ids = dataset.questionsOf(split).map((q) => q.question_id);
   if (ids.length === 0) throw new UsageError(`dataset ${dataset.name} has no playable questions in split ${split}`);
-  if (options.episodes === 'all') return ids;
-  const rng = createRng(options.seed);
-  const out: string[] = [];
-  while (out.length < options.episodes) {
-    const round = [...ids];
-    for (let i = round.length - 1; i > 0; i--) {
-      const j = Math.floor(rng() * (i + 1));
-      [round[i], round[j]] = [round[j] as string, round[i] as string];
-    }
-    out.push(...round.slice(0, options.episodes - out.length));
-  }
-  return out;
+  return drawQuestionIds(ids, options.episodes, options.seed);
 }

@@ -1,6 +1,7 @@
 import type { EpisodeDoneReason, EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult, TrajectoryOutcome, TrajectoryStep, TrajectoryTurn } from '@sqlenv/protocol';
 import { toAppError } from '@sqlenv/shared';
 import type { Policy } from './policy.ts';
+import { createRng } from './prng.ts';
 import { runEpisode, type TurnEvent } from './run-episode.ts';
 
 /**
@@ -30,6 +31,8 @@ export interface EvaluateOptions {
   onProgress?: (done: number, total: number, record: EpisodeRecord) => void;
   /** Called after each turn of episode `index` (transcripts). */
   onTurn?: (index: number, event: TurnEvent) => void;
+  /** The policy version recorded on turns of policies that record none (text policies). Default 0. */
+  policyVersion?: number;
 }
 
 export interface EpisodeRecord {
@@ -105,7 +108,7 @@ export async function evaluate(
         if (index >= total) return;
         const questionId = options.questionIds?.[index];
         const reset: ResetOptions = questionId === undefined ? { seed: seed + index } : { question_id: questionId, seed: seed + index };
-        const record = await playEpisode(env, policy, index, reset, maxActions, options.onTurn);
+        const record = await playEpisode(env, policy, index, reset, maxActions, options.onTurn, options.policyVersion ?? 0);
         records[index] = record;
         finished += 1;
         options.onProgress?.(finished, total, record);
@@ -125,6 +128,7 @@ async function playEpisode(
   reset: ResetOptions,
   maxActions: number,
   onTurn: EvaluateOptions['onTurn'],
+  policyVersion: number,
 ): Promise<EpisodeRecord> {
   const record: EpisodeRecord = {
     index,
@@ -162,7 +166,7 @@ async function playEpisode(
     });
     const run = await runEpisode(env, actor, first.observation, {
       maxTurns: maxActions,
-      policyVersion: () => 0,
+      policyVersion: () => policyVersion,
       ...(onTurn === undefined ? {} : { onTurn: (event: TurnEvent) => onTurn(index, event) }),
     });
     record.steps = run.outcome.steps;
@@ -201,4 +205,24 @@ function summarise(policyName: string, records: EpisodeRecord[]): EvaluationRepo
     mean_generated_tokens: mean(records.map((r) => r.generated_tokens)),
     records,
   };
+}
+
+/**
+ * The question ids an evaluation plays: all of `ids` in order ('all'), or N drawn with a seeded
+ * shuffle (drawn again when N exceeds them). The same seed gives the same list, so two
+ * evaluations of one run (before and after training) play the same questions.
+ */
+export function drawQuestionIds(ids: readonly string[], episodes: number | 'all', seed: number): string[] {
+  if (episodes === 'all') return [...ids];
+  const rng = createRng(seed);
+  const out: string[] = [];
+  while (out.length < episodes && ids.length > 0) {
+    const round = [...ids];
+    for (let i = round.length - 1; i > 0; i--) {
+      const j = Math.floor(rng() * (i + 1));
+      [round[i], round[j]] = [round[j] as string, round[i] as string];
+    }
+    out.push(...round.slice(0, episodes - out.length));
+  }
+  return out;
 }

@@ -12,7 +12,8 @@ export {
 } from './policy.ts';
 export { OraclePolicy, type QuestionLookup } from './oracle-policy.ts';
 export { RandomPolicy, type RandomPolicyOptions } from './random-policy.ts';
-export { evaluate, type EvaluateOptions, type EvaluationEnvironment, type EvaluationReport, type EpisodeRecord } from './evaluate.ts';
+export { evaluate, drawQuestionIds, type EvaluateOptions, type EvaluationEnvironment, type EvaluationReport, type EpisodeRecord } from './evaluate.ts';
+export { transcriptTurn, TranscriptCollector, TranscriptTurnSchema, type TranscriptTurn } from './transcript.ts';
 export { runEpisode, type EpisodeEnvironment, type EpisodeRun, type RunEpisodeOptions, type TurnEvent } from './run-episode.ts';
 export { tableNamesFromSchemaInfo } from './schema-info.ts';
 export { createRng, mixSeeds, hashString } from './prng.ts';

@@ -4,7 +4,8 @@ import type { ModelConfig } from '@sqlenv/model';
 import { trainingSequence, type RunModelSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { SessionConfig } from '@sqlenv/onnx-graph';
-import { isStatsWeightsBlob, type PolicyUpdate, type PolicyUpdater, type TrainingBatch, type UpdateStats } from './trainer.ts';
+import type { UpdateStats } from './run-dir/run-metrics.ts';
+import { isStatsWeightsBlob, type PolicyUpdate, type PolicyUpdater, type TrainingBatch } from './trainer.ts';
 
 /** The part stored beside a version's adapter: the optimizer state (`<weights key>/optimizer`). */
 export const OPTIMIZER_PART = 'optimizer';

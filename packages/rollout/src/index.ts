@@ -43,7 +43,24 @@ export {
   type RunSummary,
 } from './coordinator.ts';
 export { RolloutWorker, type RolloutWorkerOptions, type RunResources, type ResolveRun } from './rollout-worker.ts';
-export { runTrainer, waitForRun, StatsPolicyUpdater, isStatsWeightsBlob, type PolicyUpdater, type PolicyUpdate, type UpdateStats, type TrainingBatch, type TrainerOptions, type TrainerResult } from './trainer.ts';
+export {
+  runTrainer,
+  waitForRun,
+  StatsPolicyUpdater,
+  isStatsWeightsBlob,
+  type PolicyUpdater,
+  type PolicyUpdate,
+  type TrainingBatch,
+  type TrainerOptions,
+  type TrainerResult,
+  type CommittedVersion,
+  type TrainerPhaseSeconds,
+} from './trainer.ts';
+export { UpdateStatsSchema, RunMetricsLineSchema, runMetricsLine, trajectoryMetrics, type UpdateStats, type RunMetricsLine, type RunMetricsInput } from './run-dir/run-metrics.ts';
+export { SavedEvalSchema, SavedEvalEpisodeSchema, EvalNameSchema, EVALS_DIR, savedEvalFromReport, writeSavedEval, readSavedEvals, type SavedEval, type SavedEvalEpisode, type SavedEvalMeta } from './run-dir/saved-eval.ts';
+export { RunRecorder, saveAdapterVersion, readRunMetrics, RUN_METRICS_FILE, ADAPTERS_DIR, REPORT_FILE, type RunRecorderOptions } from './run-dir/run-directory.ts';
+export { renderRunReport, writeRunReport, writeRunSpec, pickEvalPair, RUN_SPEC_FILE, type RunReportInput } from './run-dir/run-report.ts';
+export { evaluateIntoRunDir, type RunEvaluationOptions } from './run-dir/run-evaluation.ts';
 export { GrpoPolicyUpdater, OPTIMIZER_PART, learnerConfigOf, policySamples } from './grpo-updater.ts';
 export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult } from './synchronous-run.ts';
 export { RolloutMetrics } from './metrics.ts';
@@ -62,6 +79,8 @@ export {
   trainUsage,
   runsCommand,
   runsUsage,
+  reportCommand,
+  reportUsage,
   formatSummary,
   createPolicy,
   createRunResolver,

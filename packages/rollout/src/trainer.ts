@@ -3,6 +3,7 @@ import type { RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { BatchStats } from './batch-stats.ts';
 import type { RolloutMetrics } from './metrics.ts';
+import type { UpdateStats } from './run-dir/run-metrics.ts';
 import { batchStats, scoreGroup } from './scoring.ts';
 import { afterCommit, checkBatchTrajectories, resumeHousekeeping } from './trainer-housekeeping.ts';
 import type { Transport, WeightsRetention } from './transport/transport.ts';
@@ -38,7 +39,11 @@ export interface PolicyUpdater {
   restore(weights: Buffer | null, version: number, readPart?: (name: string) => Promise<Buffer | null>): Promise<void>;
   /** Learn from one batch; returns the new weights blob to publish (and parts to keep with it). */
   update(batch: TrainingBatch): Promise<Buffer | PolicyUpdate>;
-  /** The learner's numbers for the last update (null before one, or for updaters that learn nothing). */
+  /**
+   * The learner's numbers of the last `update` (loss, KL, clip fraction, gradient norm, learning
+   * rate, and any extra ones), read by the trainer right after each update for the run directory's
+   * metrics.jsonl. Optional: an updater without it (StatsPolicyUpdater) records none.
+   */
   lastUpdateStats?(): UpdateStats | null;
 }
 
@@ -49,14 +54,30 @@ export interface PolicyUpdate {
   parts?: Record<string, Buffer>;
 }
 
-/** A learner's report of one update (nullable where the objective has no such number). */
-export interface UpdateStats {
-  loss: number;
-  kl: number | null;
-  clip_fraction: number | null;
-  grad_norm: number;
-  learning_rate: number;
-  [extra: string]: number | null;
+/** Where the trainer's wall time between two commits went, in seconds. */
+export interface TrainerPhaseSeconds {
+  /** Waiting for scored groups (the learner idle for lack of rollouts). */
+  rollout_wait: number;
+  /** Reading the batch's trajectories. */
+  read: number;
+  /** The policy update (the GPU step of a real learner). */
+  update: number;
+  /** Writing the weights, the commit and the clean-up after it. */
+  commit: number;
+  /** Everything else: reading the buffer, dropping zero-variance groups, bookkeeping. */
+  other: number;
+}
+
+/** What the trainer hands its `onCommitted` hook after each committed version (the run directory). */
+export interface CommittedVersion {
+  version: number;
+  stats: BatchStats;
+  /** trajectories[g][i]: episode i of group g of the batch. */
+  trajectories: readonly (readonly Trajectory[])[];
+  /** The weights blob published for this version. */
+  weights: Buffer;
+  updateStats: UpdateStats | null;
+  phaseSeconds: TrainerPhaseSeconds;
 }
 
 /**
@@ -114,6 +135,8 @@ export interface TrainerOptions {
   onBatch?: (stats: BatchStats) => void;
   /** Which committed weights to keep (the rest are deleted after each commit); without it, all are kept. */
   retention?: WeightsRetention;
+  /** Called after each commit, awaited (the run directory's metrics line and adapter snapshots). */
+  onCommitted?: (committed: CommittedVersion) => void | Promise<void>;
 }
 
 export interface TrainerResult {
@@ -157,10 +180,13 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
   await resumeHousekeeping(transport, runId, logger);
   let batches = 0;
   let finished = false;
+  const clock: PhaseClock = { since: performance.now(), waitSeconds: 0 };
   const waitForWork = async (): Promise<void> => {
     const waited = performance.now();
     await wakeup.wait(pollMs);
-    options.metrics?.trainerWaitSeconds.inc({ run: runId }, (performance.now() - waited) / 1000);
+    const seconds = (performance.now() - waited) / 1000;
+    clock.waitSeconds += seconds;
+    options.metrics?.trainerWaitSeconds.inc({ run: runId }, seconds);
   };
   try {
     while (!options.signal?.aborted) {
@@ -195,7 +221,7 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
       // the page's zero-variance groups are dropped and the loop reads the next page.
       const allBuffered = !truncated && counters.totalGroups !== null && counters.totalGroups - resolved === accepted.length;
       if (accepted.length >= spec.groups_per_batch || (allBuffered && accepted.length > 0)) {
-        version = await trainBatch(spec, accepted.slice(0, spec.groups_per_batch), version, options, logger);
+        version = await trainBatch(spec, accepted.slice(0, spec.groups_per_batch), version, options, logger, clock);
         batches += 1;
         continue;
       }
@@ -216,7 +242,13 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
   return { finished, version, batchesThisProcess: batches };
 }
 
-async function trainBatch(spec: RolloutRunSpec, groups: readonly ScoredGroup[], version: number, options: TrainerOptions, logger: Logger): Promise<number> {
+/** The trainer's time since its last commit: when it started, and how much of it was spent waiting. */
+interface PhaseClock {
+  since: number;
+  waitSeconds: number;
+}
+
+async function trainBatch(spec: RolloutRunSpec, groups: readonly ScoredGroup[], version: number, options: TrainerOptions, logger: Logger, clock: PhaseClock): Promise<number> {
   const { transport, runId } = options;
   const started = performance.now();
   const newVersion = version + 1;
@@ -226,8 +258,11 @@ async function trainBatch(spec: RolloutRunSpec, groups: readonly ScoredGroup[], 
   const trajectories = groups.map((g) => flat.slice(offset, (offset += g.trajectory_keys.length)));
   const trainedSlots = checkBatchTrajectories(spec, groups, trajectories);
   const stats = batchStats(newVersion, groups, trajectories);
+  const read = performance.now();
   const updated = await options.updater.update({ version: newVersion, groups, trajectories, stats });
   const { weights, parts } = Buffer.isBuffer(updated) ? { weights: updated, parts: undefined } : updated;
+  const updateStats = options.updater.lastUpdateStats?.() ?? null;
+  const updatedAt = performance.now();
   // Weights first, commit second: a crash in between leaves an unreferenced blob (deleted when a
   // trainer next resumes the run), never a dangling key. The key is unique to this attempt, so a stale
   // trainer's write never replaces weights a commit already recorded; retention reads the keys from
@@ -239,10 +274,21 @@ async function trainBatch(spec: RolloutRunSpec, groups: readonly ScoredGroup[], 
   const { duplicateEpisodes } = await transport.commit(runId, { expectedVersion: version, newVersion, weightsKey, trained: groups, dropped: [], trainedSlots, batch: stats });
   if (duplicateEpisodes > 0) logger.error({ duplicateEpisodes }, 'trainer trained on episodes twice');
   await afterCommit(transport, runId, options.retention, logger);
+  const committed = performance.now();
+  const phaseSeconds: TrainerPhaseSeconds = {
+    rollout_wait: clock.waitSeconds,
+    read: (read - started) / 1000,
+    update: (updatedAt - read) / 1000,
+    commit: (committed - updatedAt) / 1000,
+    other: Math.max(0, (committed - clock.since) / 1000 - clock.waitSeconds - (committed - started) / 1000),
+  };
+  clock.since = committed;
+  clock.waitSeconds = 0;
   options.metrics?.staleness.observe({ run: runId }, stats.max_staleness);
   options.metrics?.trainerUpdateSeconds.inc({ run: runId }, (performance.now() - started) / 1000);
   logger.info({ version: newVersion, groups: stats.group_ids, rewardMean: stats.reward_mean, successRate: stats.success_rate, maxStaleness: stats.max_staleness }, 'batch trained');
   options.onBatch?.(stats);
+  await options.onCommitted?.({ version: newVersion, stats, trajectories, weights, updateStats, phaseSeconds });
   return newVersion;
 }
 

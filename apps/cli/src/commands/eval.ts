@@ -1,6 +1,6 @@
 import { createWriteStream } from 'node:fs';
 import { z } from 'zod';
-import { createBaselinePolicy, evaluate, type EvaluationReport, type Policy } from '@sqlenv/agents';
+import { createBaselinePolicy, evaluate, TranscriptCollector, type EvaluationReport, type Policy, type TurnEvent } from '@sqlenv/agents';
 import type { ModelResources } from '@sqlenv/rollout';
 import { SplitName } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type Dataset } from '@sqlenv/sql-env';
@@ -10,6 +10,7 @@ import { cacheDir } from '../paths.ts';
 import { ProgressBar } from '../progress-bar.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
+import { UsageError } from '../cli-error.ts';
 import { formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
 
 const EvalFlags = ModelFlags.extend({
@@ -26,12 +27,16 @@ const EvalFlags = ModelFlags.extend({
   failures: z.coerce.number().int().nonnegative().default(10),
   trajectories: z.string().min(1).optional(),
   verbose: z.boolean().default(false),
+  'save-eval': z.string().min(1).optional(),
+  'eval-name': z.string().min(1).optional(),
+  'eval-version': intFlag.optional(),
 });
 
 export const evalUsage = `sqlenv eval [--policy oracle|random|model] [--dataset builtin|<dir>] [--split train|dev]
             [--episodes N|all] [--seed S] [--concurrency C] [--url ws://host:port] [--mode eval|train] [--json] [--verbose]
             [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
-             [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl]]`;
+             [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl]]
+            [--save-eval RUN_DIR --eval-name NAME [--eval-version N]]`;
 
 /** `sqlenv eval`: play episodes with a baseline policy and print the report. */
 export async function evalCommand(argv: string[], io: CommandIo): Promise<number> {
@@ -51,10 +56,14 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       failures: { type: 'string' },
       trajectories: { type: 'string' },
       verbose: { type: 'boolean' },
+      'save-eval': { type: 'string' },
+      'eval-name': { type: 'string' },
+      'eval-version': { type: 'string' },
       ...modelFlagOptions,
     },
     EvalFlags,
   );
+  const save = saveEvalTarget(flags);
   // Evaluation by default: the progress shaping scores queries against the gold rows, so a policy that saw it could probe answers.
   const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), env: { rewardMode: flags.mode }, logger: io.logger });
   let model: ModelResources | undefined;
@@ -70,6 +79,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       policy = createBaselinePolicy(flags.policy, dataset, flags.seed);
     }
     const sampling = model?.sampling ?? null;
+    const transcripts = save === undefined ? undefined : new TranscriptCollector();
     const bar = new ProgressBar(`eval ${policy.name}`, io.stderr);
     let successes = 0;
     const createEnvironment = flags.url === undefined
@@ -79,6 +89,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       questionIds,
       seed: flags.seed,
       concurrency: flags.concurrency,
+      ...(save === undefined ? {} : { policyVersion: save.version }),
       onProgress: (done, total, record) => {
         if (record.success) successes += 1;
         bar.update(done, total, `success ${((100 * successes) / done).toFixed(1)}%`);
@@ -87,9 +98,28 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
           if (trajectory !== undefined) trajectories.write(`${JSON.stringify(trajectory)}\n`);
         }
       },
-      ...(flags.verbose ? { onTurn: (index: number, event: Parameters<typeof formatTurn>[0]) => io.stderr.write(formatTurn(event, `episode ${index}`)) } : {}),
+      ...(flags.verbose || transcripts !== undefined
+        ? {
+            onTurn: (index: number, event: TurnEvent) => {
+              transcripts?.onTurn(index, event);
+              if (flags.verbose) io.stderr.write(formatTurn(event, `episode ${index}`));
+            },
+          }
+        : {}),
     });
     bar.finish();
+    if (save !== undefined && transcripts !== undefined) {
+      const { savedEvalFromReport, writeSavedEval } = await import('@sqlenv/rollout');
+      const saved = savedEvalFromReport(report, transcripts, {
+        name: save.name,
+        version: save.version,
+        dataset: flags.dataset,
+        split: flags.split ?? dataset.defaultSplit,
+        seeds: [flags.seed],
+        questionText: (id) => dataset.question(id)?.question_text,
+      });
+      io.stderr.write(`saved ${writeSavedEval(save.runDir, saved)} (policy version ${save.version})\n`);
+    }
     const engine = model?.engine.stats;
     if (flags.json) {
       io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset, rewardModeOf(flags)), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
@@ -103,6 +133,24 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     await model?.close();
     await runtime.close();
   }
+}
+
+/**
+ * Where `--save-eval` writes: RUN_DIR/evals/NAME.json, for policy version N (`--eval-version`; else
+ * read from an adapter directory named v<N>, as a run directory's adapters/v<N>/ are; else 0, the
+ * base policy).
+ */
+function saveEvalTarget(flags: z.infer<typeof EvalFlags>): { runDir: string; name: string; version: number } | undefined {
+  if (flags['save-eval'] === undefined) {
+    if (flags['eval-name'] !== undefined || flags['eval-version'] !== undefined) throw new UsageError('--eval-name and --eval-version go with --save-eval RUN_DIR');
+    return undefined;
+  }
+  const name = flags['eval-name'];
+  if (name === undefined) throw new UsageError('--save-eval RUN_DIR needs --eval-name NAME (e.g. before, after)');
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name)) throw new UsageError(`--eval-name ${name}: letters, digits, '.', '_' and '-' only`);
+  const fromAdapter = flags.adapter === undefined ? undefined : /(?:^|[/\\])v(\d+)[/\\]?$/.exec(flags.adapter)?.[1];
+  const version = flags['eval-version'] ?? (fromAdapter === undefined ? 0 : Number(fromAdapter));
+  return { runDir: flags['save-eval'], name, version };
 }
 
 function summaryJson(report: EvaluationReport, dataset: string, rewardMode: string): Record<string, unknown> {

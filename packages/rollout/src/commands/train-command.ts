@@ -1,6 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import { z } from 'zod';
-import { createRootLogger, silentLogger } from '@sqlenv/shared';
+import { drawQuestionIds } from '@sqlenv/agents';
+import type { RolloutRunSpec } from '@sqlenv/protocol';
+import { AppError, createRootLogger, ErrorCode, silentLogger } from '@sqlenv/shared';
+import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import type { BatchStats } from '../batch-stats.ts';
 import { runCoordinator, type RunSummary } from '../coordinator.ts';
 import { RolloutMetrics } from '../metrics.ts';
@@ -8,6 +12,11 @@ import { RolloutWorker } from '../rollout-worker.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { GrpoPolicyUpdater } from '../grpo-updater.ts';
 import { runTrainer, StatsPolicyUpdater, type PolicyUpdater } from '../trainer.ts';
+import { RunRecorder } from '../run-dir/run-directory.ts';
+import { evaluateIntoRunDir } from '../run-dir/run-evaluation.ts';
+import { writeRunReport, writeRunSpec } from '../run-dir/run-report.ts';
+import type { SavedEval } from '../run-dir/saved-eval.ts';
+import type { ResolveRun } from '../rollout-worker.ts';
 import { InProcessTransport } from '../transport/in-process-transport.ts';
 import { booleanText, runtimeOptionSpecs, RuntimeOptionsSchema, TransportOptionsSchema } from './shared-options.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
@@ -17,7 +26,7 @@ import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.
 import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
 
 export const trainUsage =
-  'sqlenv train [--dataset builtin|DIR] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--json]';
+  'sqlenv train [--dataset builtin|DIR] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-split dev|train] [--eval-seed S] [--json]';
 
 const trainOptionSpecs: Record<string, OptionSpec> = {
   concurrency: { key: 'concurrency', env: 'SQLENV_CONCURRENCY' },
@@ -25,6 +34,11 @@ const trainOptionSpecs: Record<string, OptionSpec> = {
   'metrics-port': { key: 'metricsPort', env: 'METRICS_PORT' },
   'log-level': { key: 'logLevel', env: 'LOG_LEVEL' },
   'keep-weights': { key: 'keepWeights', env: 'SQLENV_KEEP_WEIGHTS' },
+  'run-dir': { key: 'runDir', env: 'SQLENV_RUN_DIR' },
+  'save-every': { key: 'saveEvery', env: 'SQLENV_SAVE_EVERY' },
+  'eval-episodes': { key: 'evalEpisodes', env: 'SQLENV_EVAL_EPISODES' },
+  'eval-split': { key: 'evalSplit', env: 'SQLENV_EVAL_SPLIT' },
+  'eval-seed': { key: 'evalSeed', env: 'SQLENV_EVAL_SEED' },
 };
 
 /**
@@ -43,6 +57,15 @@ const TrainOptionsSchema = SpecOptionsSchema.extend({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
   /** Committed weights kept in memory: the newest K versions. */
   keepWeights: z.coerce.number().int().positive().default(3),
+  /** The run directory (metrics.jsonl, evals/, adapters/, report.html); default runs/<run id> under the current directory. */
+  runDir: z.string().min(1).optional(),
+  /** Save the adapter of every N-th version too (0 = only the final one). */
+  saveEvery: z.coerce.number().int().nonnegative().default(0),
+  /** Held-out evaluation before and after training ('before' and 'after' in evals/): N questions, all of the split, or 0 for none. */
+  evalEpisodes: z.union([z.literal('all'), z.coerce.number().int().nonnegative()]).default(0),
+  evalSplit: z.enum(['train', 'dev']).default('dev'),
+  /** Episode i of an evaluation resets with eval seed + i (the same in both evaluations). */
+  evalSeed: z.coerce.number().int().nonnegative().default(0),
 })
   .extend(RuntimeOptionsSchema.shape)
   .extend(ModelDirOptionsSchema.shape)
@@ -60,6 +83,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
   let server: StatusServer | undefined;
   let progressTimer: NodeJS.Timeout | undefined;
   let grpo: GrpoPolicyUpdater | undefined;
+  let heldOut: HeldOutEvaluation | undefined;
   try {
     const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...trainOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs }, TrainOptionsSchema);
     const spec = runSpecFrom(options, () => `train-${randomBytes(3).toString('hex')}`, await runModelSpec(options.policy, options));
@@ -69,6 +93,13 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     runtimes = new RuntimeCache(runtimeOptionsFrom(options, logger));
     const runtime = await runtimes.get(spec.dataset);
     const questions = scheduledQuestions(runtime.dataset, spec.split);
+    const runDir = options.runDir ?? join('runs', spec.run_id);
+    const recorder = new RunRecorder({ dir: runDir, runId: spec.run_id, saveEvery: options.saveEvery, ...(spec.model ? { baseModel: options.modelDir ?? spec.model.fingerprint } : {}), logger });
+    writeRunSpec(runDir, spec);
+    const resolveRun = createRunResolver(runtimes, { ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }), maxBatchSize: options.concurrency, logger });
+    heldOut = options.evalEpisodes === 0 ? undefined : new HeldOutEvaluation(spec, runtime, resolveRun, { runDir, episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, concurrency: options.concurrency }, tty ? io.stderr : undefined);
+    const evals: SavedEval[] = [];
+    if (heldOut) evals.push(await heldOut.run('before', 0, null));
     await transport.registerRun(spec);
     const metrics = new RolloutMetrics();
     if (options.metricsPort !== undefined) {
@@ -80,7 +111,6 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
         logger,
       });
     }
-    const resolveRun = createRunResolver(runtimes, { ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }), maxBatchSize: options.concurrency, logger });
     worker = new RolloutWorker({ transport, resolveRun, concurrency: options.concurrency, runId: spec.run_id, workerId: 'embedded', discoveryMs: 200, logger, metrics });
     await worker.start();
     const batches: BatchStats[] = [];
@@ -89,7 +119,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     // the statistics-only updater.
     if (spec.model !== undefined && options.modelDir !== undefined) grpo = await GrpoPolicyUpdater.create(spec.model, options.modelDir, { logger });
     const updater: PolicyUpdater = grpo ?? new StatsPolicyUpdater();
-    const trainer = runTrainer({ transport, runId: spec.run_id, updater, pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b) });
+    const trainer = runTrainer({ transport, runId: spec.run_id, updater, pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b), onCommitted: recorder.onCommitted });
     // Surface a trainer failure at once instead of waiting on a coordinator that can no longer finish.
     const trainerFailed = trainer.then(
       () => new Promise<never>(() => undefined),
@@ -110,7 +140,13 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
       progressTimer = undefined;
       io.stderr.write(`\r${renderProgress(spec, await transport.counters(spec.run_id), batches, summary.elapsed_s, io.stderr.columns ?? 100)}\n`);
     }
-    io.stdout.write(options.json ? `${JSON.stringify(summary)}\n` : formatSummary(summary, batches));
+    await worker.close();
+    recorder.finish();
+    if (heldOut) evals.push(await heldOut.run('after', summary.policy_version, recorder.lastWeights));
+    const report = writeRunReport(runDir);
+    const evalJson = Object.fromEntries(evals.map((x) => [x.name, { version: x.version, episodes: x.episodes_count, success_rate: x.success_rate, mean_reward: x.mean_reward }]));
+    if (options.json) io.stdout.write(`${JSON.stringify({ ...summary, run_dir: runDir, report, adapters: recorder.savedAdapterVersions, evals: evalJson })}\n`);
+    else io.stdout.write(`${formatSummary(summary, batches)}${formatRunDir(runDir, report, recorder.savedAdapterVersions, evals)}`);
     return 0;
   } catch (error) {
     return reportCommandError(io, 'train', error);
@@ -118,9 +154,76 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     if (progressTimer) clearInterval(progressTimer);
     await worker?.close();
     await grpo?.close();
+    await heldOut?.close();
     await server?.close();
     await transport.close();
     await runtimes?.close();
+  }
+}
+
+function formatRunDir(runDir: string, report: string, adapters: readonly number[], evals: readonly SavedEval[]): string {
+  const lines = evals.map((x) => `  ${`eval ${x.name}`.padEnd(9)} v${x.version}: success ${(x.success_rate * 100).toFixed(1)} % of ${x.episodes_count}, reward ${x.mean_reward.toFixed(3)}`);
+  lines.push(`  run dir   ${runDir} (metrics.jsonl${adapters.length > 0 ? `, adapters ${adapters.map((v) => `v${v}`).join(' ')}` : ''}${evals.length > 0 ? ', evals/' : ''})`);
+  lines.push(`  report    ${report}`);
+  return `${lines.join('\n')}\n`;
+}
+
+interface HeldOutOptions {
+  runDir: string;
+  episodes: number | 'all';
+  split: 'train' | 'dev';
+  seed: number;
+  concurrency: number;
+}
+
+/**
+ * The run's held-out evaluation: the same questions and seeds before training and after it, with
+ * the run's policy (greedy for a model) in its own resources, so it never competes with the worker's
+ * episodes; the final weights are applied for the 'after' one.
+ */
+class HeldOutEvaluation {
+  readonly #spec: RolloutRunSpec;
+  readonly #runtime: SqlEnvRuntime;
+  readonly #resolveRun: ResolveRun;
+  readonly #options: HeldOutOptions;
+  readonly #progress: NodeJS.WritableStream | undefined;
+  #resources: ReturnType<ResolveRun> | undefined;
+
+  constructor(spec: RolloutRunSpec, runtime: SqlEnvRuntime, resolveRun: ResolveRun, options: HeldOutOptions, progress: NodeJS.WritableStream | undefined) {
+    this.#spec = spec;
+    this.#runtime = runtime;
+    this.#resolveRun = resolveRun;
+    this.#options = options;
+    this.#progress = progress;
+    const ids = runtime.dataset.questionsOf(options.split).map((q) => q.question_id);
+    if (ids.length === 0) throw new AppError(ErrorCode.VALIDATION, `--eval-split ${options.split}: dataset ${spec.dataset} has no questions in that split`);
+  }
+
+  async run(name: string, version: number, weights: Buffer | null): Promise<SavedEval> {
+    const greedy = this.#spec.model === undefined ? this.#spec : { ...this.#spec, model: { ...this.#spec.model, sampling: { ...this.#spec.model.sampling, temperature: 0 } } };
+    this.#resources ??= this.#resolveRun(greedy);
+    const resources = await this.#resources;
+    if (version > 0) await resources.applyWeights?.(weights, version);
+    const ids = drawQuestionIds(this.#runtime.dataset.questionsOf(this.#options.split).map((q) => q.question_id), this.#options.episodes, this.#options.seed);
+    const { saved } = await evaluateIntoRunDir({
+      runDir: this.#options.runDir,
+      name,
+      version,
+      policy: resources.policy,
+      createEnvironment: () => this.#runtime.createEnvironment(),
+      questionIds: ids,
+      seed: this.#options.seed,
+      concurrency: this.#options.concurrency,
+      dataset: this.#spec.dataset,
+      split: this.#options.split,
+      onProgress: (done, total) => this.#progress?.write(`\rEvaluation ${name} (v${version}, ${this.#options.split}): ${done}/${total}${done === total ? '\n' : ''}`),
+    });
+    return saved;
+  }
+
+  async close(): Promise<void> {
+    const resources = await this.#resources;
+    await resources?.release?.();
   }
 }
 

@@ -7,6 +7,9 @@ import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { GrpoPolicyUpdater } from '../grpo-updater.ts';
 import { runTrainer, StatsPolicyUpdater, waitForRun, type PolicyUpdater } from '../trainer.ts';
 import { serveRuns } from '../trainer-pool.ts';
+import { RunRecorder } from '../run-dir/run-directory.ts';
+import { writeRunReport, writeRunSpec } from '../run-dir/run-report.ts';
+import { join } from 'node:path';
 import { RunAdmin } from '../transport/run-admin.ts';
 import { BullmqTransport, BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
@@ -14,7 +17,7 @@ import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } 
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 
-export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--model DIR] [--keep-weights K] [--checkpoint-every N] [--metrics-port P]';
+export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--model DIR] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P]';
 
 export const trainerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
@@ -24,6 +27,8 @@ export const trainerOptionSpecs: Record<string, OptionSpec> = {
   'keep-weights': { key: 'keepWeights', env: 'SQLENV_KEEP_WEIGHTS' },
   'checkpoint-every': { key: 'checkpointEvery', env: 'SQLENV_CHECKPOINT_EVERY' },
   'run-retention-s': { key: 'runRetentionS', env: 'SQLENV_RUN_RETENTION_S' },
+  'run-dir': { key: 'runDir', env: 'SQLENV_RUN_DIR' },
+  'save-every': { key: 'saveEvery', env: 'SQLENV_SAVE_EVERY' },
 };
 
 const TrainerOptionsSchema = z
@@ -41,6 +46,13 @@ const TrainerOptionsSchema = z
     checkpointEvery: z.coerce.number().int().nonnegative().default(0),
     /** A finished run's keys expire this long after it ends, in seconds (0 = kept until `sqlenv runs delete`). */
     runRetentionS: z.coerce.number().int().nonnegative().default(7 * 24 * 3600),
+    /**
+     * Write each trained run's run directory (metrics.jsonl, adapters/, report.html) here: the
+     * directory itself with --run, else DIR/<run id> (a trainer serving runs trains many).
+     */
+    runDir: z.string().min(1).optional(),
+    /** Save the adapter of every N-th version too (0 = only the final one). */
+    saveEvery: z.coerce.number().int().nonnegative().default(0),
   })
   .extend(TransportOptionsSchema.shape)
   .extend(ExecutionOptionsSchema.shape)
@@ -108,9 +120,29 @@ export async function trainerCommand(argv: readonly string[], io: RolloutCommand
       logger,
       ...(io.signal ? { signal: io.signal } : {}),
       train: async (runId, signal) => {
+        const runDir = options.runDir === undefined ? undefined : options.runId === undefined ? join(options.runDir, runId) : options.runDir;
+        const recorder = runDir === undefined ? undefined : new RunRecorder({ dir: runDir, runId, saveEvery: options.saveEvery, logger });
         const result = await withUpdater(activeTransport, runId, options, logger, signal, (updater) =>
-          runTrainer({ transport: activeTransport, runId, updater, pollMs: options.pollMs, runWaitMs: options.runWaitMs, logger, metrics, retention, signal }),
+          runTrainer({
+            transport: activeTransport,
+            runId,
+            updater,
+            pollMs: options.pollMs,
+            runWaitMs: options.runWaitMs,
+            logger,
+            metrics,
+            retention,
+            signal,
+            ...(recorder === undefined ? {} : { onCommitted: recorder.onCommitted }),
+          }),
         );
+        let report: string | undefined;
+        if (recorder !== undefined && runDir !== undefined) {
+          recorder.finish();
+          const spec = await activeTransport.getRun(runId);
+          if (spec) writeRunSpec(runDir, spec);
+          report = writeRunReport(runDir);
+        }
         if (result.finished && options.runRetentionS > 0) {
           const { redisUrl, keyBase } = BullmqTransportConfigSchema.parse(transportConfig(options));
           const admin = new RunAdmin({ redisUrl, keyBase });
@@ -121,7 +153,7 @@ export async function trainerCommand(argv: readonly string[], io: RolloutCommand
             await admin.close();
           }
         }
-        io.stdout.write(`${JSON.stringify({ run_id: runId, finished: result.finished, policy_version: result.version, batches_this_process: result.batchesThisProcess })}\n`);
+        io.stdout.write(`${JSON.stringify({ run_id: runId, finished: result.finished, policy_version: result.version, batches_this_process: result.batchesThisProcess, ...(report === undefined ? {} : { run_dir: runDir, report }) })}\n`);
       },
     });
     return 0;

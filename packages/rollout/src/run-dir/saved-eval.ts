@@ -1,0 +1,141 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { TranscriptTurnSchema, type EvaluationReport, type TranscriptCollector } from '@sqlenv/agents';
+import { EpisodeDoneReason, SplitName } from '@sqlenv/protocol';
+import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+
+/** Where a run directory keeps its saved evaluations (one JSON file each). */
+export const EVALS_DIR = 'evals';
+
+/** File-name-safe: letters, digits, '.', '_', '-', starting with a letter or digit. */
+export const EvalNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an evaluation name is letters, digits, ".", "_" and "-" (at most 64)');
+
+/** One evaluated episode: its question, outcome and transcript. */
+export const SavedEvalEpisodeSchema = z.strictObject({
+  question_id: z.string(),
+  db_id: z.string(),
+  seed: z.number().int().nonnegative(),
+  /** The question as the agent saw it ("" when the episode never started). */
+  question: z.string(),
+  correct: z.boolean(),
+  reward: z.number(),
+  steps: z.number().int().nonnegative(),
+  /** Turns whose reply held no valid tool call. */
+  format_errors: z.number().int().nonnegative(),
+  /** Tokens the model wrote (0 for text-only policies). */
+  tokens: z.number().int().nonnegative(),
+  done_reason: EpisodeDoneReason.nullable(),
+  /** Why the episode could not be played (null when it was). */
+  error: z.string().nullable(),
+  transcript: z.array(TranscriptTurnSchema),
+});
+export type SavedEvalEpisode = z.infer<typeof SavedEvalEpisodeSchema>;
+
+/**
+ * `evals/<name>.json`: an evaluation of the policy at one version, kept so that the run report can
+ * plot it on the training curves and compare it question by question with another one.
+ */
+export const SavedEvalSchema = z.strictObject({
+  schema_version: z.literal(1),
+  name: EvalNameSchema,
+  /** The policy version evaluated (0 = before any update). */
+  version: z.number().int().nonnegative(),
+  dataset: z.string(),
+  split: SplitName.nullable(),
+  policy: z.string(),
+  /** Base seeds: episode i of a pass with base seed s resets with seed s + i. */
+  seeds: z.array(z.number().int().nonnegative()),
+  created_at: z.string(),
+  episodes_count: z.number().int().nonnegative(),
+  success_rate: z.number().min(0).max(1),
+  mean_reward: z.number(),
+  format_error_rate: z.number().min(0).max(1),
+  episodes: z.array(SavedEvalEpisodeSchema),
+});
+export type SavedEval = z.infer<typeof SavedEvalSchema>;
+
+export interface SavedEvalMeta {
+  name: string;
+  version: number;
+  dataset: string;
+  split: SplitName | null;
+  seeds: readonly number[];
+  /** The question text by id, for episodes whose transcript does not show it. */
+  questionText?: (questionId: string) => string | undefined;
+}
+
+/**
+ * A saved evaluation from evaluate()'s report and the transcripts collected during it (pass the
+ * collector's `onTurn` to evaluate's options; several passes may be concatenated first).
+ */
+export function savedEvalFromReport(report: EvaluationReport, transcripts: TranscriptCollector, meta: SavedEvalMeta): SavedEval {
+  const episodes = report.records.map((record) => {
+    const questionId = record.question_id ?? '';
+    return {
+      question_id: questionId,
+      db_id: record.db_id ?? '',
+      seed: record.seed,
+      question: transcripts.question(record.index) ?? meta.questionText?.(questionId) ?? '',
+      correct: record.success,
+      reward: record.reward,
+      steps: record.steps,
+      format_errors: record.format_errors,
+      tokens: record.generated_tokens,
+      done_reason: record.done_reason,
+      error: record.error,
+      transcript: transcripts.turns(record.index),
+    };
+  });
+  return parseSavedEval({
+    schema_version: 1,
+    name: meta.name,
+    version: meta.version,
+    dataset: meta.dataset,
+    split: meta.split,
+    policy: report.policy,
+    seeds: [...meta.seeds],
+    created_at: new Date().toISOString(),
+    episodes_count: report.episodes,
+    success_rate: report.success_rate,
+    mean_reward: report.mean_reward,
+    format_error_rate: report.format_error_rate,
+    episodes,
+  });
+}
+
+function parseSavedEval(value: unknown, label = 'saved evaluation'): SavedEval {
+  const parsed = SavedEvalSchema.safeParse(value);
+  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `${label}: ${formatZodIssues(parsed.error)}`);
+  return parsed.data;
+}
+
+/** Write `runDir/evals/<name>.json` (through a temporary file, so a reader never sees half of it); returns its path. */
+export function writeSavedEval(runDir: string, saved: SavedEval): string {
+  const dir = join(runDir, EVALS_DIR);
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, `${saved.name}.json`);
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(parseSavedEval(saved))}\n`);
+  renameSync(tmp, path);
+  return path;
+}
+
+/** Every saved evaluation of a run directory, by version then name (none: []). */
+export function readSavedEvals(runDir: string): SavedEval[] {
+  const dir = join(runDir, EVALS_DIR);
+  if (!existsSync(dir)) return [];
+  const evals = readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => {
+      const path = join(dir, f);
+      let json: unknown;
+      try {
+        json = JSON.parse(readFileSync(path, 'utf8'));
+      } catch (cause) {
+        throw new AppError(ErrorCode.VALIDATION, `${path} is not valid JSON`, { cause });
+      }
+      return parseSavedEval(json, path);
+    });
+  return evals.sort((a, b) => a.version - b.version || a.name.localeCompare(b.name));
+}
