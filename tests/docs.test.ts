@@ -8,8 +8,6 @@ import { describe, expect, it } from 'vitest';
  * never design notes that live outside it, and every docs/*.md page they cite exists.
  */
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-// docs/training.md belongs to the GRPO trainer's part; it is cited before it lands.
-const pending = new Set(['training.md']);
 
 function files(dir: string): string[] {
   return readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((entry) => {
@@ -31,6 +29,6 @@ describe('documentation', () => {
   it('every docs/ page cited exists', () => {
     const cited = new Set(sources.flatMap((f) => [...readFileSync(path.join(root, f), 'utf8').matchAll(/docs\/([a-z-]+\.md)/g)].map((m) => m[1] as string)));
     expect(cited.size).toBeGreaterThan(3);
-    for (const page of cited) if (!pending.has(page)) expect(existsSync(path.join(root, 'docs', page)), page).toBe(true);
+    for (const page of cited) expect(existsSync(path.join(root, 'docs', page)), page).toBe(true);
   });
 });
