@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Graph, gradients, kernelCoverage, loadCudaKernelTable, OP_GRADIENT, OPSET, opVersionAt, tensor, type KernelTable } from '@sqlenv/onnx-graph';
+import { buildTrainingGraph, PolicyLossConfigSchema } from '@sqlenv/grpo';
+import { Graph, kernelCoverage, loadCudaKernelTable, OP_GRADIENT, OPSET, opVersionAt, tensor, type KernelTable } from '@sqlenv/onnx-graph';
 import { buildGenerationGraph, buildScoringGraph, expectedTensorSpecs, parseLoraConfig, presetConfig, type ModelConfig, type ModelWeights } from '@sqlenv/model';
 
 /**
@@ -25,22 +26,13 @@ function shapeOnlyWeights(config: ModelConfig): ModelWeights {
 
 const lora = parseLoraConfig({ rank: 16, alpha: 32, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] });
 
-/**
- * The trainer's graph. Until the GRPO trainer's own graph builder lands, its core: the scoring
- * graph, a masked loss over its log-probabilities, and gradients() with respect to every LoRA input
- * (the backward ops the autodiff emits are what matter here). Point this at the GRPO builder.
- */
-function buildTrainingGraph(config: ModelConfig, weights: ModelWeights): Graph {
-  const scoring = buildScoringGraph(config, weights, { lora });
-  const g = scoring.graph;
-  const lossMask = g.input('loss_mask', 'float32', ['B', 'T']); // (B, T)
-  const advantages = g.input('advantages', 'float32', ['B']); // (B)
-  const perToken = g.mul(g.mul(scoring.logprobs, lossMask), g.unsqueeze(advantages, [1])); // (B, T)
-  const loss = g.neg(g.div(g.reduceSum(perToken), g.reduceSum(lossMask))); // ()
-  const wrt = [...scoring.params.loraInputs.values()];
-  gradients(loss, wrt).forEach((grad, i) => g.output(`grad_${i}`, grad));
-  g.output('loss', loss);
-  return g;
+/** The trainer's graphs: GRPO with every loss term on (clip, truncated importance weights, k3 KL) and SFT. */
+function trainingGraphs(config: ModelConfig, weights: ModelWeights): { policy: Graph; sft: Graph } {
+  const loss = PolicyLossConfigSchema.parse({ klBeta: 0.04 });
+  return {
+    policy: buildTrainingGraph(config, weights, { lora, objective: 'policy', loss }).graph,
+    sft: buildTrainingGraph(config, weights, { lora, objective: 'sft' }).graph,
+  };
 }
 
 const MODELS = ['qwen3-0.6b', 'qwen2.5-0.5b', 'smollm2-135m'] as const;
@@ -55,13 +47,14 @@ describe("ONNX Runtime's CUDA provider runs every node of the project's graphs",
   });
 
   for (const name of MODELS) {
-    it(`${name}: generation, scoring and training graphs`, () => {
+    it(`${name}: generation, scoring, GRPO and SFT training graphs`, () => {
       const config = presetConfig(name);
       const weights = shapeOnlyWeights(config);
       const graphs = {
         generation: buildGenerationGraph(config, weights, { lora }).graph,
         scoring: buildScoringGraph(config, weights, { lora }).graph,
-        training: buildTrainingGraph(config, weights),
+        training: trainingGraphs(config, weights).policy,
+        sft: trainingGraphs(config, weights).sft,
       };
       for (const [kind, graph] of Object.entries(graphs)) {
         const coverage = kernelCoverage(graph, table);
