@@ -217,7 +217,8 @@ export class SqlExecutor {
     this.childArg = JSON.stringify(this.limits);
     this.fastPath = new FastPathTable(this.config.inProcessStatements);
     const entry = executorChildEntry();
-    if (!entry.bundled) this.logger.warn({ reason: entry.fallbackReason }, 'executor children start through the TypeScript loader (slower): the bundle could not be built');
+    if (!entry.bundled) this.logger.warn({ reason: entry.fallbackReason }, 'executor children start through the TypeScript loader (slower): the bundle cannot be used');
+    if (entry.rewritten === true) this.logger.warn({ module: entry.module.href }, 'the executor child bundle on disk had been modified; rewritten before use');
     this.refill();
   }
 
@@ -580,7 +581,9 @@ export class SqlExecutor {
   }
 
   private spawn(into: ChildSlot[]): void {
+    // Checked against its content hash before every start (child-entry.ts).
     const entry = executorChildEntry();
+    if (entry.rewritten === true) this.logger.warn({ module: entry.module.href }, 'the executor child bundle on disk had been modified; rewritten before use');
     const proc = fork(entry.module, [this.childArg], {
       execArgv: [...entry.execArgv, `--max-old-space-size=${this.config.childMaxHeapMb}`],
       stdio: ['pipe', 'pipe', 'inherit', 'ipc'],
