@@ -131,6 +131,13 @@ interface ChildSlot {
   lowPriority: boolean;
   /** The child's CPU time (ms) when its current slow head was first seen (onSlowTick); undefined until then. */
   slowHeadCpuMs: number | undefined;
+  /**
+   * Its running query is slow AND burning CPU (burnsCpu): a runaway, not a
+   * query slowed down by a busy machine. Only such a child gets a stand-in
+   * started for it (refill): wall time alone would start children exactly
+   * when the machine has no CPU to spare for them.
+   */
+  burning: boolean;
   /** Could not get its normal priority back: takes no new requests, retired once idle. */
   recycle: boolean;
   lines: NdjsonLines;
@@ -463,7 +470,9 @@ export class SqlExecutor {
         this.replace(child, undefined);
         continue;
       }
-      if (!child.lowPriority && ageMs > SLOW_HEAD_MS && this.burnsCpu(child, ageMs)) {
+      if (!child.burning && ageMs > SLOW_HEAD_MS && this.burnsCpu(child, ageMs)) {
+        child.burning = true;
+        if (child.lowPriority) continue;
         try {
           this.setPriority(child.pid, LOW_PRIORITY);
           child.lowPriority = true;
@@ -511,6 +520,7 @@ export class SqlExecutor {
   private headStarted(child: ChildSlot, atMs: number): void {
     child.headStartedMs = atMs;
     child.slowHeadCpuMs = undefined;
+    child.burning = false;
     const head = child.inFlight[0];
     if (head === undefined) return;
     const dueMs = atMs + head.timeoutMs;
@@ -582,16 +592,18 @@ export class SqlExecutor {
   }
 
   /**
-   * Children to keep alive: the pool, a stand-in per stuck child — or per
-   * child stuck at the recent peak, for SPARE_HOLD_MS after it — and the
-   * spares. Runaways come in waves (a client whose query was cut off often
-   * sends the next at once), and a stand-in that is warm when the next wave
-   * arrives takes over in one tick instead of a cold start. At most
-   * poolSize + maxStuckChildren + spareChildren processes.
+   * Children to keep alive: the pool, a stand-in per stuck child, the spares,
+   * and — for SPARE_HOLD_MS after a peak of stuck children — one more warm
+   * spare per child stuck at that peak. Runaways come in waves (a client
+   * whose query was cut off sends the next at once, and runaways sent
+   * together are cut off together): the stuck children die at their
+   * deadline, and the next wave must find warm stand-ins, not cold starts
+   * (up to a second each on a busy machine, while quick queries wait). At
+   * most poolSize + 2 × maxStuckChildren + spareChildren processes.
    */
   private liveTarget(nowMs: number): number {
     const held = nowMs - this.stuckPeakAtMs <= SPARE_HOLD_MS ? this.stuckPeak : 0;
-    return this.config.poolSize + Math.max(this.coveredStuck(nowMs), held) + this.config.spareChildren;
+    return this.config.poolSize + this.coveredStuck(nowMs) + held + this.config.spareChildren;
   }
 
   /** Children whose running query is older than SLOW_HEAD_MS (they take no new requests). */
@@ -601,9 +613,11 @@ export class SqlExecutor {
     return slow;
   }
 
-  /** Stuck children that get a stand-in: at most maxStuckChildren. */
+  /** Stuck children (slow and burning CPU) that get a stand-in: at most maxStuckChildren. */
   private coveredStuck(nowMs: number): number {
-    return Math.min(this.slowChildCount(nowMs), this.config.maxStuckChildren);
+    let burning = 0;
+    for (const child of this.children) if (child.burning && !child.dead && child.inFlight.length > 0 && nowMs - child.headStartedMs > SLOW_HEAD_MS) burning += 1;
+    return Math.min(burning, this.config.maxStuckChildren);
   }
 
   /**
@@ -620,7 +634,7 @@ export class SqlExecutor {
       this.stuckPeak = stuck;
       this.stuckPeakAtMs = nowMs;
     }
-    const wanted = this.config.poolSize + stuck;
+    const wanted = this.config.poolSize + Math.min(this.slowChildCount(nowMs), this.config.maxStuckChildren);
     while (this.children.length < wanted) {
       const spare = this.spares.find((c) => c.ready);
       if (spare === undefined) break;
@@ -634,7 +648,7 @@ export class SqlExecutor {
   /** An idle child beyond what the pool needs now goes back to the spares (or is retired when there are enough). */
   private returnLentSpare(child: ChildSlot): void {
     const nowMs = performance.now();
-    if (child.inFlight.length > 0 || child.outbox.length > 0 || this.children.length <= this.config.poolSize + this.coveredStuck(nowMs)) return;
+    if (child.inFlight.length > 0 || child.outbox.length > 0 || this.children.length <= this.config.poolSize + Math.min(this.slowChildCount(nowMs), this.config.maxStuckChildren)) return;
     this.children.splice(this.children.indexOf(child), 1);
     if (this.children.length + this.spares.length < this.liveTarget(nowMs)) {
       this.spares.push(child);
@@ -671,7 +685,7 @@ export class SqlExecutor {
     const closed = signal();
     const child: ChildSlot = {
       proc, pid: proc.pid ?? -1, ready: false, dead: false, inFlight: [], headStartedMs: 0, timer: undefined, timerDueMs: Infinity,
-      outbox: [], lowPriority: false, slowHeadCpuMs: undefined, recycle: false, lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
+      outbox: [], lowPriority: false, slowHeadCpuMs: undefined, burning: false, recycle: false, lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
     };
     into.push(child);
     this.counters.spawnedChildren += 1;
