@@ -17,12 +17,17 @@
  *               at saturation has mean latency = clients ÷ throughput by Little's law, whatever the
  *               server does, so the latency target is also read at the target load.
  *   (plus a light run with 32 clients, to show latency when the machine is not saturated)
+ *   6. runaways: the 32 light clients with 0, 1, 3 and 6 clients each keeping a never-ending query in
+ *               flight → p99 of the quick QUERY steps. Their SQL gets a fresh comment each time, so
+ *               every one goes through an executor child (as an agent's new statement would) instead
+ *               of the in-process fast path; `--runaways-only` runs just this part and updates its
+ *               section of server.md.
  *
  * Dataset: SPIDER_DIR when set, else the builtin dataset. Writes bench/results/server.md and .json.
- * Run: npm run bench:server  (options: --clients N --light-clients N --held N --duration-s S --pipeline-depth N --full-parse --paced-steps-per-s N --progress --client-cpu-prof DIR)
+ * Run: npm run bench:server  (options: --clients N --light-clients N --held N --duration-s S --pipeline-depth N --full-parse --paced-steps-per-s N --progress --client-cpu-prof DIR --runaways-only)
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -47,7 +52,7 @@ interface PlannedEpisode {
 type Command =
   | { cmd: 'hold'; url: string; sessions: number; plan: PlannedEpisode[] }
   | { cmd: 'release' }
-  | { cmd: 'run'; url: string; clients: number; durationMs: number; warmupMs: number; runaway: boolean; fullParse: boolean; plan: PlannedEpisode[]; stepsPerS?: number }
+  | { cmd: 'run'; url: string; clients: number; durationMs: number; warmupMs: number; runaways: number; uniqueQueries?: boolean; fullParse: boolean; plan: PlannedEpisode[]; stepsPerS?: number }
   | { cmd: 'exit' };
 
 interface HoldReport {
@@ -77,6 +82,9 @@ interface RunReport {
   /** p99 of QUERY steps (through the SQL executor) and of the other steps (DESCRIBE, ANSWER: in process). */
   queryP99Ms: number;
   otherP99Ms: number;
+  queryP50Ms: number;
+  queryMaxMs: number;
+  queryErrors: number;
   runawayQueries: number;
   runawayMeanMs: number | null;
   /** Every reset and step sent during the run, warm-up included (for CPU per request). */
@@ -196,6 +204,7 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
   let episodes = 0;
   let correct = 0;
   let errors = 0;
+  let queryErrors = 0;
   let totalRequests = 0;
   const start = performance.now();
   const measureFrom = start + command.warmupMs;
@@ -241,19 +250,29 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
       steps += 1;
     }
     if (reply.type === 'error') errors += 1;
+    if (isQuery && t0 >= measureFrom && t0 < stopAt && reply.type !== 'observation') queryErrors += 1;
     return reply;
   };
 
+  let queryNumber = 0;
   const lane = async (session: BenchSession, offset: number): Promise<void> => {
     let i = offset;
     while (performance.now() < stopAt) {
-      const frames = episodeFrames[i % episodeFrames.length] as (typeof episodeFrames)[number];
+      const episode = i % episodeFrames.length;
+      const frames = episodeFrames[episode] as (typeof episodeFrames)[number];
       i += 1;
       await session.request(frames.reset);
       resets += 1;
       totalRequests += 1;
       let last: Reply | undefined;
-      for (let k = 0; k < frames.steps.length; k += 1) last = await timed(session, frames.steps[k] as string, k === frames.steps.length - 2);
+      for (let k = 0; k < frames.steps.length; k += 1) {
+        const isQuery = k === frames.steps.length - 2;
+        // A fresh comment makes it a statement never seen before: it runs in an executor child, not the fast path.
+        const frame = isQuery && command.uniqueQueries === true
+          ? JSON.stringify({ type: 'step', data: { action_type: 'QUERY', argument: `${(command.plan[episode] as PlannedEpisode).goldSql} /* q${(queryNumber += 1)} */` } })
+          : (frames.steps[k] as string);
+        last = await timed(session, frame, isQuery);
+      }
       episodes += 1;
       if (last?.type === 'observation' && last.reward !== null && last.reward >= 0.5) correct += 1;
     }
@@ -269,7 +288,7 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
   };
 
   const lanes = sessions.map((s, index) => lane(s, index * 7));
-  if (command.runaway) {
+  for (let r = 0; r < command.runaways; r += 1) {
     const runaway = await BenchSession.open(command.url);
     lanes.push(runawayLane(runaway).finally(() => runaway.close()));
   }
@@ -316,6 +335,9 @@ async function runClients(command: Extract<Command, { cmd: 'run' }>): Promise<Ru
     unanswered,
     queryP99Ms: percentile(queryLatencies, 99),
     otherP99Ms: percentile(otherLatencies, 99),
+    queryP50Ms: percentile(queryLatencies, 50),
+    queryMaxMs: queryLatencies[queryLatencies.length - 1] ?? Number.NaN,
+    queryErrors,
     runawayQueries: runawayDurations.length,
     runawayMeanMs: runawayDurations.length === 0 ? null : runawayDurations.reduce((a, b) => a + b, 0) / runawayDurations.length,
     totalRequests,
@@ -397,6 +419,8 @@ async function serverMain(): Promise<void> {
       'paced-steps-per-s': { type: 'string', default: '3000' },
       /** Write a V8 CPU profile of the client process into this directory (profile the server with node --cpu-prof). */
       'client-cpu-prof': { type: 'string' },
+      /** Run only the runaway series (scenario 6) and update its section of server.md. */
+      'runaways-only': { type: 'boolean', default: false },
     },
   });
   const clients = Number(values.clients);
@@ -430,6 +454,24 @@ async function serverMain(): Promise<void> {
     }, 1_000).unref();
   }
   process.stderr.write(`bench:server dataset=${runtime.dataset.name} (${runtime.dataset.questions.length} questions, ${plan.length} in plan) url=${url}\n`);
+  const series = (): Promise<RunawaySeries> => runawaySeries({ child, url, clients: lightClients, durationMs, warmupMs, fullParse, plan, runtime, sessions: () => server.sessionCount() });
+
+  if (values['runaways-only']) {
+    const result = await series();
+    child.send({ cmd: 'exit' } satisfies Command);
+    await server.close();
+    await runtime.close();
+    mkdirSync(join(import.meta.dirname, 'results'), { recursive: true });
+    writeFileSync(join(import.meta.dirname, 'results', 'server-runaways.json'), `${JSON.stringify(result, null, 2)}\n`);
+    const mdPath = join(import.meta.dirname, 'results', 'server.md');
+    const section = renderRunawaySection(result);
+    const old = existsSync(mdPath) ? readFileSync(mdPath, 'utf8') : '# bench:server\n';
+    const at = old.indexOf(RUNAWAYS_START);
+    const end = old.indexOf(RUNAWAYS_END);
+    writeFileSync(mdPath, at >= 0 && end > at ? `${old.slice(0, at)}${section}${old.slice(end + RUNAWAYS_END.length)}` : `${old.trimEnd()}\n\n${section}\n`);
+    process.stdout.write(`${section}\n`);
+    return;
+  }
 
   collectGarbage();
   const rssIdleBytes = process.memoryUsage().rss;
@@ -445,34 +487,37 @@ async function serverMain(): Promise<void> {
 
   process.stderr.write(`${clients} active clients for ${durationMs / 1000} s...\n`);
   const activeLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
-  const active = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: false, fullParse, plan });
+  const active = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaways: 0, fullParse, plan });
   const activeServer = withPerRequest(activeLoad.end(), active);
   const rssActiveBytes = process.memoryUsage().rss;
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${lightClients} active clients for ${durationMs / 1000} s...\n`);
   const lightLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
-  const light = await ask<RunReport>(child, { cmd: 'run', url, clients: lightClients, durationMs, warmupMs, runaway: false, fullParse, plan });
+  const light = await ask<RunReport>(child, { cmd: 'run', url, clients: lightClients, durationMs, warmupMs, runaways: 0, fullParse, plan });
   const lightServer = withPerRequest(lightLoad.end(), light);
   await waitForSessions(() => server.sessionCount(), 0);
 
   // The same 256 clients at the issue's rate instead of as fast as they can: latency at that load, not at saturation.
   process.stderr.write(`${clients} clients paced at ${pacedStepsPerS} steps/s for ${durationMs / 1000} s...\n`);
   const pacedLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
-  const paced = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: false, fullParse, plan, stepsPerS: pacedStepsPerS });
+  const paced = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaways: 0, fullParse, plan, stepsPerS: pacedStepsPerS });
   const pacedServer = withPerRequest(pacedLoad.end(), paced);
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${clients} active clients + 1 runaway query for ${durationMs / 1000} s...\n`);
   const runawayLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
-  const runaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: true, fullParse, plan });
+  const runaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaways: 1, fullParse, plan });
   const runawayServer = withPerRequest(runawayLoad.end(), runaway);
   await waitForSessions(() => server.sessionCount(), 0);
 
   process.stderr.write(`${clients} clients paced at ${pacedStepsPerS} steps/s + 1 runaway query for ${durationMs / 1000} s...\n`);
   const pacedRunawayLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
-  const pacedRunaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaway: true, fullParse, plan, stepsPerS: pacedStepsPerS });
+  const pacedRunaway = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaways: 1, fullParse, plan, stepsPerS: pacedStepsPerS });
   const pacedRunawayServer = withPerRequest(pacedRunawayLoad.end(), pacedRunaway);
+  await waitForSessions(() => server.sessionCount(), 0);
+
+  const runaways = await series();
 
   child.send({ cmd: 'exit' } satisfies Command);
   await server.close();
@@ -491,11 +536,72 @@ async function serverMain(): Promise<void> {
     pacedRunaway: { ...pacedRunaway, server: pacedRunawayServer },
     pacedP99Ratio: p99Ratio(pacedRunaway, paced),
     fullParse,
+    runaways,
   };
   mkdirSync(join(import.meta.dirname, 'results'), { recursive: true });
   writeFileSync(join(import.meta.dirname, 'results', 'server.json'), `${JSON.stringify(result, null, 2)}\n`);
-  writeFileSync(join(import.meta.dirname, 'results', 'server.md'), renderMarkdown(result));
+  writeFileSync(join(import.meta.dirname, 'results', 'server.md'), `${renderMarkdown(result)}\n${renderRunawaySection(runaways)}\n`);
   process.stdout.write(renderMarkdown(result));
+}
+
+const RUNAWAY_COUNTS = [0, 1, 3, 6] as const;
+const RUNAWAYS_START = '<!-- runaways:start -->';
+const RUNAWAYS_END = '<!-- runaways:end -->';
+
+interface RunawaySeries {
+  date: string;
+  machine: { cpus: number; cpuModel: string; node: string; loadAvgStart1m: number; loadAvgEnd1m: number };
+  dataset: string;
+  executor: { poolSize: number; spareChildren: number; maxStuckChildren: number; timeoutMs: number };
+  runs: (RunReport & { runaways: number; server: ServerLoad; childrenStarted: number; executorTimeouts: number })[];
+}
+
+/** Scenario 6: the light clients with 0, 1, 3 and 6 runaway lanes; every QUERY a new statement (see the header). */
+async function runawaySeries(o: {
+  child: ChildProcess; url: string; clients: number; durationMs: number; warmupMs: number; fullParse: boolean; plan: PlannedEpisode[];
+  runtime: Awaited<ReturnType<typeof createSqlEnvRuntime>>; sessions: () => number;
+}): Promise<RunawaySeries> {
+  const loadAvgStart1m = Math.round((loadavg()[0] ?? 0) * 10) / 10;
+  const runs: RunawaySeries['runs'] = [];
+  for (const runaways of RUNAWAY_COUNTS) {
+    process.stderr.write(`${o.clients} clients (new statements) + ${runaways} runaway queries for ${o.durationMs / 1000} s...\n`);
+    const before = o.runtime.executor.stats();
+    const load = serverLoad(o.child.pid ?? 0, () => o.runtime.executor.childPids());
+    const report = await ask<RunReport>(o.child, { cmd: 'run', url: o.url, clients: o.clients, durationMs: o.durationMs, warmupMs: o.warmupMs, runaways, uniqueQueries: true, fullParse: o.fullParse, plan: o.plan });
+    const after = o.runtime.executor.stats();
+    runs.push({ ...report, runaways, server: withPerRequest(load.end(), report), childrenStarted: after.spawnedChildren - before.spawnedChildren, executorTimeouts: after.timeouts - before.timeouts });
+    await waitForSessions(o.sessions, 0);
+  }
+  const { poolSize, spareChildren, maxStuckChildren, timeoutMs } = o.runtime.executor.config;
+  return {
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, loadAvgStart1m, loadAvgEnd1m: Math.round((loadavg()[0] ?? 0) * 10) / 10 },
+    dataset: o.runtime.dataset.name,
+    executor: { poolSize, spareChildren, maxStuckChildren, timeoutMs },
+    runs,
+  };
+}
+
+function renderRunawaySection(r: RunawaySeries): string {
+  const f = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+  const rows = r.runs.map((x) =>
+    `| ${x.runaways}${x.stalled ? ' (STALLED)' : ''} | ${x.clients} | ${f(x.queryP50Ms)} ms | **${f(x.queryP99Ms)} ms** | ${f(x.queryMaxMs)} ms | ${x.steps} | ${f(x.stepsPerS, 0)} | ${x.queryErrors} | ${x.runawayQueries} (${x.runawayMeanMs === null ? 'n/a' : f(x.runawayMeanMs, 0)} ms) | ${x.childrenStarted} | ${Math.round(x.server.machineShare * 100)} % |`);
+  return `${RUNAWAYS_START}
+## 3. Quick queries with runaway queries in flight
+
+${r.date} · ${r.machine.cpus} CPU cores (${r.machine.cpuModel}), Node ${r.machine.node}, load average (1 min) at the start: ${r.machine.loadAvgStart1m}, at the end: ${r.machine.loadAvgEnd1m}
+Dataset: ${r.dataset}. Executor: pool ${r.executor.poolSize}, ${r.executor.spareChildren} spare, stand-ins for up to ${r.executor.maxStuckChildren} stuck children, query timeout ${r.executor.timeoutMs} ms.
+
+${r.runs[0]?.clients ?? '?'} clients play oracle episodes as in section 2, but each QUERY carries a fresh comment, so every one is a statement never
+seen before and runs in an executor child (not the in-process fast path); meanwhile N more clients each keep \`${RUNAWAY_SQL}\` in flight,
+sending the next as soon as the last is cut off. Latency counts from sending the QUERY step to its reply.
+"Machine share" is the CPU that server, client and executor children got as a share of all cores: far below 100 % means other
+work crowded the machine, and the latencies then mostly measure waiting for a CPU (runaways are reniced, other users' work is not).
+
+| runaways in flight | clients | QUERY p50 | QUERY p99 | QUERY max | steps measured | steps/s | QUERY errors | runaway queries cut off (mean time to cut-off) | executor children started | machine share |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+${rows.join('\n')}
+${RUNAWAYS_END}`;
 }
 
 interface ServerLoad {

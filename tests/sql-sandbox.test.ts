@@ -443,8 +443,9 @@ describe('slow queries give up their CPU priority', () => {
 
   it('renices a child whose query runs long, and restores it when the query ends', async () => {
     const calls: [number, number][] = [];
+    // No stand-in for the stuck child (maxStuckChildren: 0): the same child must serve on, at its old priority.
     const executor = new SqlExecutor({
-      poolSize: 1, spareChildren: 0, timeoutMs: 20_000,
+      poolSize: 1, spareChildren: 0, maxStuckChildren: 0, timeoutMs: 20_000,
       setPriority: (pid, nice) => {
         calls.push([pid, nice]);
         setPriority(pid, nice);
@@ -466,12 +467,13 @@ describe('slow queries give up their CPU priority', () => {
   });
 
   it('cancels the left-behind copy of a taken-back runaway: it never runs, only its re-dispatched copy does', async () => {
-    const executor = new SqlExecutor({ poolSize: 2, spareChildren: 1, timeoutMs: 20_000 });
+    // No stand-ins for stuck children (maxStuckChildren: 0), so the children and their starts are counted exactly.
+    const executor = new SqlExecutor({ poolSize: 2, spareChildren: 1, maxStuckChildren: 0, timeoutMs: 20_000 });
     try {
       await executor.whenReady();
       // One slow head per child (A longer than B), then a runaway pipelined
       // behind A's. Past SLOW_HEAD_MS it is taken back (and cancelled in A)
-      // and runs on another child (the lent spare, or B once free).
+      // and runs on another child (B once free).
       const onA = executor.query(fixture.dbPath, SLOW);
       const onB = executor.query(fixture.dbPath, SLOW.replace('3000000', '1000000'));
       const [pidA] = executor.childPids() as [number];
@@ -514,8 +516,9 @@ describe('slow queries give up their CPU priority', () => {
   });
 
   it('replaces the child instead when its priority cannot be raised again (unprivileged)', async () => {
+    // No stand-in for the stuck child (maxStuckChildren: 0): the same child must serve on, at its old priority.
     const executor = new SqlExecutor({
-      poolSize: 1, spareChildren: 0, timeoutMs: 20_000,
+      poolSize: 1, spareChildren: 0, maxStuckChildren: 0, timeoutMs: 20_000,
       setPriority: (pid, nice) => {
         if (nice < 19) throw new Error('EACCES: permission denied');
         setPriority(pid, nice);

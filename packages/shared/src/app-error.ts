@@ -33,6 +33,11 @@ export const ErrorCode = {
   TRANSPORT: 'TRANSPORT',
   /** The operation was cancelled (shutdown, abort signal). */
   ABORTED: 'ABORTED',
+  /**
+   * A directory or file that this process must trust (code it runs, data it
+   * scores with) is owned by another user, writable by others, or a symlink.
+   */
+  UNSAFE_PATH: 'UNSAFE_PATH',
   /** Authentication failed. */
   UNAUTHORIZED: 'UNAUTHORIZED',
   /** Anything not covered above; normalised unknown errors land here. */

@@ -4,3 +4,4 @@ export { startWorker, workerInput } from './ts-worker.ts';
 export { parseEnv, formatZodIssues } from './env.ts';
 export { withShutdownSignal } from './shutdown-signal.ts';
 export { processCpuMs } from './process-cpu.ts';
+export { ensurePrivateDir, readTrustedFile, writeExclusiveTemp, writePrivateFile, type PrivateDirOptions } from './private-dir.ts';

@@ -2,7 +2,7 @@ import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { QuestionRecord, SplitName } from '@sqlenv/protocol';
-import { AppError, ErrorCode, formatZodIssues, isAppError, silentLogger, type Logger } from '@sqlenv/shared';
+import { AppError, ErrorCode, ensurePrivateDir, formatZodIssues, isAppError, silentLogger, type Logger } from '@sqlenv/shared';
 import { readSchema, type SqlExecutor } from '../sandbox/index.ts';
 import { builtinDatasetDir } from '../builtin/index.ts';
 import { deriveAnswerType, formatGoldAnswer } from '../verifier/index.ts';
@@ -10,7 +10,7 @@ import { buildTableIndex } from '../env/resolve-table.ts';
 import { isDoubleQuotedStringError, singleQuoteStrings } from '../env/double-quoted-strings.ts';
 import type { Dataset, DatabaseInfo, GoldFailure } from './dataset.ts';
 import { GoldFailureReason } from './dataset.ts';
-import { goldCachePath, goldFingerprint, goldKey, pruneGoldCache, readGoldCache, writeGoldCache, type GoldEntry } from './gold-cache.ts';
+import { goldCacheKey, goldCachePath, goldFingerprint, goldKey, pruneGoldCache, readGoldCache, writeGoldCache, type GoldEntry } from './gold-cache.ts';
 import { databasePath, isFile, readQuestionFiles, type QuestionFile } from './spider-files.ts';
 import { deriveDifficulty, extraSelectCount, tablesInvolved } from './sql-analysis.ts';
 
@@ -22,7 +22,11 @@ export const DatasetLoadConfigSchema = z.strictObject({
   goldMaxRows: z.number().int().positive().default(100_000),
   /** Gold queries in flight at once, so the executor pool stays busy. */
   goldConcurrency: z.number().int().positive().default(32),
-  /** Directory for the built-in dataset and gold caches; default `<os tmpdir>/sqlenv-cache`. */
+  /**
+   * Directory for the built-in dataset and gold caches; default
+   * `<os tmpdir>/sqlenv-cache-<uid>`. Created 0700; refused (UNSAFE_PATH) when
+   * another user owns it or group/others may write to it.
+   */
   cacheDir: z.string().min(1).optional(),
 });
 export type DatasetLoadConfig = z.infer<typeof DatasetLoadConfigSchema>;
@@ -32,8 +36,22 @@ export interface LoadDatasetOptions extends Partial<DatasetLoadConfig> {
   logger?: Logger;
 }
 
+/** This user's own cache directory in the OS temp directory (a name per user: see ensurePrivateDir). */
 export function defaultCacheDir(): string {
-  return join(tmpdir(), 'sqlenv-cache');
+  return join(tmpdir(), `sqlenv-cache-${process.getuid?.() ?? 'user'}`);
+}
+
+/**
+ * The cache directory, created 0700 or checked: the built-in dataset and the
+ * gold answers in it are trusted, so no other user may have written there.
+ * A directory the operator named may be a symlink; the default may not.
+ */
+function privateCacheDir(configured: string | undefined): string {
+  const dir = resolve(configured ?? defaultCacheDir());
+  return ensurePrivateDir(dir, {
+    followSymlink: dir !== defaultCacheDir(),
+    advice: 'another user could plant datasets or gold answers there; remove it, fix its owner and mode (chmod go-w), or set another cache directory (SQLENV_CACHE_DIR)',
+  });
 }
 
 interface PendingQuestion {
@@ -55,7 +73,7 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
   const parsed = DatasetLoadConfigSchema.safeParse(rest);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid dataset options: ${formatZodIssues(parsed.error)}`);
   const config = parsed.data;
-  const cacheDir = config.cacheDir ?? defaultCacheDir();
+  const cacheDir = privateCacheDir(config.cacheDir);
   const dir = source === 'builtin' ? await builtinDatasetDir(cacheDir) : resolve(source);
   const name = source === 'builtin' ? 'builtin' : basename(dir);
   const logger = (parentLogger ?? silentLogger).child({ component: 'dataset', dataset: name });
@@ -72,20 +90,19 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
     settings: { goldMaxRows: config.goldMaxRows },
   });
   const cachePath = goldCachePath(cacheDir, dir, fingerprint);
-  const gold = await readGoldCache(cachePath, fingerprint, logger);
+  const cacheKey = readCacheKey(cacheDir, logger);
+  const gold = cacheKey === undefined ? new Map<string, GoldEntry>() : await readGoldCache(cachePath, fingerprint, cacheKey, logger);
   const cachedCount = gold.size;
   const ran = await runGoldQueries(pending.filter((q) => databases.has(q.dbId)), databases, gold, executor, config);
-  if (ran > 0) {
-    await writeGoldCache(cachePath, cacheDir, fingerprint, cacheable(gold)).then(
-      async () => {
-        const removed = await pruneGoldCache(cacheDir, dir, cachePath);
-        if (removed.length > 0) logger.debug({ removed }, 'removed outdated gold cache files');
-      },
-      (error: unknown) => {
-        // A read-only cache dir costs speed on the next load, not correctness.
-        logger.warn({ err: error, path: cachePath }, 'could not write the gold cache');
-      },
-    );
+  if (ran > 0 && cacheKey !== undefined) {
+    try {
+      writeGoldCache(cachePath, fingerprint, cacheKey, cacheable(gold));
+      const removed = await pruneGoldCache(cacheDir, dir, cachePath);
+      if (removed.length > 0) logger.debug({ removed }, 'removed outdated gold cache files');
+    } catch (error) {
+      // A read-only cache dir costs speed on the next load, not correctness.
+      logger.warn({ err: error, path: cachePath }, 'could not write the gold cache');
+    }
   }
 
   const goldMs = Math.round(performance.now() - startedMs) - schemasMs;
@@ -156,6 +173,21 @@ async function readDatabases(dir: string, pending: readonly PendingQuestion[], l
     databases.set(dbId, { dbId, path, tables, tableIndex: buildTableIndex(tables.map((t) => t.name)), knownNames });
   }
   return databases;
+}
+
+/**
+ * The gold cache's HMAC key, or undefined when none can be made (a read-only
+ * cache directory: gold answers are then computed on every load). A key file
+ * that may not be trusted is an error (UNSAFE_PATH), not a reason to go on.
+ */
+function readCacheKey(cacheDir: string, logger: Logger): Buffer | undefined {
+  try {
+    return goldCacheKey(cacheDir);
+  } catch (error) {
+    if (isAppError(error)) throw error;
+    logger.warn({ err: error, cacheDir }, 'no gold cache key could be made (read-only cache directory?): gold answers are computed on every load');
+    return undefined;
+  }
 }
 
 /** Run the gold queries missing from `gold` (deduplicated), a bounded number at a time. Returns how many ran. */

@@ -43,6 +43,16 @@ export const ExecutorConfigSchema = QueryLimitsSchema.extend({
    * (~0.3-1 s for node + tsx), so the pool stays at full strength.
    */
   spareChildren: z.int().min(0).max(16).default(1),
+  /**
+   * Children stuck on slow queries (running for over 50 ms: a runaway looks
+   * like this until its timeout) that the pool stands in for: each one gets
+   * an extra child (a ready spare at once, and a new spare started behind
+   * it), so that poolSize children keep taking new queries while up to this
+   * many runaways are being cut off. Beyond it, new queries wait for a child
+   * to free up. Each stand-in is a process (~40 MB); see docs/sandbox.md.
+   * Default 8: at least the largest default pool.
+   */
+  maxStuckChildren: z.int().min(0).max(64).default(8),
   /** Default per-query time limit in milliseconds, counted from when the child starts running the query. */
   timeoutMs: z.int().min(1).max(3_600_000).default(5_000),
   /** Default cap on rows returned per query; the result is marked truncated past it. */

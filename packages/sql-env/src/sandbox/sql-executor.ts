@@ -90,6 +90,8 @@ export interface ExecutorStats {
   waiting: number;
   /** Queries sent to children and not yet answered. */
   inFlight: number;
+  /** Children running a query for longer than 50 ms (runaways look like this until their timeout). */
+  stuck: number;
 }
 
 interface Job {
@@ -106,6 +108,8 @@ interface Job {
   sql: string;
   maxRows: number;
   timeoutMs: number;
+  /** When query() was called (performance.now() ms): the time before it started is queueing, not running. */
+  queuedAtMs: number;
   resolve: (result: QueryResult) => void;
   reject: (error: AppError) => void;
 }
@@ -127,6 +131,13 @@ interface ChildSlot {
   lowPriority: boolean;
   /** The child's CPU time (ms) when its current slow head was first seen (onSlowTick); undefined until then. */
   slowHeadCpuMs: number | undefined;
+  /**
+   * Its running query is slow AND burning CPU (burnsCpu): a runaway, not a
+   * query slowed down by a busy machine. Only such a child gets a stand-in
+   * started for it (refill): wall time alone would start children exactly
+   * when the machine has no CPU to spare for them.
+   */
+  burning: boolean;
   /** Could not get its normal priority back: takes no new requests, retired once idle. */
   recycle: boolean;
   lines: NdjsonLines;
@@ -154,7 +165,22 @@ const LOW_PRIORITY_AFTER_MS = 250;
 const DEMOTE_AFTER_MS = 10;
 /** The nice value of a child running a slow query (the lowest priority). */
 const LOW_PRIORITY = 19;
+/** How long idle stand-ins are kept as spares after the peak of stuck children that needed them (see liveTarget). */
+const SPARE_HOLD_MS = 30_000;
 const knownCodes = new Set<string>(Object.values(ErrorCode));
+
+/**
+ * TIMEOUT for a query that started running at `startedMs`: it says how long
+ * it ran and, apart, how long it had waited for a child before that (behind
+ * other runaways, say), so a query that mostly queued does not read as one
+ * that ran for its whole latency.
+ */
+function timeoutError(job: Job, startedMs: number, nowMs: number): AppError {
+  const ranMs = Math.round(nowMs - startedMs);
+  const waitedMs = Math.max(0, Math.round(startedMs - job.queuedAtMs));
+  const waited = waitedMs >= 1 ? `, after waiting ${waitedMs} ms for an executor child` : '';
+  return new AppError(ErrorCode.TIMEOUT, `query cut off after running ${ranMs} ms (its timeout is ${job.timeoutMs} ms)${waited}`, { details: { timeoutMs: job.timeoutMs, ranMs, waitedMs } });
+}
 
 /** The job id of a request frame (`[id, dbPath, sql, maxRows]`). */
 function frameJobId(frame: string): number {
@@ -198,6 +224,10 @@ export class SqlExecutor {
   private readonly setPriority: (pid: number, nice: number) => void;
   /** False once raising a child's priority back has failed (unprivileged): children then start at normal priority. */
   private canRaisePriority = true;
+  /** The most stuck children (covered by stand-ins) seen at once lately, and when (see lendSpares). */
+  private stuckPeak = 0;
+  private stuckPeakAtMs = -Infinity;
+  private spareTrimTimer: NodeJS.Timeout | undefined;
 
   /**
    * `setPriority` replaces os.setPriority (for tests: an unprivileged process
@@ -217,7 +247,8 @@ export class SqlExecutor {
     this.childArg = JSON.stringify(this.limits);
     this.fastPath = new FastPathTable(this.config.inProcessStatements);
     const entry = executorChildEntry();
-    if (!entry.bundled) this.logger.warn({ reason: entry.fallbackReason }, 'executor children start through the TypeScript loader (slower): the bundle could not be built');
+    if (!entry.bundled) this.logger.warn({ reason: entry.fallbackReason }, 'executor children start through the TypeScript loader (slower): the bundle cannot be used');
+    if (entry.rewritten === true) this.logger.warn({ module: entry.module.href }, 'the executor child bundle on disk had been modified; rewritten before use');
     this.refill();
   }
 
@@ -248,7 +279,7 @@ export class SqlExecutor {
       return Promise.reject(new AppError(ErrorCode.CAPACITY, `the SQL executor queue is full (${this.config.maxQueuedRequests} waiting queries)`));
     }
     return new Promise<QueryResult>((resolve, reject) => {
-      this.waiting.push({ id: this.nextJobId++, dbPath, sql, maxRows, timeoutMs, resolve, reject });
+      this.waiting.push({ id: this.nextJobId++, dbPath, sql, maxRows, timeoutMs, queuedAtMs: performance.now(), resolve, reject });
       this.dispatch();
     });
   }
@@ -274,8 +305,9 @@ export class SqlExecutor {
   }
 
   stats(): ExecutorStats {
-    const inFlight = this.children.reduce((n, c) => n + c.inFlight.length, 0);
-    return { ...this.counters, waiting: this.waiting.length, inFlight };
+    // Ghosts (left-behind copies, see Job) are not queries waiting for an answer: their real copy has one.
+    const inFlight = this.children.reduce((n, c) => n + c.inFlight.filter((job) => job.ghost !== true).length, 0);
+    return { ...this.counters, waiting: this.waiting.length, inFlight, stuck: this.slowChildCount(performance.now()) };
   }
 
   /** Stop every child; pending and later queries fail with ABORTED. Idempotent. */
@@ -283,6 +315,7 @@ export class SqlExecutor {
     if (this.closing !== undefined) return this.closing;
     if (this.slowTicker !== undefined) clearInterval(this.slowTicker);
     this.slowTicker = undefined;
+    if (this.spareTrimTimer !== undefined) clearTimeout(this.spareTrimTimer);
     this.localRunner?.close();
     this.localRunner = undefined;
     const aborted = (): AppError => new AppError(ErrorCode.ABORTED, 'the SQL executor was closed');
@@ -437,7 +470,9 @@ export class SqlExecutor {
         this.replace(child, undefined);
         continue;
       }
-      if (!child.lowPriority && ageMs > SLOW_HEAD_MS && this.burnsCpu(child, ageMs)) {
+      if (!child.burning && ageMs > SLOW_HEAD_MS && this.burnsCpu(child, ageMs)) {
+        child.burning = true;
+        if (child.lowPriority) continue;
         try {
           this.setPriority(child.pid, LOW_PRIORITY);
           child.lowPriority = true;
@@ -485,6 +520,7 @@ export class SqlExecutor {
   private headStarted(child: ChildSlot, atMs: number): void {
     child.headStartedMs = atMs;
     child.slowHeadCpuMs = undefined;
+    child.burning = false;
     const head = child.inFlight[0];
     if (head === undefined) return;
     const dueMs = atMs + head.timeoutMs;
@@ -520,13 +556,19 @@ export class SqlExecutor {
       }
       this.counters.timeouts += 1;
       this.logger.info({ pid: child.pid, timeoutMs: head.timeoutMs, dbPath: head.dbPath }, 'query timed out; killing its executor child');
-      this.replace(child, new AppError(ErrorCode.TIMEOUT, `query cut off after its ${head.timeoutMs} ms timeout`, { details: { timeoutMs: head.timeoutMs } }));
+      this.replace(child, timeoutError(head, child.headStartedMs, performance.now()));
     });
   }
 
   // ---- children -----------------------------------------------------------
 
-  /** Bring the pool back to poolSize (promoting a spare, ready ones first), then the spares to spareChildren. */
+  /**
+   * Bring the pool back to poolSize (promoting a spare, ready ones first),
+   * then start spares until there are as many children as liveTarget says:
+   * each stuck child gets a stand-in, lent from the spares (lendSpares), so
+   * poolSize children keep taking requests while up to maxStuckChildren
+   * runaways are being cut off.
+   */
   private refill(): void {
     if (this.closing !== undefined) return;
     while (this.children.length < this.config.poolSize) {
@@ -539,12 +581,29 @@ export class SqlExecutor {
         if (spare.ready) this.logger.debug({ pid: spare.pid }, 'spare executor child promoted');
       }
     }
-    // Spares start only once the working children are up: on two cores, a
-    // third cold start would slow down the ones that matter. A spare lent to
-    // the pool (lendSpares) still counts as one.
-    if (this.children.some((c) => !c.ready)) return;
-    const lent = Math.max(0, this.children.length - this.config.poolSize);
-    while (this.spares.length + lent < this.config.spareChildren) this.spawn(this.spares);
+    const nowMs = performance.now();
+    const stuck = this.coveredStuck(nowMs);
+    // Plain spares start only once the working children are up: on two cores,
+    // a third cold start would slow down the ones that matter. A stand-in for
+    // a stuck child is needed now and starts at once, at normal priority.
+    if (stuck === 0 && this.children.some((c) => !c.ready)) return;
+    while (this.children.length + this.spares.length < this.liveTarget(nowMs)) this.spawn(this.spares, stuck > 0);
+    if (this.spares.length > this.config.spareChildren) this.scheduleSpareTrim();
+  }
+
+  /**
+   * Children to keep alive: the pool, a stand-in per stuck child, the spares,
+   * and — for SPARE_HOLD_MS after a peak of stuck children — one more warm
+   * spare per child stuck at that peak. Runaways come in waves (a client
+   * whose query was cut off sends the next at once, and runaways sent
+   * together are cut off together): the stuck children die at their
+   * deadline, and the next wave must find warm stand-ins, not cold starts
+   * (up to a second each on a busy machine, while quick queries wait). At
+   * most poolSize + 2 × maxStuckChildren + spareChildren processes.
+   */
+  private liveTarget(nowMs: number): number {
+    const held = nowMs - this.stuckPeakAtMs <= SPARE_HOLD_MS ? this.stuckPeak : 0;
+    return this.config.poolSize + this.coveredStuck(nowMs) + held + this.config.spareChildren;
   }
 
   /** Children whose running query is older than SLOW_HEAD_MS (they take no new requests). */
@@ -554,33 +613,69 @@ export class SqlExecutor {
     return slow;
   }
 
+  /** Stuck children (slow and burning CPU) that get a stand-in: at most maxStuckChildren. */
+  private coveredStuck(nowMs: number): number {
+    let burning = 0;
+    for (const child of this.children) if (child.burning && !child.dead && child.inFlight.length > 0 && nowMs - child.headStartedMs > SLOW_HEAD_MS) burning += 1;
+    return Math.min(burning, this.config.maxStuckChildren);
+  }
+
   /**
    * While children are stuck on slow queries, ready spares join the pool so
    * that poolSize children keep taking requests (a runaway would otherwise
-   * halve a pool of two for its whole timeout). They go back to being spares
-   * once idle and no longer needed (returnLentSpare).
+   * take a child of the pool for its whole timeout). They go back to being
+   * spares once idle and no longer needed (returnLentSpare). Also remembers
+   * the most children stuck at once lately (stuckPeak), which sizes how many
+   * idle stand-ins are kept warm for the next wave.
    */
   private lendSpares(nowMs: number): void {
-    const wanted = this.config.poolSize + this.slowChildCount(nowMs);
+    const stuck = this.coveredStuck(nowMs);
+    if (stuck >= this.stuckPeak || nowMs - this.stuckPeakAtMs > SPARE_HOLD_MS) {
+      this.stuckPeak = stuck;
+      this.stuckPeakAtMs = nowMs;
+    }
+    const wanted = this.config.poolSize + Math.min(this.slowChildCount(nowMs), this.config.maxStuckChildren);
     while (this.children.length < wanted) {
       const spare = this.spares.find((c) => c.ready);
-      if (spare === undefined) return;
+      if (spare === undefined) break;
       this.spares.splice(this.spares.indexOf(spare), 1);
       this.children.push(spare);
       this.logger.debug({ pid: spare.pid }, 'spare executor child lent to the pool while another is stuck on a slow query');
     }
+    this.refill();
   }
 
-  /** An idle child beyond what the pool needs now goes back to the spares. */
+  /** An idle child beyond what the pool needs now goes back to the spares (or is retired when there are enough). */
   private returnLentSpare(child: ChildSlot): void {
-    if (child.inFlight.length > 0 || child.outbox.length > 0 || this.children.length <= this.config.poolSize + this.slowChildCount(performance.now())) return;
+    const nowMs = performance.now();
+    if (child.inFlight.length > 0 || child.outbox.length > 0 || this.children.length <= this.config.poolSize + Math.min(this.slowChildCount(nowMs), this.config.maxStuckChildren)) return;
     this.children.splice(this.children.indexOf(child), 1);
-    if (this.spares.length < this.config.spareChildren) this.spares.push(child);
-    else this.retire(child);
+    if (this.children.length + this.spares.length < this.liveTarget(nowMs)) {
+      this.spares.push(child);
+      if (this.spares.length > this.config.spareChildren) this.scheduleSpareTrim();
+    } else {
+      this.retire(child);
+    }
   }
 
-  private spawn(into: ChildSlot[]): void {
+  /** Retire the extra spares once the stuck peak that justified them is SPARE_HOLD_MS old. */
+  private scheduleSpareTrim(): void {
+    if (this.spareTrimTimer !== undefined) return;
+    this.spareTrimTimer = setTimeout(() => {
+      this.spareTrimTimer = undefined;
+      if (this.closing !== undefined) return;
+      const surplus = this.children.length + this.spares.length - this.liveTarget(performance.now());
+      for (const spare of this.spares.filter((c) => c.ready && c.inFlight.length === 0).slice(0, Math.max(0, surplus))) this.retire(spare);
+      if (this.spares.length > this.config.spareChildren) this.scheduleSpareTrim();
+    }, SPARE_HOLD_MS);
+    this.spareTrimTimer.unref();
+  }
+
+  /** Start a child into `into`; a spare starts at the lowest priority unless `urgent` (a stand-in needed now). */
+  private spawn(into: ChildSlot[], urgent = false): void {
+    // Checked against its content hash before every start (child-entry.ts).
     const entry = executorChildEntry();
+    if (entry.rewritten === true) this.logger.warn({ module: entry.module.href }, 'the executor child bundle on disk had been modified; rewritten before use');
     const proc = fork(entry.module, [this.childArg], {
       execArgv: [...entry.execArgv, `--max-old-space-size=${this.config.childMaxHeapMb}`],
       stdio: ['pipe', 'pipe', 'inherit', 'ipc'],
@@ -590,14 +685,14 @@ export class SqlExecutor {
     const closed = signal();
     const child: ChildSlot = {
       proc, pid: proc.pid ?? -1, ready: false, dead: false, inFlight: [], headStartedMs: 0, timer: undefined, timerDueMs: Infinity,
-      outbox: [], lowPriority: false, slowHeadCpuMs: undefined, recycle: false, lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
+      outbox: [], lowPriority: false, slowHeadCpuMs: undefined, burning: false, recycle: false, lines: new NdjsonLines(), settled: settled.promise, markSettled: settled.resolve, closed: closed.promise,
     };
     into.push(child);
     this.counters.spawnedChildren += 1;
     // A spare is not needed yet: it starts (~0.1 s of CPU) at the lowest
     // priority, so that a replacement after every runaway does not take CPU
     // from the work being served; it gets normal priority once ready.
-    if (into === this.spares && this.canRaisePriority && child.pid > 0) {
+    if (into === this.spares && !urgent && this.canRaisePriority && child.pid > 0) {
       try {
         this.setPriority(child.pid, LOW_PRIORITY);
         child.lowPriority = true;
@@ -635,7 +730,7 @@ export class SqlExecutor {
       child.markSettled();
       if (child.lowPriority) this.restorePriority(child);
       this.startFailures = 0;
-      this.refill();
+      this.lendSpares(performance.now());
       if (child.inFlight.length > 0) this.headStarted(child, performance.now());
       this.dispatch();
       return;
@@ -673,9 +768,11 @@ export class SqlExecutor {
       this.startFailures += 1;
       this.logger.error({ pid: child.pid, how, startFailures: this.startFailures }, 'executor child died while starting');
       if (this.startFailures >= this.config.maxStartFailures) {
-        const failure = (): AppError => new AppError(ErrorCode.EXECUTOR_CRASHED, `SQL executor children fail to start (${how})`);
+        const nowMs = performance.now();
+        const failure = (job: Job): AppError =>
+          new AppError(ErrorCode.EXECUTOR_CRASHED, `SQL executor children fail to start (${how}); the query waited ${Math.round(nowMs - job.queuedAtMs)} ms and never ran`);
         this.retire(child);
-        for (const job of [...child.inFlight.splice(0), ...this.waiting.splice(0)]) job.reject(failure());
+        for (const job of [...child.inFlight.splice(0), ...this.waiting.splice(0)]) job.reject(failure(job));
         // Try again later rather than spinning on a start that keeps failing.
         setTimeout(() => this.refill(), 1_000).unref();
         return;
