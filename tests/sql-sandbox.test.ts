@@ -445,7 +445,7 @@ describe('slow queries give up their CPU priority', () => {
     const calls: [number, number][] = [];
     // No stand-in for the stuck child (maxStuckChildren: 0): the same child must serve on, at its old priority.
     const executor = new SqlExecutor({
-      poolSize: 1, spareChildren: 0, maxStuckChildren: 0, timeoutMs: 20_000,
+      poolSize: 1, spareChildren: 0, maxStuckChildren: 0, timeoutMs: 150_000, // far from the slow query's time, even on a loaded machine
       setPriority: (pid, nice) => {
         calls.push([pid, nice]);
         setPriority(pid, nice);
@@ -468,7 +468,9 @@ describe('slow queries give up their CPU priority', () => {
 
   it('cancels the left-behind copy of a taken-back runaway: it never runs, only its re-dispatched copy does', async () => {
     // No stand-ins for stuck children (maxStuckChildren: 0), so the children and their starts are counted exactly.
-    const executor = new SqlExecutor({ poolSize: 2, spareChildren: 1, maxStuckChildren: 0, timeoutMs: 20_000 });
+    // The slow heads take about a second on an idle core; a loaded machine may stretch that many
+    // times, so their deadline is far away (the test is about the runaway's own 4 s deadline).
+    const executor = new SqlExecutor({ poolSize: 2, spareChildren: 1, maxStuckChildren: 0, timeoutMs: 150_000 });
     try {
       await executor.whenReady();
       // One slow head per child (A longer than B), then a runaway pipelined
@@ -492,7 +494,7 @@ describe('slow queries give up their CPU priority', () => {
     } finally {
       await executor.close();
     }
-  });
+  }, 200_000);
 
   it('lends a ready spare to the pool while a child is stuck on a slow query', async () => {
     const executor = new SqlExecutor({ poolSize: 1, spareChildren: 1, timeoutMs: 20_000, inProcessMaxMs: 0 });
@@ -518,7 +520,7 @@ describe('slow queries give up their CPU priority', () => {
   it('replaces the child instead when its priority cannot be raised again (unprivileged)', async () => {
     // No stand-in for the stuck child (maxStuckChildren: 0): the same child must serve on, at its old priority.
     const executor = new SqlExecutor({
-      poolSize: 1, spareChildren: 0, maxStuckChildren: 0, timeoutMs: 20_000,
+      poolSize: 1, spareChildren: 0, maxStuckChildren: 0, timeoutMs: 150_000, // far from the slow query's time, even on a loaded machine
       setPriority: (pid, nice) => {
         if (nice < 19) throw new Error('EACCES: permission denied');
         setPriority(pid, nice);
@@ -538,7 +540,7 @@ describe('slow queries give up their CPU priority', () => {
     } finally {
       await executor.close();
     }
-  });
+  }, 200_000);
 });
 
 describe('mixed load with runaways and killed children (soak)', () => {
