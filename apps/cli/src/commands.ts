@@ -3,7 +3,7 @@ import { evalCommand, evalUsage } from './commands/eval.ts';
 import { playCommand, playUsage } from './commands/play.ts';
 import { datasetsCommand, datasetsUsage } from './commands/datasets.ts';
 import type * as rollout from '@sqlenv/rollout';
-import { coordinatorUsage, reportUsage, runsUsage, trainerUsage, trainUsage, workerUsage } from '@sqlenv/rollout';
+import { coordinatorUsage, reportUsage, runsUsage, sftUsage, trainerUsage, trainUsage, workerUsage } from '@sqlenv/rollout';
 import { withShutdownSignal } from '@sqlenv/shared';
 import { modelCommand, modelUsage } from './commands/model.ts';
 import { sftDataCommand, sftDataUsage } from './commands/sft-data.ts';
@@ -29,6 +29,7 @@ export const commands: Record<string, Command> = {
   },
   model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, run: modelCommand },
   'sft-data': { summary: "write the oracle's episodes as SFT data in the LLM agent's prompt and tool-call format", usage: sftDataUsage, run: sftDataCommand },
+  sft: rolloutCommand('supervised fine-tuning of a LoRA adapter on assistant tokens (writes a PEFT adapter directory)', sftUsage, (m) => m.sftCommand),
   train: rolloutCommand('embedded run: coordinator, workers and trainer in one process (no Redis)', trainUsage, (m) => m.trainCommand),
   coordinator: rolloutCommand('distributed run: admit GRPO groups into Redis and report the run', coordinatorUsage, (m) => m.coordinatorCommand),
   worker: rolloutCommand('distributed run: play episode jobs from Redis until SIGTERM', workerUsage, (m) => m.workerCommand),

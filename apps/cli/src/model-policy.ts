@@ -1,5 +1,3 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { z } from 'zod';
 import { transcriptTurn, type EpisodeRecord, type TranscriptTurn, type TurnEvent } from '@sqlenv/agents';
 import { TRAJECTORY_SCHEMA_VERSION, TrajectorySchema, type SamplingSettings, type Trajectory } from '@sqlenv/protocol';
@@ -46,7 +44,6 @@ export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSiz
   if (flags.model === undefined) throw new UsageError('--policy model needs --model DIR (config.json + safetensors; tokenizer.json for Qwen vocabularies)');
   const rollout = await import('@sqlenv/rollout');
   const { modelFingerprint } = await import('@sqlenv/model');
-  const adapterLora = flags.adapter === undefined ? undefined : readAdapterLora(flags.adapter);
   const spec = rollout.modelSpecFrom(
     {
       ...(flags.adapter === undefined ? {} : { adapter: flags.adapter }),
@@ -57,22 +54,11 @@ export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSiz
       ...(flags['max-new-tokens'] === undefined ? {} : { maxNewTokens: flags['max-new-tokens'] }),
       ...(flags['context-tokens'] === undefined ? {} : { contextTokens: flags['context-tokens'] }),
       ...(flags.thinking === undefined ? {} : { thinking: flags.thinking }),
-      ...(adapterLora === undefined ? {} : { loraRank: adapterLora.rank, loraAlpha: adapterLora.alpha, loraTargets: adapterLora.targets.join(',') }),
     },
     modelFingerprint(flags.model),
   );
   // Without an adapter the base model runs with no LoRA inputs at all.
   return rollout.createModelResources(spec, flags.model, { maxBatchSize: options.maxBatchSize, logger: options.logger, ...(flags.adapter === undefined ? { lora: null } : {}) });
-}
-
-/** The LoRA shape of a PEFT adapter directory (read again, in full, by the policy). */
-function readAdapterLora(dir: string): { rank: number; alpha: number; targets: string[] } {
-  const path = join(dir, 'adapter_config.json');
-  if (!existsSync(path)) throw new UsageError(`--adapter ${dir}: no adapter_config.json (a PEFT adapter directory holds adapter_config.json + adapter_model.safetensors)`);
-  const json = JSON.parse(readFileSync(path, 'utf8')) as { r?: unknown; lora_alpha?: unknown; target_modules?: unknown };
-  const parsed = z.object({ r: z.number().int().positive(), lora_alpha: z.number().positive(), target_modules: z.array(z.string()) }).safeParse(json);
-  if (!parsed.success) throw new UsageError(`--adapter ${dir}: adapter_config.json lacks r, lora_alpha or a target_modules list`);
-  return { rank: parsed.data.r, alpha: parsed.data.lora_alpha, targets: parsed.data.target_modules };
 }
 
 /** One turn of a transcript: what the model wrote, the action, what the environment said, the reward. */

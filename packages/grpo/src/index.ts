@@ -18,3 +18,5 @@ export { checkSample, planMicroBatches, tokenWeights, PaddedRows, type PolicySam
 export { LoraOptimizer, globalNorm, learningRateAt, type GradMap, type OptimizerState, type ParamMap, type StepReport } from './optimizer.ts';
 export { LoraLearner, type LearnerState, type LoraLearnerOptions, type UpdateReport } from './lora-learner.ts';
 export { decodeLearnerState, decodeOptimizerState, encodeLearnerState, type EncodedLearnerState } from './checkpoint.ts';
+export { checkSftSample, parseSftLine, readSftExamples, renderSftMessages, type SftLine, type SftMessage } from './sft-examples.ts';
+export { runSft, sftBatchLines, type SftRunOptions, type SftStepReport } from './sft-run.ts';

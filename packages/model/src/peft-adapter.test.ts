@@ -5,6 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { initLoraWeights, loraTensorSpecs, parseLoraConfig } from './lora.ts';
 import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, decodeAdapter, encodeAdapter, loadAdapterDir, loraConfigFromPeft, saveAdapterDir } from './peft-adapter.ts';
 import { presetConfig } from './presets.ts';
+import { randomWeights } from './random-checkpoint.ts';
+import { LogitsModel } from './scorer.ts';
 import { decodeSafetensors } from './safetensors.ts';
 
 const config = presetConfig('tiny-qwen3');
@@ -32,6 +34,26 @@ describe('PEFT adapter files', () => {
     const loaded = loadAdapterDir(dir, config);
     expect(loaded.lora).toEqual(lora);
     for (const [name, values] of weights) expect(loaded.weights.get(name)).toEqual(values);
+  });
+
+  it('save → load → identical logits: the loaded adapter drives the model exactly as the one saved', async () => {
+    const dir = tempDir();
+    saveAdapterDir(dir, config, { lora, weights });
+    const loaded = loadAdapterDir(dir, config);
+    const model = await LogitsModel.create(config, randomWeights(config, { seed: 4 }), { lora });
+    try {
+      const sequences = [[256, 72, 105, 33], [1, 2, 3, 4, 5, 6, 7]];
+      const before = await model.logits(sequences, { lora: weights });
+      const after = await model.logits(sequences, { lora: loaded.weights });
+      const base = await model.logits(sequences);
+      sequences.forEach((_, b) => {
+        expect(after[b]).toEqual(before[b]);
+        // The adapter is not a no-op, so equal logits say something.
+        expect(Math.max(...Array.from(before[b]!, (x, i) => Math.abs(x - base[b]![i]!)))).toBeGreaterThan(1e-3);
+      });
+    } finally {
+      await model.close();
+    }
   });
 
   it('a blob describes itself: decodeAdapter reads the LoRA settings from the metadata', () => {

@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { parseAgentPrompt } from '@sqlenv/agents';
 import { LORA_TARGET_NAMES, RunModelSpecSchema, type RunModelSpec } from '@sqlenv/protocol';
@@ -84,13 +85,14 @@ export function modelSpecFrom(options: ModelSpecOptions, fingerprint: string): R
   }
   const learner = learnerSettings(options);
   const targets = options.loraTargets?.split(',').map((t) => t.trim()).filter((t) => t !== '');
+  const given = {
+    ...(options.loraRank === undefined ? {} : { rank: options.loraRank }),
+    ...(options.loraAlpha === undefined ? {} : { alpha: options.loraAlpha }),
+    ...(targets === undefined ? {} : { targets }),
+  };
   const raw = {
     fingerprint,
-    lora: {
-      ...(options.loraRank === undefined ? {} : { rank: options.loraRank }),
-      ...(options.loraAlpha === undefined ? {} : { alpha: options.loraAlpha }),
-      ...(targets === undefined ? {} : { targets }),
-    },
+    lora: options.adapter === undefined ? given : adapterLoraShape(options.adapter, given),
     sampling: {
       ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
       ...(options.topP === undefined ? {} : { top_p: options.topP }),
@@ -106,6 +108,33 @@ export function modelSpecFrom(options: ModelSpecOptions, fingerprint: string): R
   const parsed = RunModelSpecSchema.safeParse(raw);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid model settings: ${formatZodIssues(parsed.error)} (LoRA targets: ${LORA_TARGET_NAMES.join(', ')})`);
   return parsed.data;
+}
+
+/**
+ * The LoRA shape of an initial adapter (a PEFT directory's adapter_config.json): the run's shape
+ * follows it, so `--adapter DIR` alone is enough; a --lora-* flag that contradicts it is an error
+ * (the workers and the trainer would refuse the adapter later, less clearly).
+ */
+export function adapterLoraShape(dir: string, given: { rank?: number; alpha?: number; targets?: string[] }): { rank: number; alpha: number; targets: string[] } {
+  const path = join(dir, 'adapter_config.json');
+  if (!existsSync(path)) throw new AppError(ErrorCode.VALIDATION, `--adapter ${dir}: no adapter_config.json (a PEFT adapter directory holds adapter_config.json + adapter_model.safetensors)`);
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (cause) {
+    throw new AppError(ErrorCode.VALIDATION, `--adapter ${dir}: adapter_config.json is not valid JSON`, { cause });
+  }
+  const parsed = z.object({ r: z.number().int().positive(), lora_alpha: z.number().positive(), target_modules: z.array(z.string()) }).safeParse(json);
+  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `--adapter ${dir}: adapter_config.json lacks r, lora_alpha or a target_modules list`);
+  const shape = { rank: parsed.data.r, alpha: parsed.data.lora_alpha, targets: parsed.data.target_modules };
+  const sameTargets = given.targets === undefined || [...given.targets].sort().join(',') === [...shape.targets].sort().join(',');
+  if ((given.rank !== undefined && given.rank !== shape.rank) || (given.alpha !== undefined && given.alpha !== shape.alpha) || !sameTargets) {
+    throw new AppError(
+      ErrorCode.VALIDATION,
+      `--adapter ${dir} is r=${shape.rank} lora_alpha=${shape.alpha} on ${shape.targets.join(',')}; --lora-rank/--lora-alpha/--lora-targets must match it or be left out`,
+    );
+  }
+  return shape;
 }
 
 /** The learner section of the spec: `--learner` JSON with the flags on top, validated here so a bad setting fails before the run starts. */

@@ -1,0 +1,91 @@
+import type { SessionConfig } from '@sqlenv/onnx-graph';
+import type { Adapter, LoraConfig, LoraWeights, ModelConfig, ModelWeights } from '@sqlenv/model';
+import { AppError, ErrorCode } from '@sqlenv/shared';
+import type { LearnerConfig } from './config.ts';
+import { LoraLearner } from './lora-learner.ts';
+import type { SequenceSample } from './micro-batches.ts';
+
+export interface SftRunOptions {
+  modelConfig: ModelConfig;
+  weights: ModelWeights;
+  lora: LoraConfig;
+  /** Learner settings: the optimizer (adamw or sgd, learning rate) and the micro-batch token budget. */
+  config: LearnerConfig;
+  /** Training sequences in file order. */
+  examples: readonly SequenceSample[];
+  steps: number;
+  /** Sequences per optimizer step. */
+  batchSize: number;
+  /** Starting adapter (`--adapter-init`); default PEFT's init from `seed` (B = 0: the base model). */
+  init?: LoraWeights;
+  seed?: number;
+  session?: SessionConfig;
+  /** Called after every step (the command prints one JSON line). */
+  onStep?: (report: SftStepReport) => void;
+}
+
+/** What one SFT step did. */
+export interface SftStepReport {
+  /** 1-based step number. */
+  step: number;
+  /** Mean token cross-entropy of the step's batch before the step moved the adapter. */
+  loss: number;
+  learningRate: number;
+  /** Global L2 norm of the gradient (before any clipping). */
+  gradNorm: number;
+  /** Target tokens in the batch (the loss's denominator). */
+  lossTokens: number;
+  /** 0-based indices of the batch's lines among the data lines. */
+  lines: number[];
+  microBatches: number;
+  ms: number;
+}
+
+/**
+ * The lines of step `step` (0-based): the next `batchSize` lines after the previous step's, in
+ * file order, wrapping around the end of the file (within a batch too, if it is longer than the file).
+ */
+export function sftBatchLines(lineCount: number, batchSize: number, step: number): number[] {
+  if (lineCount < 1 || batchSize < 1) throw new AppError(ErrorCode.VALIDATION, `an SFT batch needs data lines and a batch size ≥ 1 (got ${lineCount} lines, batch ${batchSize})`);
+  return Array.from({ length: batchSize }, (_, j) => (step * batchSize + j) % lineCount);
+}
+
+/**
+ * Supervised fine-tuning of a LoRA adapter: `steps` optimizer steps, step k on the lines
+ * `sftBatchLines(n, batchSize, k)`, each minimising the batch's mean token cross-entropy
+ * (Σ over every target token of −log p ÷ the batch's target count) with the learner's optimizer.
+ */
+export async function runSft(options: SftRunOptions): Promise<{ adapter: Adapter; reports: SftStepReport[] }> {
+  if (!Number.isInteger(options.steps) || options.steps < 1) throw new AppError(ErrorCode.VALIDATION, `steps must be an integer ≥ 1, got ${options.steps}`);
+  const learner = await LoraLearner.create(options.modelConfig, options.weights, {
+    lora: options.lora,
+    config: options.config,
+    objective: 'sft',
+    ...(options.init === undefined ? {} : { init: options.init }),
+    ...(options.seed === undefined ? {} : { seed: options.seed }),
+    ...(options.session === undefined ? {} : { session: options.session }),
+  });
+  try {
+    const reports: SftStepReport[] = [];
+    for (let k = 0; k < options.steps; k++) {
+      const lines = sftBatchLines(options.examples.length, options.batchSize, k);
+      const started = performance.now();
+      const update = await learner.sftUpdate(lines.map((i) => options.examples[i] as SequenceSample));
+      const report: SftStepReport = {
+        step: k + 1,
+        loss: update.loss,
+        learningRate: update.learningRate,
+        gradNorm: update.gradNorm,
+        lossTokens: update.lossTokens,
+        lines,
+        microBatches: update.microBatches,
+        ms: performance.now() - started,
+      };
+      reports.push(report);
+      options.onStep?.(report);
+    }
+    return { adapter: learner.adapter(), reports };
+  } finally {
+    await learner.close();
+  }
+}

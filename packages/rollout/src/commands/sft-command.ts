@@ -1,0 +1,152 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { AppError, ErrorCode } from '@sqlenv/shared';
+import type { LoraConfig } from '@sqlenv/model';
+import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+
+export const sftUsage = `sqlenv sft --model DIR --data F.jsonl --steps N --out DIR [--adapter-init DIR] [--lr X] [--optimizer adamw|sgd]
+            [--batch-size B] [--lora-rank R] [--lora-alpha A] [--lora-targets q_proj,...] [--micro-batch-tokens T] [--seed S] [--thinking]`;
+
+const sftOptionSpecs: Record<string, OptionSpec> = {
+  model: { key: 'model' },
+  'adapter-init': { key: 'adapterInit' },
+  data: { key: 'data' },
+  steps: { key: 'steps' },
+  lr: { key: 'learningRate' },
+  optimizer: { key: 'optimizer' },
+  'batch-size': { key: 'batchSize' },
+  'lora-rank': { key: 'loraRank' },
+  'lora-alpha': { key: 'loraAlpha' },
+  'lora-targets': { key: 'loraTargets' },
+  'micro-batch-tokens': { key: 'microBatchTokens' },
+  seed: { key: 'seed' },
+  thinking: { key: 'thinking', flag: true },
+  out: { key: 'out' },
+};
+
+const num = z.coerce.number();
+
+/** `sqlenv sft` options; the defaults live here (learner settings not listed keep LearnerConfigSchema's). */
+export const SftOptionsSchema = z.object({
+  model: z.string().min(1),
+  /** A PEFT adapter directory to start from; its r, lora_alpha and target_modules are the adapter's shape. */
+  adapterInit: z.string().min(1).optional(),
+  data: z.string().min(1),
+  steps: num.int().positive(),
+  /**
+   * Learning rate (constant). 1e-4 is the usual order for LoRA SFT on 0.5–2B models
+   * (PEFT's examples use 1e-4 to 2e-4; full fine-tuning uses ~1e-5).
+   */
+  learningRate: num.positive().default(1e-4),
+  /** adamw (gradients clipped to global norm 1) or sgd: p ← p − lr·grad, nothing else. */
+  optimizer: z.enum(['adamw', 'sgd']).default('adamw'),
+  batchSize: num.int().positive().default(8),
+  loraRank: num.int().positive().optional(),
+  loraAlpha: num.positive().optional(),
+  /** Comma-separated projection names. */
+  loraTargets: z.string().optional(),
+  microBatchTokens: num.int().positive().optional(),
+  /** Seed of the adapter's initialisation when there is no --adapter-init. */
+  seed: num.int().default(0),
+  /** Render messages lines with Qwen3's thinking mode (no empty think block in the generation prompt), as `sft-data --thinking` does. */
+  thinking: z.boolean().default(false),
+  out: z.string().min(1),
+});
+export type SftOptions = z.infer<typeof SftOptionsSchema>;
+
+export interface SftSummary {
+  steps: number;
+  examples: number;
+  firstLoss: number;
+  lastLoss: number;
+  out: string;
+  lora: LoraConfig;
+}
+
+/**
+ * `sqlenv sft`: supervised fine-tuning of a LoRA adapter on assistant tokens (the warm start before
+ * GRPO). One JSON line per step on stdout (`{"step", "loss", "lr", "grad_norm", "tokens", "lines",
+ * "micro_batches", "ms"}`), then a summary line (`{"done": true, …}`); the adapter is written to
+ * --out as a PEFT directory (adapter_config.json + adapter_model.safetensors).
+ */
+export async function sftCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  try {
+    const options = readOptions(argv, {}, sftOptionSpecs, SftOptionsSchema);
+    await runSftCommand(options, io);
+    return 0;
+  } catch (error) {
+    return reportCommandError(io, 'sft', error);
+  }
+}
+
+export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommandIo, 'stdout'>): Promise<SftSummary> {
+  const model = await import('@sqlenv/model');
+  const grpo = await import('@sqlenv/grpo');
+  const { config, weights } = model.loadModel(options.model);
+  const init = options.adapterInit === undefined ? undefined : model.loadAdapterDir(options.adapterInit, config);
+  const lora = loraOf(options, init?.lora, model.parseLoraConfig);
+  let text: string;
+  try {
+    text = readFileSync(options.data, 'utf8');
+  } catch (cause) {
+    throw new AppError(ErrorCode.VALIDATION, `cannot read --data ${options.data}`, { cause });
+  }
+  const examples = await grpo.readSftExamples(text, { config, source: options.data, loadChat: () => model.loadChatFormat(options.model, { thinking: options.thinking, config }) });
+  const learnerConfig = grpo.parseLearnerConfig({
+    optimizer: { kind: options.optimizer, learningRate: options.learningRate },
+    ...(options.microBatchTokens === undefined ? {} : { microBatchTokens: options.microBatchTokens }),
+  });
+  const { adapter, reports } = await grpo.runSft({
+    modelConfig: config,
+    weights,
+    lora,
+    config: learnerConfig,
+    examples,
+    steps: options.steps,
+    batchSize: options.batchSize,
+    seed: options.seed,
+    ...(init === undefined ? {} : { init: init.weights }),
+    onStep: (r) => {
+      io.stdout.write(
+        `${JSON.stringify({ step: r.step, loss: r.loss, lr: r.learningRate, grad_norm: r.gradNorm, tokens: r.lossTokens, lines: r.lines, micro_batches: r.microBatches, ms: Math.round(r.ms) })}\n`,
+      );
+    },
+  });
+  const files = model.saveAdapterDir(options.out, config, adapter, { baseModel: options.model });
+  const summary: SftSummary = {
+    steps: reports.length,
+    examples: examples.length,
+    firstLoss: (reports[0] as (typeof reports)[number]).loss,
+    lastLoss: (reports.at(-1) as (typeof reports)[number]).loss,
+    out: options.out,
+    lora,
+  };
+  io.stdout.write(
+    `${JSON.stringify({ done: true, steps: summary.steps, examples: summary.examples, first_loss: summary.firstLoss, last_loss: summary.lastLoss, out: options.out, files, lora: { r: lora.rank, lora_alpha: lora.alpha, target_modules: lora.targets } })}\n`,
+  );
+  return summary;
+}
+
+/** The adapter shape: --adapter-init's own (flags that contradict it are an error), else the flags over the defaults. */
+function loraOf(options: SftOptions, initLora: LoraConfig | undefined, parse: (input: unknown) => LoraConfig): LoraConfig {
+  const targets = options.loraTargets?.split(',').map((t) => t.trim()).filter((t) => t !== '');
+  const given = {
+    ...(options.loraRank === undefined ? {} : { rank: options.loraRank }),
+    ...(options.loraAlpha === undefined ? {} : { alpha: options.loraAlpha }),
+    ...(targets === undefined ? {} : { targets }),
+  };
+  let lora: LoraConfig;
+  try {
+    lora = parse(given);
+  } catch (error) {
+    throw new AppError(ErrorCode.VALIDATION, error instanceof Error ? error.message : String(error));
+  }
+  if (initLora === undefined) return lora;
+  const clash = [
+    given.rank !== undefined && given.rank !== initLora.rank ? `--lora-rank ${given.rank} (the adapter's r is ${initLora.rank})` : null,
+    given.alpha !== undefined && given.alpha !== initLora.alpha ? `--lora-alpha ${given.alpha} (its lora_alpha is ${initLora.alpha})` : null,
+    targets !== undefined && [...lora.targets].sort().join(',') !== [...initLora.targets].sort().join(',') ? `--lora-targets ${targets.join(',')} (its target_modules are ${initLora.targets.join(',')})` : null,
+  ].filter((c): c is string => c !== null);
+  if (clash.length > 0) throw new AppError(ErrorCode.VALIDATION, `--adapter-init ${options.adapterInit ?? ''} fixes the adapter's shape: ${clash.join('; ')}`);
+  return initLora;
+}
