@@ -48,6 +48,7 @@ import {
   type Transport,
 } from '@sqlenv/rollout';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
+import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const resultsDir = join(root, 'bench', 'results');
@@ -305,12 +306,7 @@ async function bullmq(workers: number, n: number): Promise<Row> {
     await transport.close();
     await trainerTransport.close();
     const redis = new Redis(redisUrl);
-    let cursor = '0';
-    do {
-      const [nextCursor, keys] = await redis.scan(cursor, 'MATCH', `${keyBase}:*`, 'COUNT', 1000);
-      cursor = nextCursor;
-      if (keys.length > 0) await redis.del(...keys);
-    } while (cursor !== '0');
+    await deleteKeysUnder(redis, keyBase);
     await redis.quit();
   }
 }

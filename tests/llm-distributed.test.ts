@@ -9,6 +9,7 @@ import { decodeAdapter, presetConfig, writeRandomCheckpoint } from '@sqlenv/mode
 import { BullmqTransport, type RunSummary } from '@sqlenv/rollout';
 import { writeTinySpider } from '../packages/sql-env/src/test-fixtures/tiny-spider.ts';
 import { logTail, startApp, stopAll, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
+import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
 
 /**
  * The model policy across processes: coordinator + 2 workers + trainer (the
@@ -40,12 +41,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stopAll(apps);
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyBase}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
-  } while (cursor !== '0');
+  await deleteKeysUnder(redis, keyBase);
   await redis.quit();
   rmSync(root, { recursive: true, force: true });
   rmSync(spiderDir, { recursive: true, force: true });

@@ -23,6 +23,7 @@ import {
   type Transport,
 } from '@sqlenv/rollout';
 import { TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '../packages/rollout/src/test-fixtures/toy-environment.ts';
+import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
 
 /**
  * The transport contract: the same coordinator / worker / trainer logic, run
@@ -70,12 +71,7 @@ const bullmq: TransportFactory = {
 afterAll(async () => {
   const redis = new Redis(REDIS_URL);
   for (const base of keyBases) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${base}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) await redis.del(...keys);
-    } while (cursor !== '0');
+    await deleteKeysUnder(redis, base);
   }
   await redis.quit();
 });

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { episodeJobId, parseEpisodeJobId, type RunSummary } from '@sqlenv/rollout';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { logTail, startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
+import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
 
 /**
  * The real thing: coordinator + 3 workers + trainer as separate processes
@@ -34,12 +35,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stopAll(apps);
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyBase}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
-  } while (cursor !== '0');
+  await deleteKeysUnder(redis, keyBase);
   await redis.quit();
 });
 

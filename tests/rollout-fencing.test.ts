@@ -9,6 +9,7 @@ import type { EpisodeResult } from '@sqlenv/protocol';
 import type { RunSummary } from '@sqlenv/rollout';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { logTail, startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
+import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
 
 /**
  * A worker paused past its job lock (SIGSTOP: a long GC, a VM pause) resumes and finishes episodes
@@ -63,12 +64,7 @@ afterAll(async () => {
     }
   }
   await stopAll(apps);
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyBase}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
-  } while (cursor !== '0');
+  await deleteKeysUnder(redis, keyBase);
   await redis.quit();
 });
 

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunSummary } from '@sqlenv/rollout';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { logTail, startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
+import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
 
 /**
  * Two runs at once on one fleet, the way docker-compose.yml runs them: two workers and two trainers
@@ -27,12 +28,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stopAll(apps);
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyBase}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
-  } while (cursor !== '0');
+  await deleteKeysUnder(redis, keyBase);
   await redis.quit();
 });
 

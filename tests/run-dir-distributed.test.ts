@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { BullmqTransport, readRunMetrics, RolloutWorker, runCoordinator, trainerCommand } from '@sqlenv/rollout';
 import { TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '../packages/rollout/src/test-fixtures/toy-environment.ts';
+import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
 
 /**
  * `sqlenv trainer --run-dir`: the distributed trainer (over Redis, BullMQ) leaves the same run
@@ -20,12 +21,7 @@ const scratch = mkdtempSync(join(tmpdir(), 'sqlenv-run-dir-redis-'));
 afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
   const redis = new Redis(REDIS_URL);
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyBase}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
-  } while (cursor !== '0');
+  await deleteKeysUnder(redis, keyBase);
   await redis.quit();
 });
 
