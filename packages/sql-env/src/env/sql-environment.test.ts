@@ -2,7 +2,7 @@ import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SqlAction, SqlObservation, StepOutcome } from '@sqlenv/protocol';
+import { MAX_ARGUMENT_CHARS, type SqlAction, type SqlObservation, type StepOutcome } from '@sqlenv/protocol';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { SqlExecutor } from '../sandbox/index.ts';
 import type { Dataset } from '../dataset/dataset.ts';
@@ -214,6 +214,25 @@ describe('step', () => {
     const d = env();
     await d.reset({ question_id: 'shop_train_0' });
     expect((await d.step(act('PARSE_ERROR', 'x'))).reward).toBe(-0.1);
+  });
+
+  it('answers an argument over MAX_ARGUMENT_CHARS with an error observation, charged as a format error', async () => {
+    const e = env({ reward: { formatPenalty: 0.25 } });
+    for (const actionType of ['DESCRIBE', 'SAMPLE', 'QUERY', 'ANSWER', 'PARSE_ERROR'] as const) {
+      await e.reset({ question_id: 'shop_train_0' });
+      const argument = `SELECT 1 ${'x'.repeat(MAX_ARGUMENT_CHARS)}`;
+      const outcome = await e.step(act(actionType, argument));
+      expect(outcome.done).toBe(false);
+      expect(outcome.reward).toBe(-0.25);
+      expect(outcome.observation).toMatchObject({ result: '', step_count: 1, budget_remaining: 14 });
+      expect(outcome.observation.error).toBe(`the ${actionType} argument is ${argument.length} characters long; the limit is ${MAX_ARGUMENT_CHARS}, so it was not acted on`);
+      expect(outcome.observation.action_history[0]).toMatch(new RegExp(`^${actionType} SELECT 1 x+\\.\\.\\. -> rejected: argument too long$`));
+      expect(outcome.info).toMatchObject({ executed: false });
+      // At the limit, the argument is acted on as usual.
+      await e.reset({ question_id: 'shop_train_0' });
+      const atLimit = await e.step(act(actionType, 'singer'.padEnd(MAX_ARGUMENT_CHARS, ' ')));
+      expect(atLimit.observation.error).not.toMatch(/not acted on/);
+    }
   });
 
   it('rejects invalid actions, steps before reset, concurrent steps and use after close', async () => {

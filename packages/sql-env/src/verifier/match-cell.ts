@@ -19,7 +19,11 @@ export type NumberMode = 'exact' | 'tolerant' | 'auto';
 const NULL_TOKENS: ReadonlySet<string> = new Set(['null', 'none', 'nil']);
 
 // A plain decimal or scientific literal; hex, "1_000", "Infinity"-as-text etc. are not numbers here.
-const NUMBER_RE = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/i;
+// `\d+(?:\.\d*)?`, not `\d+\.?\d*`: without a dot the latter splits a digit run
+// between two quantifiers in every possible way before failing (quadratic:
+// seconds for a 100 KB run of digits). Every pattern here is anchored and
+// unambiguous, so a failed match costs time linear in the text.
+export const NUMBER_RE = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i;
 // "1,234,567.5": thousands separators are accepted only in this strict shape.
 const THOUSANDS_RE = /^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?$/;
 const INFINITY_RE = /^([+-]?)inf(?:inity)?$/i;

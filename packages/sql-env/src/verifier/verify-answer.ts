@@ -1,4 +1,4 @@
-import type { AnswerType, Cell } from '@sqlenv/protocol';
+import { MAX_ARGUMENT_CHARS, type AnswerType, type Cell } from '@sqlenv/protocol';
 import {
   FLOAT_RELATIVE_TOLERANCE,
   matchPrepared,
@@ -182,9 +182,13 @@ function verifyText(text: string, gold: GoldAnswer): Verdict {
  * list and table order-insensitive multisets whose cells follow the scalar
  * rules. The answer is first stripped of an LLM's wrapping
  * (normaliseAnswerText); the untouched text is tried too, so a gold value that
- * itself looks like wrapping still matches. An empty answer is always wrong.
+ * itself looks like wrapping still matches. An empty answer is always wrong, and so is one over MAX_ARGUMENT_CHARS.
  */
 export function verifyAnswer(predicted: string, gold: GoldAnswer): Verdict {
+  // No action can carry a longer answer, and a question whose canonical answer is
+  // longer is left out of the playable set (dataset loader): checking the length
+  // first keeps the cost of a hostile answer bounded, whatever its size.
+  if (predicted.length > MAX_ARGUMENT_CHARS) return { correct: false, reason: `answer too long: ${predicted.length} characters (the limit is ${MAX_ARGUMENT_CHARS})` };
   const raw = predicted.trim();
   if (raw === '') return { correct: false, reason: 'empty answer' };
   const unwrapped = normaliseAnswerText(raw);
