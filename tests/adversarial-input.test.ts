@@ -47,6 +47,7 @@ function adversarialTexts(chars: number): [string, string][] {
     ['emphasis', fill('**', '*', 'x', chars)],
     ['answer tags', fill('<answer>', '</answer>', 'x', chars)],
     ['list items', fill('', '1, ', 'and x', chars)],
+    ['ands', fill('a', ' and', ' b', chars)],
     ['bullets', fill('', '- 1\n', '', chars)],
     ['numbered', fill('', '1', '.', chars)],
     ['table rows', fill('', '1 | 2\n', '', chars)],
