@@ -11,6 +11,7 @@ import { ProgressBar } from '../progress-bar.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 import { formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
+import { precisionSuccessRate } from '../precision-success-rate.ts';
 
 const EvalFlags = ModelFlags.extend({
   policy: z.enum(['oracle', 'random', 'model']).default('oracle'),
@@ -88,7 +89,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     bar.finish();
     const engine = model?.engine.stats;
     if (flags.json) {
-      io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
+      io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset, dataset), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
     } else {
       io.stdout.write(renderReport(report, dataset, flags.failures));
       if (engine !== undefined) io.stdout.write(`  mean batch     ${engine.meanBatchSize.toFixed(2)} turns per generation run (${engine.runs} runs)\n`);
@@ -101,12 +102,13 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
   }
 }
 
-function summaryJson(report: EvaluationReport, dataset: string): Record<string, unknown> {
+function summaryJson(report: EvaluationReport, datasetFlag: string, dataset: Dataset): Record<string, unknown> {
   return {
     policy: report.policy,
-    dataset,
+    dataset: datasetFlag,
     episodes: report.episodes,
     success_rate: round(report.success_rate),
+    success_rate_precision: round(precisionSuccessRate(report.records, dataset)),
     mean_reward: round(report.mean_reward),
     mean_steps: round(report.mean_steps),
     errors: report.errors,
@@ -125,6 +127,7 @@ function renderReport(report: EvaluationReport, dataset: Dataset, maxFailures: n
     '',
     `Evaluation of the ${report.policy} policy on ${dataset.name} (${report.episodes} episodes)`,
     `  success rate   ${(100 * report.success_rate).toFixed(1)} %`,
+    `  success (precise floats) ${(100 * precisionSuccessRate(report.records, dataset)).toFixed(1)} %`,
     `  mean reward    ${report.mean_reward.toFixed(3)}`,
     `  mean steps     ${report.mean_steps.toFixed(2)}`,
     `  errors         ${report.errors}`,

@@ -235,6 +235,21 @@ describe('step', () => {
     }
   });
 
+  it('judges float answers with the configured floatMatch (relative by default)', async () => {
+    const question = dataset.questions.find((q) => q.answer_type === 'float');
+    if (question === undefined) throw new Error('the fixture has no float question');
+    const gold = question.gold_rows[0]?.[0] as number;
+    const nearby = String(gold * 1.005);
+    const verdict = async (config: Parameters<typeof env>[0], answer: string): Promise<boolean | undefined> => {
+      const e = env(config);
+      await e.reset({ question_id: question.question_id });
+      return (await e.step(act('ANSWER', answer))).info.correct;
+    };
+    expect(await verdict({}, nearby)).toBe(true);
+    expect(await verdict({ floatMatch: 'precision' }, nearby)).toBe(false);
+    expect(await verdict({ floatMatch: 'precision' }, question.gold_answer)).toBe(true);
+  });
+
   it('rejects invalid actions, steps before reset, concurrent steps and use after close', async () => {
     const e = env();
     await expectCode(e.step(act('DESCRIBE', 'singer')), ErrorCode.EPISODE_STATE);

@@ -203,7 +203,7 @@ export class SqlEnvironment {
         info.done_reason = 'budget_exhausted';
       }
     } else if (action.action_type === ActionType.ANSWER) {
-      const correct = verifyAnswer(action.argument, episode.question).correct;
+      const correct = verifyAnswer(action.argument, episode.question, this.config.floatMatch).correct;
       breakdown = episode.tracker.onAnswer(correct);
       episode.done = true;
       info.correct = correct;

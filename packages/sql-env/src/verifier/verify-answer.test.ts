@@ -79,8 +79,10 @@ describe('verifyAnswer (properties)', () => {
     fc.assert(
       fc.property(anyCase, ({ type, rows }) => {
         const g = gold(type, rows);
-        const verdict = verifyAnswer(g.gold_answer, g);
-        expect(verdict, `${JSON.stringify(g.gold_answer)}: ${verdict.reason}`).toMatchObject({ correct: true });
+        for (const floatMatch of ['relative', 'precision'] as const) {
+          const verdict = verifyAnswer(g.gold_answer, g, floatMatch);
+          expect(verdict, `${floatMatch} ${JSON.stringify(g.gold_answer)}: ${verdict.reason}`).toMatchObject({ correct: true });
+        }
       }),
       { numRuns: 600 },
     );
