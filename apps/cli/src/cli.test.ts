@@ -40,8 +40,18 @@ describe('sqlenv CLI', () => {
     // Evaluation mode by default: the policy saw (and the report sums) the terminal reward only.
     expect(summary['mean_reward']).toBe(1);
     expect(summary['reward_mode']).toBe('eval');
+    // The oracle submits the gold answer exactly: right under precision-aware float matching too.
+    expect(summary['success_rate_precision']).toBe(1);
     expect(summary['errors']).toBe(0);
     expect(summary).toHaveProperty('mean_steps');
+  });
+
+  it('eval prints both success rates in its report: the environment\'s and with precise floats', async () => {
+    const { code, stdout } = await run(['eval', '--policy', 'oracle', '--episodes', '4', '--seed', '5']);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^ {2}success rate {3}100\.0 %$/m);
+    expect(stdout).toMatch(/^ {2}success \(precise floats\) 100\.0 %$/m);
+    expect(stdout).toMatch(/^ {2}mean reward {4}\d/m);
   });
 
   it('random policy almost never succeeds', async () => {

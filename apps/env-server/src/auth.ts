@@ -11,6 +11,9 @@ export const BEARER_SUBPROTOCOL_PREFIX = 'sqlenv.bearer.';
 /** The subprotocol the server selects when a browser offers subprotocols. */
 export const SQLENV_SUBPROTOCOL = 'sqlenv';
 
+const BEARER_SCHEME = 'Bearer';
+const BEARER_RE = /^Bearer\s/i;
+
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
@@ -25,8 +28,10 @@ export function presentedTokens(req: IncomingMessage, url: URL): string[] {
   const tokens: string[] = [];
   const header = req.headers.authorization;
   if (header !== undefined) {
-    const match = /^Bearer\s+(.+)$/i.exec(header.trim());
-    if (match?.[1] !== undefined) tokens.push(match[1].trim());
+    // A prefix test and a slice, not /^Bearer\s+(.+)$/: that pattern backtracks over every split of the spaces.
+    const value = header.trim();
+    const token = BEARER_RE.test(value) ? value.slice(BEARER_SCHEME.length).trim() : '';
+    if (token !== '') tokens.push(token);
   }
   const query = url.searchParams.get('api_key');
   if (query !== null) tokens.push(query);

@@ -16,7 +16,10 @@ export function toWebSocketUrl(base: string): string {
   const scheme = schemes[url.protocol];
   if (scheme === undefined) throw new AppError(ErrorCode.VALIDATION, `unsupported URL scheme '${url.protocol}' in '${base}' (use http, https, ws or wss)`);
   url.protocol = scheme;
-  const path = url.pathname.replace(/\/+$/, '');
+  // A scan, not /\/+$/ (which retries from every slash of a long run).
+  let end = url.pathname.length;
+  while (end > 0 && url.pathname[end - 1] === '/') end -= 1;
+  const path = url.pathname.slice(0, end);
   url.pathname = path.endsWith('/ws') ? path : `${path}/ws`;
   return url.toString();
 }

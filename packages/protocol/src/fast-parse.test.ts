@@ -30,7 +30,10 @@ describe('fast-parse', () => {
     expect(fastSqlAction({ action_type: 'ANSWER', argument: '42' })).toEqual({ action_type: 'ANSWER', argument: '42' });
     expect(fastResetOptions({ question_id: 'q', episode_id: 'e' })).toEqual({ question_id: 'q', episode_id: 'e' });
     expect(fastResetOptions({})).toEqual({});
-    expect(fastSqlAction({ action_type: 'ANSWER', argument: 'x'.repeat(MAX_ARGUMENT_CHARS + 1) })).toBeUndefined();
+    // Any length: an oversized argument is the environment's to answer with an observation.
+    const long = { action_type: 'ANSWER', argument: 'x'.repeat(MAX_ARGUMENT_CHARS + 1) };
+    expect(fastSqlAction(long)).toEqual(long);
+    expect(SqlActionSchema.parse(long)).toEqual(long);
     expect(fastResetOptions({ seed: 1 })).toBeUndefined();
   });
 });

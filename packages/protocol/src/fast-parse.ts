@@ -1,4 +1,4 @@
-import { MAX_ARGUMENT_CHARS, stepActionTypes, type SqlAction } from './sql-action.ts';
+import { stepActionTypes, type SqlAction } from './sql-action.ts';
 import type { ResetOptions } from './episode.ts';
 
 /**
@@ -12,14 +12,14 @@ import type { ResetOptions } from './episode.ts';
 
 const actionTypeSet: ReadonlySet<string> = new Set(stepActionTypes);
 
-/** SqlActionSchema (strict): exactly `action_type` (a tool or PARSE_ERROR) and `argument` (a string within the limit). */
+/** SqlActionSchema (strict): exactly `action_type` (a tool or PARSE_ERROR) and `argument` (a string of any length). */
 export function fastSqlAction(raw: unknown): SqlAction | undefined {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return undefined;
   const record = raw as Record<string, unknown>;
   const actionType = record['action_type'];
   const argument = record['argument'];
   if (typeof actionType !== 'string' || !actionTypeSet.has(actionType)) return undefined;
-  if (typeof argument !== 'string' || argument.length > MAX_ARGUMENT_CHARS) return undefined;
+  if (typeof argument !== 'string') return undefined;
   if (Object.keys(record).length !== 2 || !Object.hasOwn(record, 'action_type') || !Object.hasOwn(record, 'argument')) return undefined;
   return { action_type: actionType as SqlAction['action_type'], argument };
 }

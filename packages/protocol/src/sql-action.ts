@@ -23,7 +23,14 @@ export type ParseErrorAction = typeof PARSE_ERROR_ACTION;
 /** Every accepted `action_type`: the four tools and PARSE_ERROR. */
 export const stepActionTypes = [...actionTypes, PARSE_ERROR_ACTION] as [ActionType | ParseErrorAction, ...(ActionType | ParseErrorAction)[]];
 
-/** Longest argument accepted (characters); longer input is a validation error, not a query. */
+/**
+ * Longest argument the environment acts on (characters). A longer one is the
+ * agent's mistake, not a malformed request: the step is answered with an error
+ * observation and charged as a format error, nothing is run or verified. The
+ * schema itself sets no length limit (the transport bounds what can arrive:
+ * the server's maxBodyBytes / maxFrameBytes), so an oversized argument never
+ * throws and a trajectory that recorded one still validates.
+ */
 export const MAX_ARGUMENT_CHARS = 100_000;
 
 /**
@@ -37,7 +44,6 @@ export const SqlActionSchema = z
       .describe('DESCRIBE a table, SAMPLE its rows, QUERY with SQL, or ANSWER the question (PARSE_ERROR: the agent produced no valid action; argument = what was wrong)'),
     argument: z
       .string()
-      .max(MAX_ARGUMENT_CHARS)
       .describe('Table name (DESCRIBE, SAMPLE), SQL text (QUERY), the answer value (ANSWER), or the parse error (PARSE_ERROR)'),
   })
   .describe('SQLAction');

@@ -25,6 +25,6 @@ export {
   type RewardTracker,
   type RewardStep,
 } from './reward/index.ts';
-export { verifyAnswer, formatGoldAnswer, deriveAnswerType, normaliseAnswerText, type GoldAnswer, type Verdict } from './verifier/index.ts';
+export { verifyAnswer, formatGoldAnswer, deriveAnswerType, normaliseAnswerText, FloatMatch, type GoldAnswer, type Verdict } from './verifier/index.ts';
 export * from './sandbox/index.ts';
 export { generateBuiltinDataset, builtinDatasetDir, builtinDomains, readBuiltinManifest, BuiltinDatasetOptionsSchema, DEFAULT_BUILTIN_SEED, BUILTIN_GENERATOR_VERSION, type BuiltinDatasetOptions, type BuiltinDatasetSummary, type BuiltinDomainSummary, type BuiltinDomainInfo } from './builtin/index.ts';

@@ -12,6 +12,7 @@ import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 import { UsageError } from '../cli-error.ts';
 import { formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
+import { precisionSuccessRate } from '../precision-success-rate.ts';
 
 const EvalFlags = ModelFlags.extend({
   policy: z.enum(['oracle', 'random', 'model']).default('oracle'),
@@ -122,7 +123,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     }
     const engine = model?.engine.stats;
     if (flags.json) {
-      io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset, rewardModeOf(flags)), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
+      io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset, dataset, rewardModeOf(flags)), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
     } else {
       io.stdout.write(renderReport(report, dataset, flags.failures, rewardModeOf(flags)));
       if (engine !== undefined) io.stdout.write(`  mean batch     ${engine.meanBatchSize.toFixed(2)} turns per generation run (${engine.runs} runs)\n`);
@@ -153,13 +154,14 @@ function saveEvalTarget(flags: z.infer<typeof EvalFlags>): { runDir: string; nam
   return { runDir: flags['save-eval'], name, version };
 }
 
-function summaryJson(report: EvaluationReport, dataset: string, rewardMode: string): Record<string, unknown> {
+function summaryJson(report: EvaluationReport, datasetFlag: string, dataset: Dataset, rewardMode: string): Record<string, unknown> {
   return {
     policy: report.policy,
-    dataset,
+    dataset: datasetFlag,
     reward_mode: rewardMode,
     episodes: report.episodes,
     success_rate: round(report.success_rate),
+    success_rate_precision: round(precisionSuccessRate(report.records, dataset)),
     mean_reward: round(report.mean_reward),
     mean_steps: round(report.mean_steps),
     errors: report.errors,
@@ -183,6 +185,7 @@ function renderReport(report: EvaluationReport, dataset: Dataset, maxFailures: n
     '',
     `Evaluation of the ${report.policy} policy on ${dataset.name} (${report.episodes} episodes)`,
     `  success rate   ${(100 * report.success_rate).toFixed(1)} %`,
+    `  success (precise floats) ${(100 * precisionSuccessRate(report.records, dataset)).toFixed(1)} %`,
     `  mean reward    ${report.mean_reward.toFixed(3)} (${rewardMode === 'eval' ? 'terminal reward only' : rewardMode === 'train' ? 'shaped' : "the server's --mode"})`,
     `  mean steps     ${report.mean_steps.toFixed(2)}`,
     `  errors         ${report.errors}`,

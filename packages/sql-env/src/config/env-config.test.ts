@@ -7,6 +7,9 @@ describe('parseEnvConfig', () => {
     const config = parseEnvConfig({ stepBudget: 10 });
     expect(config.stepBudget).toBe(10);
     expect(config.resultMaxRows).toBe(20);
+    expect(config.floatMatch).toBe('relative');
+    expect(parseEnvConfig({ floatMatch: 'precision' }).floatMatch).toBe('precision');
+    expect(() => parseEnvConfig({ floatMatch: 'exact' } as never)).toThrow(/floatMatch/);
     expect(parseEnvConfig(config)).toBe(config);
     // An equal object it did not produce is parsed again (and copied).
     const copy = { ...config };

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { RewardConfigSchema } from '../reward/index.ts';
+import { FloatMatch, floatMatches } from '../verifier/match-cell.ts';
 
 /**
  * Every limit of an episode, in one place (docs/architecture.md, "The environment" gives
@@ -30,6 +31,13 @@ export const EnvConfigSchema = z.strictObject({
    * SQLite did. `reject`: the agent gets SQLite's error.
    */
   doubleQuotedStrings: z.enum(['accept', 'reject']).default('accept'),
+  /**
+   * How a float ANSWER is compared with the gold value. `relative`: within 1 %
+   * (the original's verifier, kept for parity: it accepts 203.6 for 203.5).
+   * `precision`: the answer must round to the gold at the decimals the gold
+   * shows, or lie within 1e-6 relative of it (verifier README, "Comparison rules").
+   */
+  floatMatch: z.enum(floatMatches).default(FloatMatch.RELATIVE),
   /** Characters of an argument quoted in `action_history`. */
   historyArgumentChars: z.number().int().min(10).default(80),
   /** Reward shaping (three layers of the original). */

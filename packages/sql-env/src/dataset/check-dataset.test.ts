@@ -58,6 +58,27 @@ describe('checkDataset', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('reports gold values too long to verify exactly, or to submit, as unplayable with the reason', async () => {
+    const dir = await writeTinySpider();
+    const rows = (count: number, chars: number): string =>
+      `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ${count}) SELECT i || replace(hex(zeroblob(${chars / 2})), '0', 'x') FROM c`;
+    await writeFile(join(dir, 'train_spider.json'), JSON.stringify([
+      { db_id: 'shop', question: 'Long cell?', query: "SELECT replace(hex(zeroblob(6000)), '0', 'x')" },
+      { db_id: 'shop', question: 'Longest cell that fits?', query: "SELECT replace(hex(zeroblob(5000)), '0', 'x')" },
+      { db_id: 'shop', question: 'Long answer?', query: rows(12, 9_000) },
+      { db_id: 'shop', question: 'Long answer that fits?', query: rows(10, 9_000) },
+    ]));
+    const report = await checkDataset(dir, { executor, cacheDir });
+    expect(report.problems.map((p) => [p.kind, p.severity, p.question_id])).toEqual([
+      ['gold_failure', 'error', 'shop_train_0'],
+      ['gold_failure', 'error', 'shop_train_2'],
+    ]);
+    expect(report.problems[0]?.message).toBe('cell_too_long: a gold cell is longer than the 10000 characters the executor returns (maxCellChars); a cut value cannot be verified exactly');
+    expect(report.problems[1]?.message).toMatch(/^answer_too_long: the answer is 108\d{3} characters long, more than an action may carry \(100000\)$/);
+    expect(report.playable).toBe(3);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('reports malformed files and missing directories instead of throwing', async () => {
     expect((await checkDataset(join(tmpdir(), 'sqlenv-no-such-dir'), { executor })).problems).toEqual([
       expect.objectContaining({ kind: 'missing_directory', severity: 'error' }),

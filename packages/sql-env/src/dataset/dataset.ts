@@ -39,6 +39,14 @@ export const GoldFailureReason = {
   TIMEOUT: 'timeout',
   /** The gold result has more rows than the loader keeps (goldMaxRows): too large to answer or grade. */
   TOO_LARGE: 'result_too_large',
+  /**
+   * A gold cell is longer than the executor returns (maxCellChars, 10,000 by
+   * default): the stored value would be cut, so the full correct answer would
+   * be judged wrong and a cut one right.
+   */
+  CELL_TOO_LONG: 'cell_too_long',
+  /** The canonical answer is longer than an action may carry (MAX_ARGUMENT_CHARS): no agent could submit it. */
+  ANSWER_TOO_LONG: 'answer_too_long',
   /** The question's database file is missing. */
   MISSING_DATABASE: 'missing_database',
   /** The executor failed for another reason (crash). */

@@ -1,7 +1,7 @@
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
-import type { QuestionRecord, SplitName } from '@sqlenv/protocol';
+import { MAX_ARGUMENT_CHARS, type Cell, type QuestionRecord, type SplitName } from '@sqlenv/protocol';
 import { AppError, ErrorCode, ensurePrivateDir, formatZodIssues, isAppError, silentLogger, type Logger } from '@sqlenv/shared';
 import { readSchema, type SqlExecutor } from '../sandbox/index.ts';
 import { builtinDatasetDir } from '../builtin/index.ts';
@@ -87,7 +87,8 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
   const fingerprint = await goldFingerprint({
     contentFiles: files.map((f) => f.path),
     databaseFiles: [...databases.values()].map((db) => db.path),
-    settings: { goldMaxRows: config.goldMaxRows },
+    // maxCellChars decides which gold cells come back cut (cell_too_long).
+    settings: { goldMaxRows: config.goldMaxRows, maxCellChars: executor.config.maxCellChars },
   });
   const cachePath = goldCachePath(cacheDir, dir, fingerprint);
   const cacheKey = readCacheKey(cacheDir, logger);
@@ -109,7 +110,7 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
   const questions: QuestionRecord[] = [];
   const failures: GoldFailure[] = [];
   for (const question of pending) {
-    const outcome = buildRecord(question, databases.get(question.dbId), gold.get(goldKey(question.dbId, question.goldSql)));
+    const outcome = buildRecord(question, databases.get(question.dbId), gold.get(goldKey(question.dbId, question.goldSql)), executor.config.maxCellChars);
     if ('record' in outcome) questions.push(outcome.record);
     else failures.push(outcome.failure);
   }
@@ -251,10 +252,21 @@ const failureReasonByCode: Readonly<Record<string, GoldFailureReason>> = {
   [ErrorCode.TIMEOUT]: GoldFailureReason.TIMEOUT,
 };
 
+/**
+ * Was a cell cut by the executor? A cut text or BLOB cell is its first
+ * maxCellChars (±1) characters followed by '…'. A value that is exactly that
+ * long and really ends with '…' is taken for a cut one too: being left out is
+ * the safe side.
+ */
+function isCutCell(cell: Cell, maxCellChars: number): boolean {
+  return typeof cell === 'string' && cell.length >= maxCellChars && cell.endsWith('…');
+}
+
 function buildRecord(
   q: PendingQuestion,
   db: DatabaseInfo | undefined,
   entry: GoldEntry | undefined,
+  maxCellChars: number,
 ): { record: QuestionRecord } | { failure: GoldFailure } {
   const fail = (reason: GoldFailureReason, message: string): { failure: GoldFailure } => ({
     failure: { question_id: q.questionId, database_name: q.dbId, split: q.split, question_text: q.questionText, gold_sql: q.goldSql, reason, message },
@@ -262,17 +274,24 @@ function buildRecord(
   if (db === undefined || entry === undefined) return fail(GoldFailureReason.MISSING_DATABASE, `database file for '${q.dbId}' is missing`);
   if (!entry.ok) return fail(failureReasonByCode[entry.code] ?? GoldFailureReason.EXECUTOR, entry.message);
   if (entry.truncated) return fail(GoldFailureReason.TOO_LARGE, `gold result has more than ${entry.rows.length} rows`);
+  if (entry.rows.some((row) => row.some((cell) => isCutCell(cell, maxCellChars)))) {
+    return fail(GoldFailureReason.CELL_TOO_LONG, `a gold cell is longer than the ${maxCellChars} characters the executor returns (maxCellChars); a cut value cannot be verified exactly`);
+  }
   // An empty gold result stays playable: the expected answer is "none" (see
   // verifier EMPTY_RESULT_ANSWER). The load reports these questions by count.
   const tables = tablesInvolved(q.goldSql, db.tables.map((t) => t.name));
   const answerType = deriveAnswerType(entry.columns, entry.rows);
+  const goldAnswer = formatGoldAnswer(answerType, entry.rows);
+  if (goldAnswer.length > MAX_ARGUMENT_CHARS) {
+    return fail(GoldFailureReason.ANSWER_TOO_LONG, `the answer is ${goldAnswer.length} characters long, more than an action may carry (${MAX_ARGUMENT_CHARS})`);
+  }
   return {
     record: {
       question_id: q.questionId,
       question_text: q.questionText,
       database_name: q.dbId,
       gold_sql: entry.sql ?? q.goldSql,
-      gold_answer: formatGoldAnswer(answerType, entry.rows),
+      gold_answer: goldAnswer,
       gold_columns: entry.columns,
       gold_rows: entry.rows,
       answer_type: answerType,

@@ -14,6 +14,8 @@ describe('resolveTable', () => {
       expect(resolveTable(index, arg)).toBe('Order Items');
     }
     expect(resolveTable(index, '"select"')).toBe('select');
+    expect(resolveTable(index, 'singer ; ;\n')).toBe('Singer');
+    expect(resolveTable(index, `singer${';'.repeat(100_000)}`)).toBe('Singer');
   });
 
   it('returns undefined for unknown names', () => {

@@ -2,7 +2,7 @@ import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SqlAction, SqlObservation, StepOutcome } from '@sqlenv/protocol';
+import { MAX_ARGUMENT_CHARS, type SqlAction, type SqlObservation, type StepOutcome } from '@sqlenv/protocol';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { SqlExecutor } from '../sandbox/index.ts';
 import type { Dataset } from '../dataset/dataset.ts';
@@ -214,6 +214,40 @@ describe('step', () => {
     const d = env();
     await d.reset({ question_id: 'shop_train_0' });
     expect((await d.step(act('PARSE_ERROR', 'x'))).reward).toBe(-0.1);
+  });
+
+  it('answers an argument over MAX_ARGUMENT_CHARS with an error observation, charged as a format error', async () => {
+    const e = env({ reward: { formatPenalty: 0.25 } });
+    for (const actionType of ['DESCRIBE', 'SAMPLE', 'QUERY', 'ANSWER', 'PARSE_ERROR'] as const) {
+      await e.reset({ question_id: 'shop_train_0' });
+      const argument = `SELECT 1 ${'x'.repeat(MAX_ARGUMENT_CHARS)}`;
+      const outcome = await e.step(act(actionType, argument));
+      expect(outcome.done).toBe(false);
+      expect(outcome.reward).toBe(-0.25);
+      expect(outcome.observation).toMatchObject({ result: '', step_count: 1, budget_remaining: 14 });
+      expect(outcome.observation.error).toBe(`the ${actionType} argument is ${argument.length} characters long; the limit is ${MAX_ARGUMENT_CHARS}, so it was not acted on`);
+      expect(outcome.observation.action_history[0]).toMatch(new RegExp(`^${actionType} SELECT 1 x+\\.\\.\\. -> rejected: argument too long$`));
+      expect(outcome.info).toMatchObject({ executed: false });
+      // At the limit, the argument is acted on as usual.
+      await e.reset({ question_id: 'shop_train_0' });
+      const atLimit = await e.step(act(actionType, 'singer'.padEnd(MAX_ARGUMENT_CHARS, ' ')));
+      expect(atLimit.observation.error).not.toMatch(/not acted on/);
+    }
+  });
+
+  it('judges float answers with the configured floatMatch (relative by default)', async () => {
+    const question = dataset.questions.find((q) => q.answer_type === 'float');
+    if (question === undefined) throw new Error('the fixture has no float question');
+    const gold = question.gold_rows[0]?.[0] as number;
+    const nearby = String(gold * 1.005);
+    const verdict = async (config: Parameters<typeof env>[0], answer: string): Promise<boolean | undefined> => {
+      const e = env(config);
+      await e.reset({ question_id: question.question_id });
+      return (await e.step(act('ANSWER', answer))).info.correct;
+    };
+    expect(await verdict({}, nearby)).toBe(true);
+    expect(await verdict({ floatMatch: 'precision' }, nearby)).toBe(false);
+    expect(await verdict({ floatMatch: 'precision' }, question.gold_answer)).toBe(true);
   });
 
   it('rejects invalid actions, steps before reset, concurrent steps and use after close', async () => {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   ActionType,
+  MAX_ARGUMENT_CHARS,
   PARSE_ERROR_ACTION,
   fastResetOptions,
   fastSqlAction,
@@ -117,7 +118,8 @@ export class SqlEnvironment {
   /**
    * Apply one action. Invalid input → AppError(VALIDATION); a step with no open
    * episode, after done, or while another step runs → AppError(EPISODE_STATE).
-   * Agent mistakes (unknown table, bad SQL) come back as observations with `error` set.
+   * Agent mistakes (unknown table, bad SQL, an argument over MAX_ARGUMENT_CHARS) come
+   * back as observations with `error` set; an oversized argument counts as a format error.
    */
   async step(action: SqlAction): Promise<StepOutcome> {
     this.#assertOpen();
@@ -177,7 +179,10 @@ export class SqlEnvironment {
   }
 
   async #apply(episode: Episode, action: SqlAction): Promise<StepOutcome> {
-    const outcome = await this.#runTool(episode, action);
+    // Too long to act on: the agent's mistake, answered like a malformed action (as the
+    // LLM harness's tool-call parser does), never run, verified or thrown.
+    const oversized = action.argument.length > MAX_ARGUMENT_CHARS;
+    const outcome = oversized ? oversizedOutcome(action) : await this.#runTool(episode, action);
     if (this.#episode !== episode) {
       // reset() or close() ran while the tool was awaiting: this step's episode is gone.
       throw new AppError(ErrorCode.EPISODE_STATE, `episode ${episode.id} was reset during the step`);
@@ -189,7 +194,7 @@ export class SqlEnvironment {
     let breakdown: RewardBreakdown;
     const info: StepInfo = { reward_breakdown: zeroBreakdown, executed: outcome.ok };
     if (outcome.sqlMs !== undefined) info.sql_ms = outcome.sqlMs;
-    if (action.action_type === PARSE_ERROR_ACTION) {
+    if (action.action_type === PARSE_ERROR_ACTION || oversized) {
       breakdown = episode.tracker.onFormatError();
       if (episode.budgetRemaining <= 0) {
         breakdown = combineBreakdowns(breakdown, episode.tracker.onBudgetExhausted());
@@ -198,7 +203,7 @@ export class SqlEnvironment {
         info.done_reason = 'budget_exhausted';
       }
     } else if (action.action_type === ActionType.ANSWER) {
-      const correct = verifyAnswer(action.argument, episode.question).correct;
+      const correct = verifyAnswer(action.argument, episode.question, this.config.floatMatch).correct;
       breakdown = episode.tracker.onAnswer(correct);
       episode.done = true;
       info.correct = correct;
@@ -334,6 +339,11 @@ function parseAction(action: SqlAction): SqlAction {
   const parsed = SqlActionSchema.safeParse(action);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid action: ${formatZodIssues(parsed.error)}`);
   return parsed.data;
+}
+
+function oversizedOutcome(action: SqlAction): ToolOutcome {
+  const message = `the ${action.action_type} argument is ${action.argument.length} characters long; the limit is ${MAX_ARGUMENT_CHARS}, so it was not acted on`;
+  return { result: '', error: message, summary: 'rejected: argument too long', ok: false };
 }
 
 function errorOutcome(message: string): ToolOutcome {

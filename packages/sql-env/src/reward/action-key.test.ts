@@ -7,6 +7,9 @@ describe('action keys', () => {
     expect(normaliseSql("select * from t where name = 'Bob'")).not.toBe(normaliseSql("select * from t where name = 'bob'"));
     expect(normaliseSql("SELECT 'A  B'")).toBe("select 'A  B'");
     expect(normaliseSql('SELECT "Full Name" FROM [My Table]')).toBe('select "Full Name" from [My Table]');
+    expect(normaliseSql('SELECT 1 ;; ;')).toBe('select 1');
+    expect(normaliseSql(`SELECT 1${';'.repeat(100_000)}`)).toBe('select 1');
+    expect(normaliseSql(`SELECT 1${';'.repeat(100_000)}x`)).toBe(`select 1${';'.repeat(100_000)}x`);
   });
 
   it('fold table names and keep action types apart', () => {

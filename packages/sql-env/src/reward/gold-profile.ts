@@ -1,4 +1,5 @@
 import type { Cell } from '@sqlenv/protocol';
+import { NUMBER_RE } from '../verifier/match-cell.ts';
 
 /**
  * A cell reduced to what the progress reward compares: numbers (and numeric
@@ -9,7 +10,6 @@ import type { Cell } from '@sqlenv/protocol';
  */
 export type ValueKey = string | number | null;
 
-const NUMBER_RE = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/i;
 
 function roundNumber(value: number): number {
   // fround keeps ±Infinity; a finite double beyond float32 range would become

@@ -110,6 +110,14 @@ describe('QueryRunner', () => {
     expect(runner.run(fixture.dbPath, 'SELECT 1e999, -1e999, 9007199254740993, 2.5, NULL', 1).rows).toEqual([['Inf', '-Inf', 9007199254740992, 2.5, null]]);
   });
 
+  it('runs refused function names used as aliases, and refuses them where SQLite would call them', () => {
+    const aliases = "SELECT 1 AS edit, 2 AS zipfile, p.name AS pragma_city FROM singer AS pragma_city JOIN singer p ON p.singer_id = pragma_city.singer_id WHERE p.name = 'Joe Sharp'";
+    expect(runner.run(fixture.dbPath, aliases, 5)).toMatchObject({ columns: ['edit', 'zipfile', 'pragma_city'], rows: [[1, 2, 'Joe Sharp']] });
+    for (const sql of ['SELECT * FROM pragma_database_list', 'SELECT * FROM (pragma_database_list)', "SELECT 1 WHERE 'x' IN main.pragma_compile_options"]) {
+      expect(failure(() => runner.run(fixture.dbPath, sql, 5)).code).toBe(ErrorCode.SQL_REJECTED);
+    }
+  });
+
   it('maps failures to SQL_REJECTED, SQL_ERROR and NOT_FOUND', () => {
     expect(failure(() => runner.run(fixture.dbPath, 'DROP TABLE singer', 10)).code).toBe(ErrorCode.SQL_REJECTED);
     const noColumn = failure(() => runner.run(fixture.dbPath, 'SELECT salary FROM singer', 10));

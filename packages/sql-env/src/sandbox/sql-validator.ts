@@ -11,7 +11,11 @@ import { TokenKind, tokenizeSql, type SqlToken } from './sql-tokenizer.ts';
  * Only the leading verb decides what a statement does in SQLite (no writes
  * nest inside a SELECT), so keywords later in the statement are not scanned:
  * `SELECT replace(name, 'a', 'b')` and a column called "drop" stay legal.
- * Function names are scanned everywhere, because a SELECT can call them.
+ * Refused functions are looked for everywhere, because a SELECT can call
+ * them, but only where a name is USED as a function: before `(` (a call, or a
+ * table-valued function with arguments) or in a FROM clause's table position
+ * (an eponymous virtual table such as `FROM pragma_database_list`). The same
+ * name as an alias or a column (`SELECT 1 AS edit`, `t AS pragma_city`) runs.
  */
 
 const ALLOWED = 'only a single read-only SELECT (or WITH ... SELECT) query may run';
@@ -106,14 +110,72 @@ function verbAfterWith(statement: readonly SqlToken[]): string | undefined {
   return undefined;
 }
 
+/**
+ * Keywords that end a FROM clause at their parenthesis depth. ON and USING do
+ * not: `FROM a JOIN b ON x = y, c` goes on listing tables after the comma.
+ */
+const fromClauseEnds = new Set(['WHERE', 'GROUP', 'HAVING', 'WINDOW', 'ORDER', 'LIMIT', 'UNION', 'EXCEPT', 'INTERSECT', 'SELECT', 'VALUES', 'RETURNING']);
+
+function isName(token: SqlToken | undefined): token is SqlToken {
+  return token !== undefined && (token.kind === TokenKind.WORD || token.kind === TokenKind.QUOTED_IDENTIFIER);
+}
+
+function isPunct(token: SqlToken | undefined, text: string): boolean {
+  return token?.kind === TokenKind.PUNCT && token.text === text;
+}
+
+function refusedUse(name: string): string | undefined {
+  if (refusedFunctions.has(name)) return `the function ${name}() is not allowed; ${ALLOWED}`;
+  // Table-valued PRAGMA functions (pragma_table_info...) give PRAGMA's powers to a SELECT.
+  if (name.startsWith('pragma_')) return `PRAGMA functions (${name}) are not allowed; ${ALLOWED}`;
+  return undefined;
+}
+
+/** Keywords after which a bare name is a table: `FROM t`, `JOIN t`, `x IN t`. */
+const tableKeywords = new Set(['FROM', 'JOIN', 'IN']);
+/** Keywords after which `(` opens a parenthesised table list (`FROM (a JOIN b)`); `IN (` opens values or a subquery. */
+const tableListKeywords = new Set(['FROM', 'JOIN']);
+
+/**
+ * Refuse uses of the refused functions: a name followed by `(` (a call, or a
+ * table-valued function with arguments), or a name where SQLite reads a table
+ * (after FROM, JOIN or IN, after a comma or an opening parenthesis of a FROM
+ * clause's table list, possibly as `schema.name`), which resolves to an
+ * eponymous virtual table when no real table has that name. Conservative where
+ * the lexer cannot tell: a CTE or real table with such a name is refused too.
+ * Anything else (an alias, a column, a type name, a string) is only a name.
+ */
 function checkFunctions(statement: readonly SqlToken[]): void {
-  for (const token of statement) {
-    if (token.kind !== TokenKind.WORD && token.kind !== TokenKind.QUOTED_IDENTIFIER) continue;
+  // Per parenthesis depth: inside a FROM clause's table list? Opened in a table position?
+  const inFrom: boolean[] = [false];
+  const opensTable: boolean[] = [false];
+  let depth = 0;
+  const tablePosition = (index: number, keywords: ReadonlySet<string> = tableKeywords): boolean => {
+    const previous = statement[index - 1];
+    if (isPunct(previous, '.')) return isName(statement[index - 2]) && tablePosition(index - 2, keywords);
+    if (isPunct(previous, '(')) return opensTable[depth] === true;
+    if (previous?.kind === TokenKind.WORD && keywords.has(previous.text)) return true;
+    return isPunct(previous, ',') && inFrom[depth] === true;
+  };
+  statement.forEach((token, index) => {
+    if (isPunct(token, '(')) {
+      const table = tablePosition(index, tableListKeywords);
+      depth += 1;
+      inFrom[depth] = table;
+      opensTable[depth] = table;
+    } else if (isPunct(token, ')')) {
+      depth = Math.max(0, depth - 1);
+    } else if (token.kind === TokenKind.WORD && token.text === 'FROM') {
+      inFrom[depth] = true;
+    } else if (token.kind === TokenKind.WORD && fromClauseEnds.has(token.text)) {
+      inFrom[depth] = false;
+    }
+    if (!isName(token)) return;
     const name = token.text.toLowerCase();
-    if (refusedFunctions.has(name)) reject(`the function ${name}() is not allowed; ${ALLOWED}`, { refused: name });
-    // Table-valued PRAGMA functions (pragma_table_info...) give PRAGMA's powers to a SELECT.
-    if (name.startsWith('pragma_')) reject(`PRAGMA functions (${name}) are not allowed; ${ALLOWED}`, { refused: name });
-  }
+    const message = refusedUse(name);
+    if (message === undefined) return;
+    if (isPunct(statement[index + 1], '(') || tablePosition(index)) reject(message, { refused: name });
+  });
 }
 
 /**

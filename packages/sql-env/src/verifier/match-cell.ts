@@ -4,6 +4,19 @@ import type { Cell } from '@sqlenv/protocol';
 export const FLOAT_RELATIVE_TOLERANCE = 0.01;
 /** Below this absolute error a float answer passes even when the gold value is 0 (where 1 % of 0 is 0). */
 export const FLOAT_ABSOLUTE_TOLERANCE = 1e-9;
+/** In `precision` mode, a float answer also passes within this relative error (a gold shown with 17 digits). */
+export const FLOAT_PRECISION_RELATIVE_TOLERANCE = 1e-6;
+
+/**
+ * How float answers are compared. `relative` (the original's verifier, the
+ * default): within FLOAT_RELATIVE_TOLERANCE, so 203.6 passes for 203.5 and 48
+ * for 47.99. `precision`: the answer must round to the gold value at the
+ * decimals the gold shows (203.54 passes for 203.5, 203.6 does not), or lie
+ * within FLOAT_PRECISION_RELATIVE_TOLERANCE of it.
+ */
+export const FloatMatch = { RELATIVE: 'relative', PRECISION: 'precision' } as const;
+export type FloatMatch = (typeof FloatMatch)[keyof typeof FloatMatch];
+export const floatMatches = Object.values(FloatMatch) as [FloatMatch, ...FloatMatch[]];
 
 /**
  * How two numbers are compared: `exact` for integer answers, `tolerant` for
@@ -19,7 +32,11 @@ export type NumberMode = 'exact' | 'tolerant' | 'auto';
 const NULL_TOKENS: ReadonlySet<string> = new Set(['null', 'none', 'nil']);
 
 // A plain decimal or scientific literal; hex, "1_000", "Infinity"-as-text etc. are not numbers here.
-const NUMBER_RE = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/i;
+// `\d+(?:\.\d*)?`, not `\d+\.?\d*`: without a dot the latter splits a digit run
+// between two quantifiers in every possible way before failing (quadratic:
+// seconds for a 100 KB run of digits). Every pattern here is anchored and
+// unambiguous, so a failed match costs time linear in the text.
+export const NUMBER_RE = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i;
 // "1,234,567.5": thousands separators are accepted only in this strict shape.
 const THOUSANDS_RE = /^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?$/;
 const INFINITY_RE = /^([+-]?)inf(?:inity)?$/i;
@@ -90,14 +107,30 @@ export function canonicalNumber(text: string): number | undefined {
   return String(value) === trimmed ? value : undefined;
 }
 
-/** Compares a predicted number with a gold number under a mode (see NumberMode). */
-export function numbersMatch(predicted: number, gold: number, mode: NumberMode): boolean {
+/**
+ * Decimal places of a number's canonical (shortest round-trip) spelling:
+ * 203.5 → 1, 47.99 → 2, 25 → 0, 1.5e-7 → 8, 1e+21 → 0.
+ */
+export function shownDecimals(value: number): number {
+  const text = String(Math.abs(value));
+  const e = text.indexOf('e');
+  const mantissa = e < 0 ? text : text.slice(0, e);
+  const exponent = e < 0 ? 0 : Number(text.slice(e + 1));
+  const dot = mantissa.indexOf('.');
+  return Math.max(0, (dot < 0 ? 0 : mantissa.length - dot - 1) - exponent);
+}
+
+/** Compares a predicted number with a gold number under a mode (see NumberMode) and, for floats, a FloatMatch. */
+export function numbersMatch(predicted: number, gold: number, mode: NumberMode, floatMatch: FloatMatch = FloatMatch.RELATIVE): boolean {
   if (predicted === gold) return true;
   const exact = mode === 'exact' || (mode === 'auto' && Number.isInteger(gold));
   if (exact) return false;
   const error = Math.abs(predicted - gold);
-  // A hair of slack on the 1 % bound so that 101 vs 100 passes despite binary rounding.
-  return error <= Math.max(FLOAT_RELATIVE_TOLERANCE * Math.abs(gold) * (1 + 1e-12), FLOAT_ABSOLUTE_TOLERANCE);
+  // A hair of slack on each bound so that 101 vs 100 (or 203.55 vs 203.5) is not lost to binary rounding.
+  if (floatMatch === FloatMatch.RELATIVE) return error <= Math.max(FLOAT_RELATIVE_TOLERANCE * Math.abs(gold) * (1 + 1e-12), FLOAT_ABSOLUTE_TOLERANCE);
+  if (error <= FLOAT_PRECISION_RELATIVE_TOLERANCE * Math.abs(gold) * (1 + 1e-12)) return true;
+  // Rounds to the gold at the gold's shown decimals: within half a unit of its last place (ties accepted).
+  return error <= 0.5 * 10 ** -shownDecimals(gold) * (1 + 1e-9);
 }
 
 /** A predicted cell, normalised and parsed once (lists and tables compare it many times). */
@@ -151,13 +184,13 @@ export function prepareGold(cell: Cell): PreparedGold {
  * numbers compare numerically under `mode`; text compares
  * normalised, and numerically as well when the gold text is a canonical number.
  */
-export function matchPrepared(predicted: PreparedPrediction, gold: PreparedGold, mode: NumberMode = 'auto'): boolean {
+export function matchPrepared(predicted: PreparedPrediction, gold: PreparedGold, mode: NumberMode = 'auto', floatMatch: FloatMatch = FloatMatch.RELATIVE): boolean {
   if (gold.cell === null) return NULL_TOKENS.has(predicted.text);
   if (typeof gold.cell === 'string' && predicted.text === gold.text) return true;
-  return predicted.value !== undefined && gold.value !== undefined && numbersMatch(predicted.value, gold.value, mode);
+  return predicted.value !== undefined && gold.value !== undefined && numbersMatch(predicted.value, gold.value, mode, floatMatch);
 }
 
 /** matchPrepared() for one-off comparisons. */
-export function matchCell(predicted: string, gold: Cell, mode: NumberMode = 'auto'): boolean {
-  return matchPrepared(preparePrediction(predicted), prepareGold(gold), mode);
+export function matchCell(predicted: string, gold: Cell, mode: NumberMode = 'auto', floatMatch: FloatMatch = FloatMatch.RELATIVE): boolean {
+  return matchPrepared(preparePrediction(predicted), prepareGold(gold), mode, floatMatch);
 }

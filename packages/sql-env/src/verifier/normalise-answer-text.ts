@@ -11,7 +11,11 @@ const BOXED_RE = /^\$*\\boxed\{([\s\S]*)\}\$*$/;
 const EMPHASIS_RE = /^(\*\*|__|\*|_)([\s\S]+)\1$/;
 // "Answer:", "Final answer -", "**Answer:**", "The final answer is": the colon
 // (or "is") is required so that a bare word "Answer" that is the answer survives.
-const PREFIX_RE = /^(?:\*\*|__)?\s*(?:the\s+)?(?:final\s+)?answer(?:\s*(?:\*\*|__)?\s*[:：]|\s+is\b\s*:?)\s*(?:\*\*|__)?\s*/i;
+// Written so that no two `\s*` can share a run of whitespace (`\s*((\*\*|__)\s*)?`
+// rather than `\s*(\*\*|__)?\s*`): the shared form tried every split of a long
+// run and took seconds on "answer" followed by 100 KB of spaces. Like every
+// pattern here it is anchored, so a failed match costs time linear in the text.
+export const ANSWER_PREFIX_RE = /^(?:\*\*|__)?\s*(?:the\s+)?(?:final\s+)?answer(?:\s*(?:(?:\*\*|__)\s*)?[:：]|\s+is\b\s*:?)\s*(?:(?:\*\*|__)\s*)?/i;
 const MAX_ROUNDS = 8;
 
 function unwrapOnce(text: string): string {
@@ -23,7 +27,7 @@ function unwrapOnce(text: string): string {
   if (boxed !== null) return boxed[1] ?? '';
   const inline = INLINE_CODE_RE.exec(text);
   if (inline !== null) return inline[1] ?? '';
-  const prefix = PREFIX_RE.exec(text);
+  const prefix = ANSWER_PREFIX_RE.exec(text);
   if (prefix !== null && prefix[0].length > 0) return text.slice(prefix[0].length);
   const emphasis = EMPHASIS_RE.exec(text);
   if (emphasis !== null) return emphasis[2] ?? '';

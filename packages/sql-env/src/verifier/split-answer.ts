@@ -16,6 +16,35 @@ function splitCommas(items: string[]): string[] {
   return items.flatMap((item) => item.split(',')).map((piece) => piece.trim()).filter((piece) => piece !== '');
 }
 
+const AND_RE = /\sand\s/gi;
+
+/**
+ * Comma-separated readings with the last item split in two at an " and ":
+ * "a, b and c" (no Oxford comma) and "a and b" read as lists. The first and
+ * the last " and " are both tried, so an item that itself holds one is read
+ * either way ("Sales, Marketing and Research and Development"); the plain
+ * comma split is still tried too. One linear scan.
+ */
+function splitFinalAnd(items: readonly string[]): string[][] {
+  const last = items[items.length - 1];
+  if (last === undefined) return [];
+  const positions: number[] = [];
+  AND_RE.lastIndex = 0;
+  for (let match = AND_RE.exec(last); match !== null; match = AND_RE.exec(last)) {
+    if (positions.length < 2) positions.push(match.index);
+    else positions[1] = match.index;
+    // Step one past the match start so that an overlapping " and and " is found.
+    AND_RE.lastIndex = match.index + 1;
+  }
+  const readings: string[][] = [];
+  for (const at of positions) {
+    const before = last.slice(0, at).trim();
+    const after = last.slice(at + 5).trim();
+    if (before !== '' && after !== '') readings.push([...items.slice(0, -1), before, after]);
+  }
+  return readings;
+}
+
 function addUnique(candidates: string[][], seen: Set<string>, items: string[]): void {
   const signature = items.join('\u0000');
   if (seen.has(signature)) return;
@@ -26,7 +55,8 @@ function addUnique(candidates: string[][], seen: Set<string>, items: string[]): 
 /**
  * The ways a list answer can be read, most literal first: one item per line;
  * the same without bullet markers ("- a", "1. a"); either split on commas too;
- * then without an Oxford "and" ("a, b, and c"). A JSON-style "[a, b]" is read
+ * then without an Oxford "and" ("a, b, and c"), or with the last item split at
+ * its first or last " and " ("a, b and c", "a and b"). A JSON-style "[a, b]" is read
  * both with and without its brackets. The verifier accepts the answer when ANY
  * reading equals the gold multiset, so an item that legitimately holds a
  * comma is read correctly from a one-per-line answer.
@@ -45,6 +75,7 @@ export function listReadings(text: string): string[][] {
     for (const perComma of [splitCommas(perLine), splitCommas(unbulleted)]) {
       addUnique(candidates, seen, perComma);
       addUnique(candidates, seen, perComma.map((item) => item.replace(LEADING_AND_RE, '')));
+      for (const reading of splitFinalAnd(perComma)) addUnique(candidates, seen, reading);
     }
   }
   return candidates;

@@ -79,8 +79,10 @@ describe('verifyAnswer (properties)', () => {
     fc.assert(
       fc.property(anyCase, ({ type, rows }) => {
         const g = gold(type, rows);
-        const verdict = verifyAnswer(g.gold_answer, g);
-        expect(verdict, `${JSON.stringify(g.gold_answer)}: ${verdict.reason}`).toMatchObject({ correct: true });
+        for (const floatMatch of ['relative', 'precision'] as const) {
+          const verdict = verifyAnswer(g.gold_answer, g, floatMatch);
+          expect(verdict, `${floatMatch} ${JSON.stringify(g.gold_answer)}: ${verdict.reason}`).toMatchObject({ correct: true });
+        }
       }),
       { numRuns: 600 },
     );
@@ -231,6 +233,22 @@ describe('verifyAnswer (examples)', () => {
     expect(verifyAnswer('["Bob", "Alice", "Carol"]', g).correct).toBe(true);
     expect(verifyAnswer('Alice, Bob, and Carol', g).correct).toBe(true);
     expect(verifyAnswer('Alice, Bob', g).correct).toBe(false);
+  });
+
+  it('reads lists written "a, b and c" and "a and b" (no Oxford comma)', () => {
+    const g = gold('list', [['Alice'], ['Bob'], ['Carol']]);
+    expect(verifyAnswer('Alice, Bob and Carol', g).correct).toBe(true);
+    expect(verifyAnswer('Carol, Alice AND\tBob.', g).correct).toBe(true);
+    expect(verifyAnswer('Answer: Alice, Bob and Carol', g).correct).toBe(true);
+    expect(verifyAnswer('Alice and Bob and Carol', g).correct).toBe(false);
+    expect(verifyAnswer('Alice, Bob and Dave', g).correct).toBe(false);
+    expect(verifyAnswer('Paris and London', gold('list', [['London'], ['Paris']])).correct).toBe(true);
+    // An item that holds " and " still matches as one item, with or without the final "and".
+    const departments = gold('list', [['Research and Development'], ['Sales'], ['Marketing']]);
+    expect(verifyAnswer('Sales, Research and Development, Marketing', departments).correct).toBe(true);
+    expect(verifyAnswer('Sales, Marketing and Research and Development', departments).correct).toBe(true);
+    expect(verifyAnswer('Sales, Research and Development and Marketing', departments).correct).toBe(true);
+    expect(verifyAnswer('Sales, Marketing, and Research and Development', departments).correct).toBe(true);
   });
 
   it('keeps list items that contain commas intact', () => {

@@ -1,11 +1,13 @@
-import type { AnswerType, Cell } from '@sqlenv/protocol';
+import { MAX_ARGUMENT_CHARS, type AnswerType, type Cell } from '@sqlenv/protocol';
 import {
   FLOAT_RELATIVE_TOLERANCE,
+  FloatMatch,
   matchPrepared,
   normaliseCellText,
   numbersMatch,
   parseNumber,
   prepareGold,
+  shownDecimals,
   preparePrediction,
   type PreparedGold,
   type PreparedPrediction,
@@ -42,27 +44,27 @@ function goldScalar(gold: GoldAnswer): Cell | undefined {
   return gold.gold_answer.trim() === '' ? undefined : gold.gold_answer;
 }
 
-function verifyNumber(text: string, gold: GoldAnswer, kind: 'integer' | 'float'): Verdict {
+function verifyNumber(text: string, gold: GoldAnswer, kind: 'integer' | 'float', floatMatch: FloatMatch): Verdict {
   const cell = goldScalar(gold);
   if (cell === undefined) return { correct: false, reason: 'no gold answer' };
   const goldValue = typeof cell === 'number' ? cell : typeof cell === 'string' ? parseNumber(normaliseCellText(cell)) : undefined;
   if (goldValue === undefined) {
     // A non-numeric gold under a numeric type (a dataset quirk): compare as a plain cell.
-    const correct = matchPrepared(preparePrediction(text), prepareGold(cell));
+    const correct = matchPrepared(preparePrediction(text), prepareGold(cell), 'auto', floatMatch);
     return { correct, reason: correct ? `${kind} match` : `${kind} mismatch: expected ${show(String(cell))}, got ${show(text)}` };
   }
   const value = parseNumber(normaliseCellText(text));
   if (value === undefined) return { correct: false, reason: `${kind} mismatch: expected ${goldValue}, got non-number ${show(text)}` };
-  const correct = numbersMatch(value, goldValue, kind === 'integer' ? 'exact' : 'tolerant');
+  const correct = numbersMatch(value, goldValue, kind === 'integer' ? 'exact' : 'tolerant', floatMatch);
   if (correct) return { correct, reason: `${kind} match` };
-  const tolerance = kind === 'float' ? ` (±${FLOAT_RELATIVE_TOLERANCE * 100}%)` : '';
+  const tolerance = kind === 'integer' ? '' : floatMatch === FloatMatch.RELATIVE ? ` (±${FLOAT_RELATIVE_TOLERANCE * 100}%)` : ` (at ${shownDecimals(goldValue)} decimal${shownDecimals(goldValue) === 1 ? '' : 's'})`;
   return { correct, reason: `${kind} mismatch: expected ${goldValue}${tolerance}, got ${value}` };
 }
 
-function verifyString(text: string, gold: GoldAnswer): Verdict {
+function verifyString(text: string, gold: GoldAnswer, floatMatch: FloatMatch): Verdict {
   const cell = goldScalar(gold);
   if (cell === undefined) return { correct: false, reason: 'no gold answer' };
-  const correct = matchPrepared(preparePrediction(text), prepareGold(cell));
+  const correct = matchPrepared(preparePrediction(text), prepareGold(cell), 'auto', floatMatch);
   return { correct, reason: correct ? 'string match' : `string mismatch: expected ${show(cell === null ? 'NULL' : String(cell))}, got ${show(text)}` };
 }
 
@@ -76,7 +78,7 @@ function closestSize(sizes: number[], expected: number): number {
   return sizes.reduce((best, size) => (Math.abs(size - expected) < Math.abs(best - expected) ? size : best), sizes[0] ?? 0);
 }
 
-function verifyList(text: string, gold: GoldAnswer): Verdict {
+function verifyList(text: string, gold: GoldAnswer, floatMatch: FloatMatch): Verdict {
   const expected = cachedPreparation(preparedLists, gold, () => goldItems(gold).map(prepareGold));
   if (expected.length === 0) return { correct: false, reason: 'no gold items' };
   const readings = listReadings(text);
@@ -84,7 +86,7 @@ function verifyList(text: string, gold: GoldAnswer): Verdict {
   for (const reading of readings) {
     if (reading.length !== expected.length) continue;
     const predicted = reading.map(preparePrediction);
-    const outcome = matchMultiset(predicted, expected, (p, g) => matchPrepared(p, g));
+    const outcome = matchMultiset(predicted, expected, (p, g) => matchPrepared(p, g, 'auto', floatMatch));
     if (outcome.equal) return { correct: true, reason: `list match (${expected.length} item${expected.length === 1 ? '' : 's'})` };
     const miss = outcome.unmatchedIndex === undefined ? undefined : reading[outcome.unmatchedIndex];
     reason ??= `list mismatch: ${show(miss ?? '')} is not an expected item`;
@@ -122,11 +124,11 @@ function prepareRow<C extends { keys: readonly string[] }>(cells: readonly C[]):
   return { keys, cells };
 }
 
-function rowsMatch(p: PreparedRow<PreparedPrediction>, g: PreparedRow<PreparedGold>): boolean {
-  return p.cells.length === g.cells.length && p.cells.every((cell, index) => matchPrepared(cell, g.cells[index] as PreparedGold));
+function rowsMatch(p: PreparedRow<PreparedPrediction>, g: PreparedRow<PreparedGold>, floatMatch: FloatMatch): boolean {
+  return p.cells.length === g.cells.length && p.cells.every((cell, index) => matchPrepared(cell, g.cells[index] as PreparedGold, 'auto', floatMatch));
 }
 
-function verifyTable(text: string, gold: GoldAnswer): Verdict {
+function verifyTable(text: string, gold: GoldAnswer, floatMatch: FloatMatch): Verdict {
   const goldRows: Cell[][] =
     gold.gold_rows.length > 0 || gold.gold_answer.trim() === ''
       ? gold.gold_rows
@@ -144,7 +146,7 @@ function verifyTable(text: string, gold: GoldAnswer): Verdict {
       continue;
     }
     const predicted = reading.map((row) => prepareRow(row.map(preparePrediction)));
-    const outcome = matchMultiset(predicted, expected, rowsMatch);
+    const outcome = matchMultiset(predicted, expected, (p, g) => rowsMatch(p, g, floatMatch));
     if (outcome.equal) return { correct: true, reason: `table match (${expected.length} row${expected.length === 1 ? '' : 's'})` };
     const miss = outcome.unmatchedIndex === undefined ? undefined : reading[outcome.unmatchedIndex];
     reason ??= `table mismatch: row ${show((miss ?? []).join(' | '))} is not an expected row`;
@@ -160,36 +162,41 @@ function verifyEmpty(text: string): Verdict {
   return { correct, reason: correct ? 'empty result match' : `expected an empty result ("${EMPTY_RESULT_ANSWER}"), got ${show(text)}` };
 }
 
-function verifyText(text: string, gold: GoldAnswer): Verdict {
+function verifyText(text: string, gold: GoldAnswer, floatMatch: FloatMatch): Verdict {
   if (gold.gold_rows.length === 0 && gold.gold_answer.trim().toLowerCase() === EMPTY_RESULT_ANSWER) return verifyEmpty(text);
   switch (gold.answer_type) {
     case 'integer':
     case 'float':
-      return verifyNumber(text, gold, gold.answer_type);
+      return verifyNumber(text, gold, gold.answer_type, floatMatch);
     case 'string':
-      return verifyString(text, gold);
+      return verifyString(text, gold, floatMatch);
     case 'list':
-      return verifyList(text, gold);
+      return verifyList(text, gold, floatMatch);
     case 'table':
-      return verifyTable(text, gold);
+      return verifyTable(text, gold, floatMatch);
   }
 }
 
 /**
  * Type-aware answer check (docs/architecture.md, "The environment"):
  * integer exact after numeric coercion ("25.0", "1,234"); float within 1 %
- * relative (1e-9 absolute near 0); string trimmed and case-insensitive;
+ * relative (1e-9 absolute near 0), or with `floatMatch: 'precision'` rounded
+ * at the gold's shown decimals (see FloatMatch); string trimmed and case-insensitive;
  * list and table order-insensitive multisets whose cells follow the scalar
  * rules. The answer is first stripped of an LLM's wrapping
  * (normaliseAnswerText); the untouched text is tried too, so a gold value that
- * itself looks like wrapping still matches. An empty answer is always wrong.
+ * itself looks like wrapping still matches. An empty answer is always wrong, and so is one over MAX_ARGUMENT_CHARS.
  */
-export function verifyAnswer(predicted: string, gold: GoldAnswer): Verdict {
+export function verifyAnswer(predicted: string, gold: GoldAnswer, floatMatch: FloatMatch = FloatMatch.RELATIVE): Verdict {
+  // No action can carry a longer answer, and a question whose canonical answer is
+  // longer is left out of the playable set (dataset loader): checking the length
+  // first keeps the cost of a hostile answer bounded, whatever its size.
+  if (predicted.length > MAX_ARGUMENT_CHARS) return { correct: false, reason: `answer too long: ${predicted.length} characters (the limit is ${MAX_ARGUMENT_CHARS})` };
   const raw = predicted.trim();
   if (raw === '') return { correct: false, reason: 'empty answer' };
   const unwrapped = normaliseAnswerText(raw);
-  const verdict: Verdict = unwrapped === '' ? { correct: false, reason: 'empty answer' } : verifyText(unwrapped, gold);
+  const verdict: Verdict = unwrapped === '' ? { correct: false, reason: 'empty answer' } : verifyText(unwrapped, gold, floatMatch);
   if (verdict.correct) return verdict;
-  if (raw !== unwrapped && verifyText(raw, gold).correct) return { correct: true, reason: `${gold.answer_type} match` };
+  if (raw !== unwrapped && verifyText(raw, gold, floatMatch).correct) return { correct: true, reason: `${gold.answer_type} match` };
   return verdict;
 }
