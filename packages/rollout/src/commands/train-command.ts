@@ -147,7 +147,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     const evalJson = Object.fromEntries(evals.map((x) => [x.name, { version: x.version, episodes: x.episodes_count, success_rate: x.success_rate, mean_reward: x.mean_reward }]));
     if (options.json) io.stdout.write(`${JSON.stringify({ ...summary, run_dir: runDir, report, adapters: recorder.savedAdapterVersions, evals: evalJson })}\n`);
     else io.stdout.write(`${formatSummary(summary, batches)}${formatRunDir(runDir, report, recorder.savedAdapterVersions, evals)}`);
-    return 0;
+    return runHealth(io, recorder.nonFiniteVersions, evals);
   } catch (error) {
     return reportCommandError(io, 'train', error);
   } finally {
@@ -225,6 +225,28 @@ class HeldOutEvaluation {
     const resources = await this.#resources;
     await resources?.release?.();
   }
+}
+
+/**
+ * What makes a finished run fail loudly (exit code 1, after its report is written so it can be read):
+ * non-finite learner numbers, or a policy that collapsed (every step of the 'after' evaluation a
+ * format error, when 'before' had valid tool calls).
+ */
+export function runProblems(nonFiniteVersions: readonly number[], evals: readonly Pick<SavedEval, 'name' | 'episodes_count' | 'format_error_rate'>[]): string[] {
+  const problems: string[] = [];
+  if (nonFiniteVersions.length > 0) problems.push(`the learner reported NaN or infinite numbers at version(s) ${nonFiniteVersions.join(', ')}`);
+  const before = evals.find((e) => e.name === 'before');
+  const after = evals.find((e) => e.name === 'after');
+  if (before !== undefined && after !== undefined && after.episodes_count > 0 && after.format_error_rate >= 1 && before.format_error_rate < 1) {
+    problems.push(`the policy collapsed: format errors went from ${(100 * before.format_error_rate).toFixed(1)} % to 100 % of the steps`);
+  }
+  return problems;
+}
+
+function runHealth(io: RolloutCommandIo, nonFiniteVersions: readonly number[], evals: readonly SavedEval[]): number {
+  const problems = runProblems(nonFiniteVersions, evals);
+  for (const problem of problems) io.stderr.write(`sqlenv train: ${problem}\n`);
+  return problems.length > 0 ? 1 : 0;
 }
 
 /** The end-of-run report: numbers, then reward and success curves over the trained batches. */
