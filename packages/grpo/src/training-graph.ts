@@ -28,6 +28,12 @@ export interface TrainingGraphOptions {
   loss?: PolicyLossConfig;
   dtype?: ModelFloat;
   vocabChunkSize?: number;
+  /**
+   * The vocabulary head's gradient (see `ScoringGraphOptions.logprobGradient`). Default 'analytic':
+   * chunk logits are not kept for the backward pass. 'autodiff' is the plain form, kept to measure
+   * against (bench/train.bench.ts) and to cross-check the analytic gradient in tests.
+   */
+  logprobGradient?: 'autodiff' | 'analytic';
 }
 
 export interface TrainingGraph {
@@ -50,7 +56,12 @@ export interface TrainingGraph {
  */
 export function buildTrainingGraph(config: ModelConfig, weights: ModelWeights, options: TrainingGraphOptions): TrainingGraph {
   const dtype = options.dtype ?? 'float32';
-  const scoring = buildScoringGraph(config, weights, { lora: options.lora, dtype, ...(options.vocabChunkSize === undefined ? {} : { vocabChunkSize: options.vocabChunkSize }) });
+  const scoring = buildScoringGraph(config, weights, {
+    lora: options.lora,
+    dtype,
+    logprobGradient: options.logprobGradient ?? 'analytic',
+    ...(options.vocabChunkSize === undefined ? {} : { vocabChunkSize: options.vocabChunkSize }),
+  });
   const g = scoring.graph;
   const perToken = (name: string): Tensor => g.input(name, dtype, ['B', 'T']); // (B, T)
   const tokenWeights = perToken(TRAIN_IO.tokenWeights);
