@@ -1,5 +1,5 @@
 import { gradients, type Graph, type Tensor } from '@sqlenv/onnx-graph';
-import { buildScoringGraph, type LoraConfig, type ModelConfig, type ModelFloat, type ModelWeights } from '@sqlenv/model';
+import { buildScoringGraph, type DecoderRecompute, type LoraConfig, type ModelConfig, type ModelFloat, type ModelWeights } from '@sqlenv/model';
 import type { PolicyLossConfig } from './config.ts';
 import { policyLoss, sftLoss } from './policy-loss.ts';
 
@@ -34,6 +34,8 @@ export interface TrainingGraphOptions {
    * against (bench/train.bench.ts) and to cross-check the analytic gradient in tests.
    */
   logprobGradient?: 'autodiff' | 'analytic';
+  /** What the backward pass recomputes instead of keeping (`DecoderBuildOptions.recompute`); default 'layer'. */
+  recompute?: DecoderRecompute;
 }
 
 export interface TrainingGraph {
@@ -60,6 +62,7 @@ export function buildTrainingGraph(config: ModelConfig, weights: ModelWeights, o
     lora: options.lora,
     dtype,
     logprobGradient: options.logprobGradient ?? 'analytic',
+    recompute: options.recompute ?? 'layer',
     ...(options.vocabChunkSize === undefined ? {} : { vocabChunkSize: options.vocabChunkSize }),
   });
   const g = scoring.graph;
