@@ -27,6 +27,8 @@ export interface ProbeSpec {
   weights: 'file' | 'memory';
   repeats: number;
   intraOpThreads: number;
+  /** ORT's memory pattern (SessionConfig.memoryPattern); default on. */
+  memoryPattern?: boolean;
 }
 
 const spec = JSON.parse(process.argv[2] ?? '') as ProbeSpec;
@@ -53,7 +55,7 @@ const graphNodes = built.graph.nodes.length;
 // The forward alone: the scoring graph (the same decoder and LoRA inputs, no loss, no backward pass).
 // ORT runs every node of a session whatever outputs are fetched, so the training session cannot time it.
 let scoring: ReturnType<typeof buildScoringGraph> | undefined = buildScoringGraph(config, weights, { lora, vocabChunkSize: learner.vocabChunkSize });
-const session = { mode: 'direct' as const, intraOpThreads: spec.intraOpThreads, sessionConfig: spec.sessionConfig };
+const session = { mode: 'direct' as const, intraOpThreads: spec.intraOpThreads, sessionConfig: spec.sessionConfig, memoryPattern: spec.memoryPattern ?? true };
 let dir: string | undefined;
 type Source = Parameters<typeof createSession>[0];
 let source: Source | undefined = built.graph.toModel();
@@ -144,9 +146,9 @@ process.stdout.write(
     loraParams: specs.reduce((a, sp) => a + sp.shape[0] * sp.shape[1], 0),
     buildMs: Math.round(buildMs),
     sessionMs: Math.round(sessionMs),
-    forwardMs: Math.round(forwardMs),
-    fullMs: Math.round(fullMs),
-    logprobsOnlyMs: Math.round(logprobsOnlyMs),
+    forwardMs: Number(forwardMs.toFixed(1)),
+    fullMs: Number(fullMs.toFixed(1)),
+    logprobsOnlyMs: Number(logprobsOnlyMs.toFixed(1)),
     optimizerMs: Number(optimizerMs.toFixed(2)),
     gradNormFinite: Number.isFinite(gradNorm) && gradNorm > 0,
     sessionRssBytes: afterSession.rssBytes,

@@ -6,6 +6,7 @@
  *   npm run bench:train                          # tiny-qwen3, every head × recompute variant
  *   npm run bench:train -- --qwen3-0.6b --layers 4  # Qwen3-0.6B shapes cut to 4 layers: every variant and session option
  *   npm run bench:train -- --qwen3-0.6b          # Qwen3-0.6B shapes, 28 layers: before and after the memory plan
+ *   npm run bench:train -- --render              # rewrite train.md from train.json
  *
  * Qwen3-0.6B shapes allocate 2.4 GB of float32 weights plus activations: run one at a time.
  */
@@ -20,6 +21,8 @@ interface Section {
   date: string;
   loadAverageAtStart: number;
   rows: Row[];
+  /** A remark kept with the measurements (rendered under the table). */
+  note?: string;
 }
 type Results = Partial<Record<'tiny' | 'qwenReduced' | 'qwenFull', Section>> & { machine?: Record<string, unknown> };
 
@@ -48,18 +51,20 @@ let base: ProbeSpec;
 let plan: [string, Partial<ProbeSpec>][];
 if (!qwen) {
   section = 'tiny';
-  base = { preset: 'tiny-qwen3', tokens: 256, rank: 16, logprobGradient: 'analytic', recompute: 'layer', sessionConfig: {}, weights: 'memory', repeats: 5, intraOpThreads: 1 };
+  base = { preset: 'tiny-qwen3', tokens: 256, rank: 16, logprobGradient: 'analytic', recompute: 'layer', sessionConfig: {}, weights: 'memory', repeats: 5, intraOpThreads: 1, memoryPattern: false };
   plan = VARIANTS;
 } else {
   section = layers === undefined ? 'qwenFull' : 'qwenReduced';
-  base = { preset: 'qwen3-0.6b', tokens: 1024, rank: 16, logprobGradient: 'analytic', recompute: 'layer', sessionConfig: NO_PREPACK, weights: 'file', repeats: 1, intraOpThreads: 2, ...(layers === undefined ? {} : { numLayers: layers }) };
+  base = { preset: 'qwen3-0.6b', tokens: 1024, rank: 16, logprobGradient: 'analytic', recompute: 'layer', sessionConfig: NO_PREPACK, weights: 'file', repeats: 2, intraOpThreads: 2, memoryPattern: false, ...(layers === undefined ? {} : { numLayers: layers }) };
   plan = layers === undefined ? [VARIANTS[0], VARIANTS[3]] as [string, Partial<ProbeSpec>][] : [...VARIANTS, ...SESSION_VARIANTS];
 }
 
+// --render: rewrite train.md from train.json without measuring.
+const render = args.includes('--render');
 const probe = fileURLToPath(new URL('./train-probe.ts', import.meta.url));
 const start = Number((loadavg()[0] ?? 0).toFixed(1));
 const rows: Row[] = [];
-for (const [label, overrides] of plan) {
+for (const [label, overrides] of render ? [] : plan) {
   const spec = { ...base, ...overrides };
   const loadAverage = Number((loadavg()[0] ?? 0).toFixed(1));
   const stdout = execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', probe, JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 1 << 24 });
@@ -72,12 +77,14 @@ const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
 mkdirSync(resultsDir, { recursive: true });
 const jsonPath = `${resultsDir}train.json`;
 const results = (existsSync(jsonPath) ? JSON.parse(readFileSync(jsonPath, 'utf8')) : {}) as Results;
-results.machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryBytes: totalmem(), node: process.version };
-results[section] = { date: new Date().toISOString(), loadAverageAtStart: start, rows };
-writeFileSync(jsonPath, `${JSON.stringify(results, null, 2)}\n`);
+if (!render) {
+  results.machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryBytes: totalmem(), node: process.version };
+  results[section] = { date: new Date().toISOString(), loadAverageAtStart: start, rows };
+  writeFileSync(jsonPath, `${JSON.stringify(results, null, 2)}\n`);
+}
 
 const gb = (v: unknown): string => `${(Number(v) / 1e9).toFixed(2)} GB`;
-const sec = (v: unknown): string => (Number(v) >= 1000 ? `${(Number(v) / 1000).toFixed(1)} s` : `${Number(v)} ms`);
+const sec = (v: unknown): string => (Number(v) >= 1000 ? `${(Number(v) / 1000).toFixed(1)} s` : `${Number(v).toFixed(1)} ms`);
 function table(s: Section | undefined, withPeaks: boolean): string {
   if (s === undefined) return 'Not measured yet.';
   const head = ['configuration', 'forward', 'forward + backward', 'backward ÷ forward', 'fetch only log-probs', 'AdamW step', ...(withPeaks ? ['peak RSS (session ready)', '**peak RSS (training)**'] : []), 'load avg'];
@@ -89,9 +96,10 @@ function table(s: Section | undefined, withPeaks: boolean): string {
     cells.push(String(r.loadAverage));
     return `| ${cells.join(' | ')} |`;
   });
-  return [`${s.date} · 1-min load average ${s.loadAverageAtStart} at start`, '', `| ${head.join(' | ')} |`, `| ${head.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`, ...lines].join('\n');
+  const table = [`${s.date} · 1-min load average ${s.loadAverageAtStart} at start`, '', `| ${head.join(' | ')} |`, `| ${head.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`, ...lines];
+  return [...table, ...(s.note === undefined ? [] : ['', s.note])].join('\n');
 }
-const m = results.machine;
+const m = results.machine ?? {};
 const reduced = results.qwenReduced?.rows[0];
 const md = [
   '# Training benchmark (CPU)',
@@ -112,7 +120,8 @@ const md = [
   '## Qwen3-0.6B shapes, 1,024 tokens, 28 layers (target: peak ≤ 8 GB)',
   '',
   'Weights written as an ONNX file with external data and mapped by ORT (the JavaScript float32 copies released first),',
-  '`session.disable_prepacking`, 2 intra-op threads, one run each.',
+  '`session.disable_prepacking`, ORT memory pattern off (as `LoraLearner` creates it), 2 intra-op threads, best of 2 runs',
+  '(rows measured otherwise say so in the note under the table).',
   '',
   table(results.qwenFull, true),
   '',
