@@ -92,7 +92,8 @@ export class LoraLearner {
       loss: options.config.loss,
       vocabChunkSize: options.config.vocabChunkSize,
     });
-    const session = await createSession(built.graph.toModel(), options.session ?? {});
+    // ORT's memory pattern makes every run after the first peak higher (docs/training-memory.md).
+    const session = await createSession(built.graph.toModel(), { memoryPattern: false, ...options.session });
     return new LoraLearner(modelConfig, options, session, built.hasReference);
   }
 

@@ -1,5 +1,5 @@
 import { gradients, type Graph, type Tensor } from '@sqlenv/onnx-graph';
-import { buildScoringGraph, type LoraConfig, type ModelConfig, type ModelFloat, type ModelWeights } from '@sqlenv/model';
+import { buildScoringGraph, type DecoderRecompute, type LoraConfig, type ModelConfig, type ModelFloat, type ModelWeights } from '@sqlenv/model';
 import type { PolicyLossConfig } from './config.ts';
 import { policyLoss, sftLoss } from './policy-loss.ts';
 
@@ -28,6 +28,14 @@ export interface TrainingGraphOptions {
   loss?: PolicyLossConfig;
   dtype?: ModelFloat;
   vocabChunkSize?: number;
+  /**
+   * The vocabulary head's gradient (see `ScoringGraphOptions.logprobGradient`). Default 'analytic':
+   * chunk logits are not kept for the backward pass. 'autodiff' is the plain form, kept to measure
+   * against (bench/train.bench.ts) and to cross-check the analytic gradient in tests.
+   */
+  logprobGradient?: 'autodiff' | 'analytic';
+  /** What the backward pass recomputes instead of keeping (`DecoderBuildOptions.recompute`); default 'layer'. */
+  recompute?: DecoderRecompute;
 }
 
 export interface TrainingGraph {
@@ -50,7 +58,13 @@ export interface TrainingGraph {
  */
 export function buildTrainingGraph(config: ModelConfig, weights: ModelWeights, options: TrainingGraphOptions): TrainingGraph {
   const dtype = options.dtype ?? 'float32';
-  const scoring = buildScoringGraph(config, weights, { lora: options.lora, dtype, ...(options.vocabChunkSize === undefined ? {} : { vocabChunkSize: options.vocabChunkSize }) });
+  const scoring = buildScoringGraph(config, weights, {
+    lora: options.lora,
+    dtype,
+    logprobGradient: options.logprobGradient ?? 'analytic',
+    recompute: options.recompute ?? 'layer',
+    ...(options.vocabChunkSize === undefined ? {} : { vocabChunkSize: options.vocabChunkSize }),
+  });
   const g = scoring.graph;
   const perToken = (name: string): Tensor => g.input(name, dtype, ['B', 'T']); // (B, T)
   const tokenWeights = perToken(TRAIN_IO.tokenWeights);

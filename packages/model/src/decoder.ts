@@ -1,4 +1,4 @@
-import { tensor, type Dim, type Graph, type Tensor } from '@sqlenv/onnx-graph';
+import { checkpoint, tensor, type Dim, type Graph, type Tensor } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { ModelConfig } from './config.ts';
 import { loraTensorName, type LoraConfig } from './lora.ts';
@@ -53,7 +53,12 @@ export interface DecoderParams {
   inPlaceWeights: boolean;
   /** Float type of weights and activations. */
   dtype: ModelFloat;
+  /** What a training graph's backward pass recomputes instead of keeping (see `DecoderBuildOptions.recompute`). */
+  recompute: DecoderRecompute;
 }
+
+/** Gradient checkpointing of the decoder: nothing, each layer's attention, or each whole layer. */
+export type DecoderRecompute = 'none' | 'attention' | 'layer';
 
 /** Activations and weights in float32 (every real use), or float64 (gradient checks against finite differences). */
 export type ModelFloat = 'float32' | 'float64';
@@ -72,6 +77,14 @@ export interface DecoderBuildOptions {
    * for small models: the finite-difference gradient checks of the trainer need it.
    */
   dtype?: ModelFloat;
+  /**
+   * For graphs that `gradients()` differentiates (training): which activations the backward pass
+   * recomputes from the layer's input instead of keeping from the forward pass (default 'none').
+   * 'attention': each layer's attention block (its (T, S) scores and probabilities dominate at long
+   * contexts); 'layer': each whole decoder layer (only the layer inputs are kept, one more forward of
+   * compute). Measured in bench/results/train.md. Only for graphs without a KV cache input.
+   */
+  recompute?: DecoderRecompute;
 }
 
 /** Per-layer key/value cache. */
@@ -147,6 +160,7 @@ export function declareDecoderParams(g: Graph, config: ModelConfig, weights: Mod
     loraInputs,
     inPlaceWeights: options.inPlaceWeights ?? false,
     dtype,
+    recompute: options.recompute ?? 'none',
   };
 }
 
@@ -245,7 +259,10 @@ function attention(g: Graph, params: DecoderParams, layer: LayerParams, x: Tenso
 /** SwiGLU MLP: down(silu(gate(x)) · up(x)). */
 function mlp(g: Graph, params: DecoderParams, layer: LayerParams, x: Tensor): Tensor {
   const gate = linear(g, params, x, layer.gate); // (B, T, F)
-  const silu = g.mul(gate, g.sigmoid(gate)); // (B, T, F)
+  // ONNX Runtime fuses x·sigmoid(x) into QuickGelu when the sigmoid has no other consumer (a forward
+  // pass, or the forward copy of a checkpointed layer), and QuickGelu has no float64 CPU kernel: in
+  // float64 write the same function as x / (1 + e^−x).
+  const silu = params.dtype === 'float64' ? g.div(gate, g.add(g.exp(g.neg(gate)), 1)) : g.mul(gate, g.sigmoid(gate)); // (B, T, F)
   return linear(g, params, g.mul(silu, linear(g, params, x, layer.up)), layer.down); // (B, T, H)
 }
 
@@ -274,11 +291,23 @@ export function decoderForward(
   const { rmsNormEps: eps } = params.config;
   const rope = ropeTables(g, params, positions); // (B, T, 1, D) each
   const present: KvCache[] = [];
+  if (params.recompute !== 'none' && past !== undefined) throw new AppError(ErrorCode.MODEL, 'decoderForward: recompute is for graphs without a KV cache');
   params.layers.forEach((layer, i) => {
-    const attn = attention(g, params, layer, rmsNorm(g, x, layer.inputNorm, eps), rope, bias, past?.[i]);
-    x = g.add(x, attn.out); // (B, T, H)
-    x = g.add(x, mlp(g, params, layer, rmsNorm(g, x, layer.postAttentionNorm, eps))); // (B, T, H)
-    present.push(attn.present);
+    // Checkpointed regions (autodiff's `checkpoint`) must be used only through their result: `present`
+    // reads tensors inside them, which is fine because no training graph consumes it.
+    const block = (input: Tensor): Tensor => {
+      let kv: KvCache | undefined;
+      const attnOut = (): Tensor => {
+        const attn = attention(g, params, layer, rmsNorm(g, input, layer.inputNorm, eps), rope, bias, past?.[i]);
+        kv = attn.present;
+        return attn.out;
+      };
+      const h = g.add(input, params.recompute === 'attention' ? checkpoint(g, attnOut) : attnOut()); // (B, T, H)
+      present.push(kv as KvCache);
+      return g.add(h, mlp(g, params, layer, rmsNorm(g, h, layer.postAttentionNorm, eps))); // (B, T, H)
+    };
+    const input = x;
+    x = params.recompute === 'layer' ? checkpoint(g, () => block(input)) : block(input);
   });
   return { hidden: rmsNorm(g, x, params.finalNorm, eps), present }; // (B, T, H)
 }

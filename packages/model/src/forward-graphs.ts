@@ -52,6 +52,16 @@ export function buildLogitsGraph(config: ModelConfig, weights: ModelWeights, opt
 export interface ScoringGraphOptions extends ForwardGraphOptions {
   /** Vocabulary columns per chunk of the lm head; the full (B·T, V) logits never exist at once. Default 8192. */
   vocabChunkSize?: number;
+  /**
+   * How a training graph gets d logprobs / d hidden through the vocabulary head (default 'autodiff').
+   * 'autodiff': unrolled chunks of plain ops; `gradients()` differentiates them, so the backward pass
+   * keeps every chunk's (N, chunk) logits alive from the forward (≈ 1.2 GB per 2k tokens at V = 152k).
+   * 'analytic': an ONNX Loop over the chunks that also sums E = Σ softmax·W chunk by chunk, and the
+   * gradient is wired in directly, d(target logit − logsumexp)/d(h/τ) = W[target] − E; nothing of
+   * the size of the vocabulary outlives its loop iteration. Costs one more (N, chunk)·(chunk, H)
+   * product per chunk in the forward, so pure scoring keeps 'autodiff' (whose backward is never built).
+   */
+  logprobGradient?: 'autodiff' | 'analytic';
 }
 
 /**
@@ -88,13 +98,7 @@ export function buildScoringGraph(config: ModelConfig, weights: ModelWeights, op
   const scaled = g.div(states, temperature); // (N, H): (h/τ)·Wᵀ = (h·Wᵀ)/τ
   const targetRows = g.gather(trunk.params.lmHead, targets, 0); // (N, H)
   const targetLogit = g.reduceSum(g.mul(scaled, targetRows), [1], { keepDims: true }); // (N, 1)
-  const chunkLse: Tensor[] = [];
-  for (let start = 0; start < V; start += chunk) {
-    const rows = g.slice(trunk.params.lmHead, { axis: 0, start, end: Math.min(start + chunk, V) }); // (C, H)
-    const logits = g.gemm(scaled, rows, null, { transB: true }); // (N, C)
-    chunkLse.push(g.reduceLogSumExp(logits, [1], { keepDims: true })); // (N, 1)
-  }
-  const lse = chunkLse.length === 1 ? (chunkLse[0] as Tensor) : g.reduceLogSumExp(g.concat(chunkLse, 1), [1], { keepDims: true }); // (N, 1)
+  const lse = options.logprobGradient === 'analytic' ? analyticLogSumExp(g, scaled, trunk.params.lmHead, chunk) : unrolledLogSumExp(g, scaled, trunk.params.lmHead, chunk); // (N, 1)
   const nextLogprobs = g.reshapeAs(g.sub(targetLogit, lse), ids); // (B, T): log p(ids[t+1] | ids[≤t])
   const prevIdx = g.where(g.greater(pos, 0), g.sub(pos, 1), 0); // (B, T)
   const shifted = g.gatherElements(nextLogprobs, prevIdx, 1); // (B, T): log p(ids[t] | ids[<t])
@@ -105,4 +109,50 @@ export function buildScoringGraph(config: ModelConfig, weights: ModelWeights, op
   const logprobs = g.where(g.and(prevReal, g.greater(mask, 0)), shifted, 0); // (B, T)
   g.output(IO.logprobs, logprobs);
   return { ...trunk, logprobs };
+}
+
+/** logsumexp over the vocabulary of scaled·Wᵀ from unrolled chunks: differentiable by `gradients()` (which keeps each chunk's logits). */
+function unrolledLogSumExp(g: Graph, scaled: Tensor, lmHead: Tensor, chunk: number): Tensor {
+  const V = lmHead.shape[0] as number;
+  const chunkLse: Tensor[] = [];
+  for (let start = 0; start < V; start += chunk) {
+    const rows = g.slice(lmHead, { axis: 0, start, end: Math.min(start + chunk, V) }); // (C, H)
+    const logits = g.gemm(scaled, rows, null, { transB: true }); // (N, C)
+    chunkLse.push(g.reduceLogSumExp(logits, [1], { keepDims: true })); // (N, 1)
+  }
+  return chunkLse.length === 1 ? (chunkLse[0] as Tensor) : g.reduceLogSumExp(g.concat(chunkLse, 1), [1], { keepDims: true }); // (N, 1)
+}
+
+/**
+ * logsumexp over the vocabulary of scaled·Wᵀ whose gradient is given in closed form:
+ * d lse / d scaled = Σ_v softmax_v·W_v = E. One Loop iteration per chunk of W (its rows sliced at
+ * run time, so ONNX Runtime can neither constant-fold a copy of the tied embedding nor hold two chunks
+ * at once) keeps a running logsumexp and a running E, rescaled as the maximum moves (the online-softmax
+ * recurrence). The returned value is sg(lse) + (d − sg(d)) with d = rowsum(scaled ⊙ sg(E)): equal to lse,
+ * and its gradient w.r.t. scaled is E, so `gradients()` never enters the Loop and the backward pass
+ * keeps only E (N, H).
+ */
+function analyticLogSumExp(g: Graph, scaled: Tensor, lmHead: Tensor, chunk: number): Tensor {
+  const V = lmHead.shape[0] as number;
+  const input = g.stopGradient(scaled); // (N, H)
+  const { carried } = g.loop({
+    maxTrips: Math.ceil(V / chunk),
+    carried: [
+      g.fullLike(g.slice(input, { axis: 1, start: 0, end: 1 }), -1e30), // (N, 1) running lse from "log 0" (finite: no inf − inf)
+      g.fullLike(input, 0), // (N, H) running E
+    ],
+    body: (b, { iter, carried: [lseAcc, eAcc] }) => {
+      const start = b.mul(iter, chunk); // () int64
+      const rows = b.slice(lmHead, { axis: 0, start, end: b.add(start, chunk) }); // (C, H), the last chunk shorter
+      const logits = b.gemm(input, rows, null, { transB: true }); // (N, C)
+      const chunkLse = b.reduceLogSumExp(logits, [1], { keepDims: true }); // (N, 1)
+      const chunkE = b.matMul(b.exp(b.sub(logits, chunkLse)), rows); // (N, H): Σ over the chunk of softmax_chunk·W
+      const next = b.reduceLogSumExp(b.concat([lseAcc as Tensor, chunkLse], 1), [1], { keepDims: true }); // (N, 1)
+      const e = b.add(b.mul(eAcc as Tensor, b.exp(b.sub(lseAcc as Tensor, next))), b.mul(chunkE, b.exp(b.sub(chunkLse, next)))); // (N, H)
+      return { carried: [next, e] };
+    },
+  });
+  const [lse, expected] = [g.stopGradient(carried[0] as Tensor), g.stopGradient(carried[1] as Tensor)]; // (N, 1), (N, H)
+  const d = g.reduceSum(g.mul(scaled, expected), [1], { keepDims: true }); // (N, 1)
+  return g.add(lse, g.sub(d, g.stopGradient(d))); // (N, 1): value lse, gradient E
 }

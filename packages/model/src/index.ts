@@ -58,6 +58,7 @@ export {
   rmsNorm,
   type DecoderBuildOptions,
   type DecoderParams,
+  type DecoderRecompute,
   type ModelFloat,
   type KvCache,
 } from './decoder.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AppError } from '@sqlenv/shared';
-import { gradients } from './autodiff.ts';
+import { checkpoint, gradients } from './autodiff.ts';
 import { attention, causalMask, crossEntropy, linear, maskedSoftmax, rmsNorm, silu, tokenLogProbs } from './composites.ts';
 import type { Tensor } from './graph-core.ts';
 import { Graph } from './graph.ts';
@@ -31,11 +31,19 @@ function randConst(g: Graph, like: Tensor, dims: number[], seed: number, scale =
 const D = 4;
 const H = 2;
 const R = 2;
-const loraBlock: Build = (g, lora) => {
+const loraBlockOf = (checkpointed: boolean): Build => (g, lora) => {
   const ref = at(lora, 0);
   let h = randConst(g, ref, [2, 3, D], 7, 1); // (B, T, D)
   const mask = causalMask(g, 3, ref.dtype); // (T, T)
   for (let layer = 0; layer < 2; layer++) {
+    const body = (): Tensor => layerBody(g, lora, ref, mask, layer, h);
+    h = checkpointed ? checkpoint(g, body) : body();
+  }
+  return h;
+};
+const loraBlock = loraBlockOf(false);
+function layerBody(g: Graph, lora: readonly Tensor[], ref: Tensor, mask: Tensor, layer: number, h: Tensor): Tensor {
+  {
     const w = (name: number): Tensor => randConst(g, ref, [D, D], 100 * layer + name);
     const [aq, bq, av, bv] = [at(lora, 4 * layer), at(lora, 4 * layer + 1), at(lora, 4 * layer + 2), at(lora, 4 * layer + 3)];
     const xn = rmsNorm(h, randConst(g, ref, [D], 50 + layer, 1)); // (B, T, D)
@@ -49,8 +57,14 @@ const loraBlock: Build = (g, lora) => {
     h = g.add(h, linear(silu(linear(h, w(5))), w(6))); // small MLP with SiLU
   }
   return h;
-};
+}
 const loraInputs: GradInput[] = Array.from({ length: 8 }, (_, i) => ({ shape: i % 2 === 0 ? [R, D] : [D, R] }));
+
+/**
+ * ONNX Runtime fuses x·sigmoid(x) into QuickGelu, which has no float64 CPU kernel; the fusion only
+ * fires once the sigmoid has no other consumer, as in the forward copy of a checkpointed region.
+ */
+const FLOAT64_SESSION = { sessionConfig: { 'optimization.disable_specified_optimizers': 'QuickGeluFusion' } } as const;
 
 const composites: { name: string; inputs: GradInput[]; build: Build }[] = [
   { name: 'broadcast add of a bias over batch and time', inputs: [{ shape: [2, 3, 4] }, { shape: [4] }], build: (g, x) => g.tanh(g.add(at(x, 0), at(x, 1))) },
@@ -85,13 +99,14 @@ const composites: { name: string; inputs: GradInput[]; build: Build }[] = [
     },
   },
   { name: 'two-layer attention block, gradients w.r.t. LoRA A/B only', inputs: loraInputs, build: loraBlock },
+  { name: 'the same block with each layer checkpointed (recomputed in the backward pass)', inputs: loraInputs, build: loraBlockOf(true) },
 ];
 
 describe('composite gradients match finite differences (float64)', () => {
   it.each(composites.map((c, i) => [c.name, c, i] as const))('%s', async (_name, c, i) => {
     const next = rng(500 + i);
     const values = sampleInputs(c.inputs, next).map((v) => v.map((x) => x * 0.5));
-    const result = await gradCheck(c.build, c.inputs, { dtype: 'float64', values, projection: randn(next, 256), numeric: true });
+    const result = await gradCheck(c.build, c.inputs, { dtype: 'float64', values, projection: randn(next, 256), numeric: true, session: FLOAT64_SESSION });
     result.analytic.forEach((a, k) => {
       expect(Math.max(...(result.numeric[k] ?? []).map(Math.abs))).toBeGreaterThan(1e-4);
       expect(relativeError(a, result.numeric[k] ?? [])).toBeLessThanOrEqual(1e-6);
@@ -109,6 +124,27 @@ describe('composite gradients match finite differences (float64)', () => {
 });
 
 describe('gradients()', () => {
+  it('checkpointing re-emits each region once in the backward pass, gated on its gradient, with the same gradients', async () => {
+    const next = rng(43);
+    const values = sampleInputs(loraInputs, next);
+    const projection = randn(next, 256);
+    const plain = await gradCheck(loraBlock, loraInputs, { dtype: 'float64', values, projection, numeric: false });
+    const recomputed = await gradCheck(loraBlockOf(true), loraInputs, { dtype: 'float64', values, projection, numeric: false, session: FLOAT64_SESSION });
+    plain.analytic.forEach((a, k) => expect(relativeError(recomputed.analytic[k] ?? [], a)).toBeLessThanOrEqual(1e-12));
+    // The backward graph holds a second copy of each layer's forward (one Softmax per layer more), and
+    // the copies read their inputs through Where gates (LoRA factors and the layer's input).
+    const count = (build: Build, op: string): number => {
+      const g = new Graph();
+      const lora = loraInputs.map((spec, i) => g.input(`lora_${i}`, 'float64', spec.shape));
+      const out = build(g, lora);
+      gradients(g.reduceSum(g.mul(out, out)), lora);
+      return g.nodes.filter((n) => n.opType === op).length;
+    };
+    expect(count(loraBlock, 'Softmax')).toBe(2);
+    expect(count(loraBlockOf(true), 'Softmax')).toBe(4);
+    expect(count(loraBlockOf(true), 'Where') - count(loraBlock, 'Where')).toBeGreaterThanOrEqual(2 * 4);
+  });
+
   it('emits gradients only for the requested tensors (LoRA), none for frozen weights', () => {
     const build = (withBase: boolean): { backward: ReturnType<Graph['nodes']['slice']>; frozen: Tensor[] } => {
       const g = new Graph();

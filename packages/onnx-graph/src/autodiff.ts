@@ -47,6 +47,11 @@ export function gradients(loss: Tensor, wrt: readonly Tensor[], options: Gradien
   for (let n = forward.length - 1; n >= 0; n--) {
     const node = forward[n] as GraphNode;
     if (!node.outputs.some((o) => contributions.has(o.id))) continue;
+    const region = g.checkpointNodes.get(node.id);
+    if (region !== undefined) {
+      recompute(g, region, total(node.outputs[0] as Tensor) as Tensor, reached, contributions);
+      continue;
+    }
     const needs = node.inputs.map((i) => i !== null && reached.has(i.id) && isFloatDType(i.dtype));
     const implicit = implicitInputs(node).some((t) => reached.has(t.id));
     if (!needs.some(Boolean) && !implicit) continue;
@@ -68,6 +73,52 @@ export function gradients(loss: Tensor, wrt: readonly Tensor[], options: Gradien
     });
   }
   return wrt.map((w) => total(w) ?? g.zerosLike(w));
+}
+
+/**
+ * Gradient checkpointing (Chen et al. 2016, "Training deep nets with sublinear memory cost"): the
+ * tensor `build()` returns, computed as usual in the forward pass, but `gradients()` does not keep the
+ * tensors made inside `build` for the backward pass. It re-emits those nodes in the backward pass and
+ * differentiates the copy, so only the region's inputs stay alive between the passes. `build` must
+ * create its nodes in this graph and only its result may be used outside it.
+ *
+ * ONNX has no control edges, so two things keep ONNX Runtime from undoing the recomputation: each
+ * region input the copy reads goes through Where(size(dy) ≥ 0, x, 0), a copy that cannot run before the
+ * gradient reaching the region exists (so the copy runs in the backward pass, one region at a time),
+ * and that differs from the forward's inputs (so common-subexpression elimination cannot merge the
+ * copy back into the forward nodes).
+ */
+export function checkpoint(g: Graph, build: () => Tensor): Tensor {
+  const first = g.nodes.length;
+  const result = build();
+  if (result.graph !== g) throw graphError(`checkpoint: the result ${result.toString()} must belong to the checkpoint's graph`);
+  const [out] = g.addNode('Identity', [result], {}, [{ dtype: result.dtype, shape: result.shape }]);
+  if (!out?.producer) throw graphError('checkpoint: Identity produced no output');
+  g.checkpointNodes.set(out.producer.id, { nodes: g.nodes.slice(first, g.nodes.length - 1), output: result });
+  return out;
+}
+
+/** The backward pass of a checkpoint: copy its region with gated inputs, differentiate the copy w.r.t. them. */
+function recompute(g: Graph, region: { nodes: readonly GraphNode[]; output: Tensor }, dy: Tensor, reached: ReadonlySet<number>, contributions: Map<number, Tensor[]>): void {
+  const inside = new Set(region.nodes.map((n) => n.id));
+  const boundary = new Map<number, Tensor>();
+  for (const n of region.nodes) for (const t of n.inputs) if (t && !(t.producer && inside.has(t.producer.id)) && reached.has(t.id) && isFloatDType(t.dtype)) boundary.set(t.id, t);
+  if (boundary.size === 0) return;
+  const ready = g.not(g.less(g.size(dy), 0)); // () bool, always true, known only once dy is
+  const copies = new Map<number, Tensor>([...boundary.values()].map((t) => [t.id, g.where(ready, t, 0)]));
+  const gated = [...copies.values()];
+  for (const n of region.nodes) {
+    if (n.inputs.length === 0) continue; // constants: shared with the forward
+    const outs = g.addNode(n.opType, n.inputs.map((t) => (t ? (copies.get(t.id) ?? t) : null)), n.attrs, n.outputs.map((o) => ({ dtype: o.dtype, shape: o.shape })));
+    if (g.stopGradientNodes.has(n.id)) g.stopGradientNodes.add((outs[0] as Tensor).producer?.id as number);
+    n.outputs.forEach((o, k) => copies.set(o.id, outs[k] as Tensor));
+  }
+  const grads = gradients(copies.get(region.output.id) as Tensor, gated, { seed: dy });
+  [...boundary.values()].forEach((t, i) => {
+    const list = contributions.get(t.id) ?? [];
+    list.push(grads[i] as Tensor);
+    contributions.set(t.id, list);
+  });
 }
 
 /**

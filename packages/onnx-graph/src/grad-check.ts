@@ -3,6 +3,7 @@ import type { Tensor } from './graph-core.ts';
 import { Graph } from './graph.ts';
 import type { GradInput } from './grad-cases.ts';
 import { createSession } from './runtime/session.ts';
+import type { SessionConfig } from './runtime/session-config.ts';
 import { formatShape, graphError, isStaticShape } from './shape.ts';
 import { elementCount, tensor, toNumbers, type TensorData } from './tensor-data.ts';
 
@@ -31,6 +32,8 @@ export interface GradCheckOptions {
   numeric: boolean;
   /** Finite-difference step (default 1e-6). */
   stepSize?: number;
+  /** Session settings (default: direct mode, nothing else). */
+  session?: SessionConfig;
 }
 
 /** Random values for each float input, per its init kind, from `next` (uniform in [0, 1)). */
@@ -69,7 +72,7 @@ export async function gradCheck(build: (g: Graph, x: readonly Tensor[]) => Tenso
   g.output('loss', loss);
   gradients(loss, floats).forEach((d, i) => g.output(`grad_${i}`, d));
 
-  const session = await createSession(g.toModel(), { mode: 'direct' });
+  const session = await createSession(g.toModel(), { mode: 'direct', ...options.session });
   try {
     const feedsFor = (values: readonly number[][]): Record<string, TensorData> =>
       Object.fromEntries(floats.map((t, i) => [t.name, tensor(dtype, t.shape as number[], values[i] ?? [])]));

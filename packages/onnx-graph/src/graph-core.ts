@@ -58,6 +58,14 @@ export class Tensor {
   }
 }
 
+/** A stretch of forward nodes that `gradients()` recomputes in the backward pass instead of keeping. */
+export interface CheckpointRegion {
+  /** The region's nodes in creation order. */
+  readonly nodes: readonly GraphNode[];
+  /** The region's result (the checkpoint Identity's input). */
+  readonly output: Tensor;
+}
+
 export interface GraphNode {
   readonly id: number;
   readonly name: string;
@@ -149,6 +157,8 @@ export abstract class GraphCore {
   private readonly dimTensors = new Map<string, Tensor>();
   /** Ids of the Identity nodes made by `stopGradient`: autodiff passes no gradient through them. */
   readonly stopGradientNodes = new Set<number>();
+  /** Identity nodes made by `checkpoint` (autodiff.ts), by id: the region whose backward recomputes it. */
+  readonly checkpointNodes = new Map<number, CheckpointRegion>();
 
   constructor(readonly parent?: GraphCore) {
     this.root = parent ? parent.root : new RootState();

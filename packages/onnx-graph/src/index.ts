@@ -15,7 +15,7 @@ export { PROVIDERS, RUN_MODES, resolveSessionConfig, type Provider, type RunMode
 export { parsePlacementLog, type PlacementReport, type ProviderPlacement } from './runtime/placement.ts';
 export { OrtConfigEntriesSchema, ORT_CONFIG_KEYS, parseOrtConfigEntries, type OrtConfigEntries } from './runtime/ort-config-entries.ts';
 export { silu, rmsNorm, linear, maskedSoftmax, logSoftmaxLse, tokenLogProbs, crossEntropy, causalMask, attention, MASK_VALUE, type RmsNormOptions, type LogProbOptions, type CrossEntropyOptions } from './composites.ts';
-export { gradients, type GradientsOptions } from './autodiff.ts';
+export { checkpoint, gradients, type GradientsOptions } from './autodiff.ts';
 export { GRAD_RULES, type GradRule, type GradContext } from './grad-rules.ts';
 export { gradCheck, relativeError, sampleInputs, type GradCheckOptions, type GradCheckResult } from './grad-check.ts';
 export { GRAD_CASES, type GradCase, type GradInput } from './grad-cases.ts';

@@ -12,6 +12,7 @@ import { randn, rng } from '../test-utils.ts';
 import { saveModel } from './model-files.ts';
 import { parsePlacementLog } from './placement.ts';
 import { createSession } from './session.ts';
+import { ortSessionOptions, resolveSessionConfig } from './session-config.ts';
 
 function smallModel(): Graph {
   const g = new Graph();
@@ -84,6 +85,12 @@ describe('createSession', () => {
     const model = smallModel().toModel();
     await expectAppError(createSession(model, { provider: 'tpu' as never }), ErrorCode.VALIDATION, /'provider': expected cpu \| cuda \| webgpu, got "tpu"/);
     await expectAppError(createSession(model, { intraOpThreads: 0 }), ErrorCode.VALIDATION, /'intraOpThreads': expected an integer >= 1, got 0/);
+    await expectAppError(createSession(model, { memoryPattern: 'no' as never }), ErrorCode.VALIDATION, /'memoryPattern': expected a boolean, got "no"/);
+  });
+
+  it('hands the memory-pattern switch to ONNX Runtime', () => {
+    expect(ortSessionOptions(resolveSessionConfig({}).resolved, []).enableMemPattern).toBe(true);
+    expect(ortSessionOptions(resolveSessionConfig({ memoryPattern: false }).resolved, []).enableMemPattern).toBe(false);
   });
 
   it('validates ORT session config entries: unknown keys and bad values name what was expected', async () => {

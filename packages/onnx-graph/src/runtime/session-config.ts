@@ -32,6 +32,13 @@ export interface SessionConfig {
    * Only known keys with valid values are accepted (`ORT_CONFIG_KEYS`); default none.
    */
   sessionConfig?: OrtConfigEntries;
+  /**
+   * ORT's memory pattern (default true): after a run, later runs with the same input shapes get one
+   * block laid out for all intermediate tensors. On CPU the arena keeps the first run's chunks beside that
+   * block, so a big graph's second run peaks far above its first (bench/results/train.md): training
+   * sessions turn it off.
+   */
+  memoryPattern?: boolean;
   logger?: Logger;
 }
 
@@ -45,6 +52,7 @@ export interface ResolvedSessionConfig {
   logSeverityLevel: LogSeverityLevel;
   graphOptimizationLevel: 'disabled' | 'basic' | 'extended' | 'all';
   sessionConfig: OrtConfigEntries;
+  memoryPattern: boolean;
 }
 
 const DEFAULTS: ResolvedSessionConfig = {
@@ -56,6 +64,7 @@ const DEFAULTS: ResolvedSessionConfig = {
   logSeverityLevel: 3,
   graphOptimizationLevel: 'all',
   sessionConfig: {},
+  memoryPattern: true,
 };
 
 function invalid(field: string, expected: string, got: unknown): AppError {
@@ -96,8 +105,12 @@ export function resolveSessionConfig(config: SessionConfig): { resolved: Resolve
       case 'sessionConfig':
         r.sessionConfig = parseOrtConfigEntries(value);
         break;
+      case 'memoryPattern':
+        if (typeof value !== 'boolean') throw invalid(key, 'a boolean', value);
+        r.memoryPattern = value;
+        break;
       default:
-        throw invalid(key, `one of provider, deviceId, intraOpThreads, interOpThreads, mode, logSeverityLevel, graphOptimizationLevel, sessionConfig, logger`, key);
+        throw invalid(key, `one of provider, deviceId, intraOpThreads, interOpThreads, mode, logSeverityLevel, graphOptimizationLevel, sessionConfig, memoryPattern, logger`, key);
     }
   }
   return { resolved: r, logger: logger ?? silentLogger };
@@ -113,6 +126,7 @@ export function ortSessionOptions(c: ResolvedSessionConfig, externalData: readon
     interOpNumThreads: c.interOpThreads,
     logSeverityLevel: c.logSeverityLevel,
     graphOptimizationLevel: c.graphOptimizationLevel,
+    enableMemPattern: c.memoryPattern,
     // The Node binding turns `extra` into session config entries; dotted keys pass through as they are.
     ...(Object.keys(c.sessionConfig).length > 0 ? { extra: { ...c.sessionConfig } } : {}),
     ...(externalData.length > 0 ? { externalData: externalData.map((f) => ({ path: f.path, data: f.data })) } : {}),
