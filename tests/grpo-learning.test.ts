@@ -80,34 +80,44 @@ describe('GRPO learns a one-turn task', () => {
 });
 
 describe('SFT', () => {
-  it('drives the loss of a fixed batch down at least 10x', async () => {
-    const sftConfig = presetConfig('tiny-qwen3', { numLayers: 2 });
-    // Larger embeddings than the default init: a token's logit is bounded by |hidden|·|embedding|.
-    const weights = randomWeights(sftConfig, { seed: 22, initStd: 0.2 });
-    const rng = new Rng(4);
-    const batch: SequenceSample[] = Array.from({ length: 4 }, () => {
-      const prompt = Array.from({ length: 6 }, () => 32 + Math.floor(rng.uniform() * 90));
-      const answer = Array.from({ length: 8 }, () => 32 + Math.floor(rng.uniform() * 90));
-      return { inputIds: [256, ...prompt, ...answer], lossMask: [0, ...prompt.map(() => 0), ...answer.map(() => 1)] };
-    });
-    const learner = await LoraLearner.create(sftConfig, weights, {
-      lora: parseLoraConfig({ rank: 8, alpha: 16 }),
-      objective: 'sft',
-      config: parseLearnerConfig({ optimizer: { learningRate: 0.01 } }),
-      session: { mode: 'direct' },
-    });
-    try {
-      const first = await learner.evaluateLoss(batch);
-      let last = first;
-      for (let step = 0; step < 150 && last > first / 10; step++) {
-        const report = await learner.sftUpdate(batch);
-        expect(report.loss).toBeCloseTo(last, 4); // the reported loss is the batch's before the step
-        last = await learner.evaluateLoss(batch);
+  for (const parameters of ['lora', 'full'] as const) {
+    it(`drives the loss of a fixed batch down at least 10x (${parameters === 'lora' ? 'LoRA adapter' : 'every base weight'})`, async () => {
+      const sftConfig = presetConfig('tiny-qwen3', { numLayers: 2 });
+      // Larger embeddings than the default init: a token's logit is bounded by |hidden|·|embedding|
+      // while the embedding is frozen (LoRA).
+      const weights = randomWeights(sftConfig, { seed: 22, initStd: 0.2 });
+      const rng = new Rng(4);
+      const batch: SequenceSample[] = Array.from({ length: 4 }, () => {
+        const prompt = Array.from({ length: 6 }, () => 32 + Math.floor(rng.uniform() * 90));
+        const answer = Array.from({ length: 8 }, () => 32 + Math.floor(rng.uniform() * 90));
+        return { inputIds: [256, ...prompt, ...answer], lossMask: [0, ...prompt.map(() => 0), ...answer.map(() => 1)] };
+      });
+      const learner = await LoraLearner.create(sftConfig, weights, {
+        lora: parseLoraConfig({ rank: 8, alpha: 16 }),
+        parameters,
+        objective: 'sft',
+        config: parseLearnerConfig({ optimizer: { learningRate: 0.01 } }),
+        session: { mode: 'direct' },
+      });
+      try {
+        const first = await learner.evaluateLoss(batch);
+        let last = first;
+        for (let step = 0; step < 150 && last > first / 10; step++) {
+          const report = await learner.sftUpdate(batch);
+          expect(report.loss).toBeCloseTo(last, 4); // the reported loss is the batch's before the step
+          last = await learner.evaluateLoss(batch);
+        }
+        expect(first).toBeGreaterThan(4); // ≈ ln(vocab) for a random model
+        expect(last).toBeLessThan(first / 10);
+        if (parameters === 'full') {
+          // Every base tensor moved (the embedding included), and nothing else is trained.
+          const trained = learner.weights();
+          expect([...trained.keys()].sort()).toEqual([...weights.keys()].sort());
+          for (const [name, values] of trained) expect(values.some((v, i) => v !== weights.get(name)!.data[i]), name).toBe(true);
+        }
+      } finally {
+        await learner.close();
       }
-      expect(first).toBeGreaterThan(4); // ≈ ln(vocab) for a random model
-      expect(last).toBeLessThan(first / 10);
-    } finally {
-      await learner.close();
-    }
-  }, 120_000);
+    }, 120_000);
+  }
 });

@@ -1,15 +1,21 @@
 import { createSession, tensor, type GraphSession, type SessionConfig, type TensorData } from '@sqlenv/onnx-graph';
-import { IO, initLoraWeights, leftPad, loraTensorSpecs, validateLoraWeights, type Adapter, type LoraConfig, type LoraTensorSpec, type LoraWeights, type ModelConfig, type ModelWeights } from '@sqlenv/model';
+import { expectedTensorSpecs, IO, initLoraWeights, leftPad, loraTensorSpecs, validateLoraWeights, type Adapter, type LoraConfig, type LoraWeights, type ModelConfig, type ModelWeights } from '@sqlenv/model';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LearnerConfig } from './config.ts';
 import { checkSample, PaddedRows, planMicroBatches, tokenWeights, type PolicySample, type SequenceSample } from './micro-batches.ts';
 import { LoraOptimizer, type OptimizerState } from './optimizer.ts';
-import { buildTrainingGraph, TRAIN_IO, type TrainingObjective } from './training-graph.ts';
+import { buildTrainingGraph, TRAIN_IO, type TrainedParameters, type TrainingObjective } from './training-graph.ts';
 
 export interface LoraLearnerOptions {
   lora: LoraConfig;
   config: LearnerConfig;
   objective: TrainingObjective;
+  /**
+   * 'lora' (default): train the adapter. 'full': train every base weight (no adapter; small models,
+   * e.g. SFT of a model started from random weights); `init` is then ignored and the model's own
+   * weights are the start, and `weights()` returns them.
+   */
+  parameters?: TrainedParameters;
   /** Starting adapter (a warm start); default PEFT's init (A random, B = 0: the base policy). */
   init?: LoraWeights;
   /** Seed of the default init. */
@@ -66,35 +72,46 @@ export class LoraLearner {
   readonly config: LearnerConfig;
   readonly objective: TrainingObjective;
   readonly #session: GraphSession;
-  readonly #specs: LoraTensorSpec[];
+  readonly parameters: TrainedParameters;
+  readonly #specs: { name: string; shape: readonly number[] }[];
   readonly #optimizer: LoraOptimizer;
   readonly #hasReference: boolean;
   #params: Map<string, Float32Array>;
 
-  private constructor(modelConfig: ModelConfig, options: LoraLearnerOptions, session: GraphSession, hasReference: boolean) {
+  private constructor(modelConfig: ModelConfig, options: LoraLearnerOptions, session: GraphSession, hasReference: boolean, base: ModelWeights) {
     this.modelConfig = modelConfig;
     this.lora = options.lora;
     this.config = options.config;
     this.objective = options.objective;
+    this.parameters = options.parameters ?? 'lora';
     this.#session = session;
     this.#hasReference = hasReference;
-    this.#specs = loraTensorSpecs(modelConfig, options.lora);
     this.#optimizer = new LoraOptimizer(options.config.optimizer);
-    const init = options.init ?? initLoraWeights(modelConfig, options.lora, { seed: options.seed ?? 0 });
-    validateLoraWeights(modelConfig, options.lora, init);
-    this.#params = copyWeights(init);
+    if (this.parameters === 'full') {
+      this.#specs = expectedTensorSpecs(modelConfig).filter((s) => base.has(s.name));
+      this.#params = new Map(this.#specs.map((s) => [s.name, Float32Array.from((base.get(s.name) as { data: Float32Array }).data)]));
+    } else {
+      this.#specs = loraTensorSpecs(modelConfig, options.lora);
+      const init = options.init ?? initLoraWeights(modelConfig, options.lora, { seed: options.seed ?? 0 });
+      validateLoraWeights(modelConfig, options.lora, init);
+      this.#params = copyWeights(init);
+    }
   }
 
   static async create(modelConfig: ModelConfig, weights: ModelWeights, options: LoraLearnerOptions): Promise<LoraLearner> {
+    if (options.parameters === 'full' && options.objective === 'policy' && options.config.loss.klBeta > 0) {
+      throw new AppError(ErrorCode.VALIDATION, 'a KL term needs the reference policy (adapter off), which full-parameter training does not keep: set loss.klBeta to 0');
+    }
     const built = buildTrainingGraph(modelConfig, weights, {
       lora: options.lora,
+      parameters: options.parameters ?? 'lora',
       objective: options.objective,
       loss: options.config.loss,
       vocabChunkSize: options.config.vocabChunkSize,
     });
     // ORT's memory pattern makes every run after the first peak higher (docs/training-memory.md).
     const session = await createSession(built.graph.toModel(), { memoryPattern: false, ...options.session });
-    return new LoraLearner(modelConfig, options, session, built.hasReference);
+    return new LoraLearner(modelConfig, options, session, built.hasReference, weights);
   }
 
   /** Optimizer steps taken. */
@@ -102,9 +119,15 @@ export class LoraLearner {
     return this.#optimizer.step;
   }
 
-  /** A copy of the current adapter. */
+  /** A copy of the current adapter (parameters 'lora'). */
   adapter(): Adapter {
+    if (this.parameters === 'full') throw new AppError(ErrorCode.INTERNAL, 'a full-parameter learner has no adapter: use weights()');
     return { lora: this.lora, weights: copyWeights(this.#params) };
+  }
+
+  /** A copy of the trained tensors by name: the adapter's, or every base weight for parameters 'full'. */
+  weights(): Map<string, Float32Array> {
+    return copyWeights(this.#params);
   }
 
   state(): LearnerState {
@@ -112,7 +135,7 @@ export class LoraLearner {
   }
 
   load(state: LearnerState): void {
-    validateLoraWeights(this.modelConfig, this.lora, state.adapter);
+    if (this.parameters === 'lora') validateLoraWeights(this.modelConfig, this.lora, state.adapter);
     this.#params = copyWeights(state.adapter);
     this.#optimizer.load(state.optimizer);
   }
@@ -231,7 +254,7 @@ export class LoraLearner {
     feedsOf: (rows: PaddedRows, idx: readonly number[]) => Record<string, TensorData>,
     onLogprobs?: (idx: readonly number[], logprobs: (b: number) => number[]) => void,
   ): Promise<PassSums> {
-    const grads = new Map(this.#specs.map((s) => [s.name, new Float64Array(s.shape[0] * s.shape[1])]));
+    const grads = new Map(this.#specs.map((s) => [s.name, new Float64Array(numel(s.shape))]));
     const sums: PassSums = { loss: 0, clipped: 0, truncated: 0, kl: 0, grads };
     for (const idx of plan) {
       const rows = new PaddedRows(idx.map((i) => (samples[i] as SequenceSample).inputIds));
@@ -260,7 +283,7 @@ export class LoraLearner {
   /** Log-probs of the reference policy (adapter off) for every sample, one forward per micro-batch. */
   async #referenceLogprobs(samples: readonly PolicySample[], plan: readonly number[][]): Promise<number[][]> {
     const out: number[][] = samples.map(() => []);
-    const zeros = new Map(this.#specs.map((s) => [s.name, new Float32Array(s.shape[0] * s.shape[1])]));
+    const zeros = new Map(this.#specs.map((s) => [s.name, new Float32Array(numel(s.shape))]));
     for (const idx of plan) {
       const rows = new PaddedRows(idx.map((i) => (samples[i] as PolicySample).inputIds));
       const empty = rows.perToken('float32', idx.map((i) => (samples[i] as PolicySample).inputIds.map(() => 0)));
@@ -286,7 +309,7 @@ export class LoraLearner {
   #common(rows: PaddedRows, adapter: ReadonlyMap<string, Float32Array> = this.#params): Record<string, TensorData> {
     const batch = leftPad(rows.rows, this.modelConfig.padTokenId);
     const feeds: Record<string, TensorData> = { [IO.inputIds]: batch.ids, [IO.attentionMask]: batch.mask };
-    for (const spec of this.#specs) feeds[spec.name] = tensor('float32', spec.shape, adapter.get(spec.name) as Float32Array);
+    for (const spec of this.#specs) feeds[spec.name] = tensor('float32', [...spec.shape], adapter.get(spec.name) as Float32Array);
     return feeds;
   }
 }
@@ -297,6 +320,10 @@ function zerosOf(samples: readonly SequenceSample[]): (i: number) => number[] {
 
 function scalarOf(t: TensorData | undefined): number {
   return Number((t?.data as Float32Array | undefined)?.[0] ?? Number.NaN);
+}
+
+function numel(shape: readonly number[]): number {
+  return shape.reduce((a, b) => a * b, 1);
 }
 
 function copyWeights(weights: ReadonlyMap<string, Float32Array>): Map<string, Float32Array> {

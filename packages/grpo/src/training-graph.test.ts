@@ -146,3 +146,51 @@ describe('training graph (float64, whole model)', () => {
     expect(loss).toBeCloseTo(lossSum, 12);
   });
 });
+
+describe('training graph, full parameters (float64)', () => {
+  it('d(SFT loss)/d(base weights: embedding, norms, projections) matches central finite differences', async () => {
+    const small = presetConfig('tiny-qwen3', { numLayers: 1 });
+    const base = randomWeights(small, { seed: 12, initStd: 0.1 });
+    const built = buildTrainingGraph(small, base, { lora, objective: 'sft', parameters: 'full', dtype: 'float64' });
+    const names = ['model.embed_tokens.weight', 'model.norm.weight', 'model.layers.0.self_attn.q_proj.weight', 'model.layers.0.self_attn.k_norm.weight', 'model.layers.0.mlp.down_proj.weight'];
+    for (const name of names) expect(built.loraNames).toContain(name);
+    expect(built.loraNames.some((n) => n.includes('lora_'))).toBe(false);
+    const s = await createSession(built.graph.toModel(), { mode: 'direct' });
+    try {
+      const rows = [sequences[0]!, sequences[1]!];
+      const batch = leftPad(rows, small.padTokenId);
+      const W = batch.width;
+      const mask: number[][] = rows.map((r) => r.map((_, t) => (t > 0 ? 1 : 0)));
+      const count = mask.flat().reduce((a, b) => a + b, 0);
+      const weightsTensor = tensor('float64', [2, W], Float64Array.from({ length: 2 * W }, (_, k) => {
+        const b = Math.floor(k / W);
+        const t = (k % W) - batch.padLengths[b]!;
+        return t < 0 ? 0 : mask[b]![t]! / count;
+      }));
+      const values = new Map([...base].map(([k, v]) => [k, Float64Array.from(v.data)]));
+      const feeds = (vals: Map<string, Float64Array>): Record<string, TensorData> => ({
+        [IO.inputIds]: batch.ids,
+        [IO.attentionMask]: batch.mask,
+        [IO.temperature]: tensor('float64', [], [1]),
+        [TRAIN_IO.tokenWeights]: weightsTensor,
+        ...Object.fromEntries([...vals].map(([k, v]) => [k, tensor('float64', base.get(k)!.shape, v)])),
+      });
+      const out = await s.run(feeds(values));
+      for (const name of names) {
+        const grad = out[TRAIN_IO.gradient(name)]!.data as Float64Array;
+        const i = Array.from(grad.keys()).sort((a, b) => Math.abs(grad[b]!) - Math.abs(grad[a]!))[0]!;
+        const at = async (delta: number): Promise<number> => {
+          const shifted = new Map(values);
+          const v = Float64Array.from(values.get(name)!);
+          v[i] = v[i]! + delta;
+          shifted.set(name, v);
+          return ((await s.run(feeds(shifted), { outputs: [TRAIN_IO.loss] }))[TRAIN_IO.loss]!.data as Float64Array)[0]!;
+        };
+        const numeric = ((await at(1e-5)) - (await at(-1e-5))) / 2e-5;
+        expect(Math.abs(numeric - grad[i]!) / Math.max(Math.abs(numeric), Math.abs(grad[i]!)), name).toBeLessThanOrEqual(1e-6);
+      }
+    } finally {
+      await s.close();
+    }
+  });
+});

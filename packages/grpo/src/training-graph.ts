@@ -21,9 +21,20 @@ export const TRAIN_IO = {
 
 export type TrainingObjective = 'policy' | 'sft';
 
+/** What a training graph differentiates: the LoRA factors (base weights frozen), or every base weight (no LoRA). */
+export type TrainedParameters = 'lora' | 'full';
+
 export interface TrainingGraphOptions {
+  /** The adapter's shape ('lora' parameters; ignored for 'full'). */
   lora: LoraConfig;
   objective: TrainingObjective;
+  /**
+   * 'lora' (default): gradients w.r.t. the LoRA factors, base weights are initializers. 'full': the base
+   * weights are graph inputs and get the gradients (pretraining or SFT of a small model from scratch);
+   * the head's gradient is then the autodiff form (its closed form covers the hidden states only) and
+   * nothing is recomputed, since full training is for models small enough to keep their activations.
+   */
+  parameters?: TrainedParameters;
   /** The policy loss's settings (objective 'policy'). */
   loss?: PolicyLossConfig;
   dtype?: ModelFloat;
@@ -40,7 +51,7 @@ export interface TrainingGraphOptions {
 
 export interface TrainingGraph {
   graph: Graph;
-  /** LoRA input names in the decoder's declaration order; the gradient outputs follow it. */
+  /** Names of the differentiated inputs (LoRA factors, or base weights for 'full') in declaration order; the gradient outputs follow it. */
   loraNames: string[];
   /** Whether the graph reads `ref_logprobs` (policy objective with klBeta > 0). */
   hasReference: boolean;
@@ -58,11 +69,12 @@ export interface TrainingGraph {
  */
 export function buildTrainingGraph(config: ModelConfig, weights: ModelWeights, options: TrainingGraphOptions): TrainingGraph {
   const dtype = options.dtype ?? 'float32';
+  const full = options.parameters === 'full';
   const scoring = buildScoringGraph(config, weights, {
-    lora: options.lora,
+    ...(full ? { trainableBase: true } : { lora: options.lora }),
     dtype,
-    logprobGradient: options.logprobGradient ?? 'analytic',
-    recompute: options.recompute ?? 'layer',
+    logprobGradient: full ? 'autodiff' : (options.logprobGradient ?? 'analytic'),
+    recompute: full ? 'none' : (options.recompute ?? 'layer'),
     ...(options.vocabChunkSize === undefined ? {} : { vocabChunkSize: options.vocabChunkSize }),
   });
   const g = scoring.graph;
@@ -90,8 +102,9 @@ export function buildTrainingGraph(config: ModelConfig, weights: ModelWeights, o
     g.output(TRAIN_IO.truncatedTokens, out.truncatedTokens);
     g.output(TRAIN_IO.kl, out.kl);
   }
-  const loraNames = [...scoring.params.loraInputs.keys()];
-  const grads = gradients(loss, [...scoring.params.loraInputs.values()]);
+  const trained = full ? scoring.params.baseInputs : scoring.params.loraInputs;
+  const loraNames = [...trained.keys()];
+  const grads = gradients(loss, [...trained.values()]);
   g.output(TRAIN_IO.loss, loss);
   loraNames.forEach((name, i) => g.output(TRAIN_IO.gradient(name), grads[i] as Tensor));
   return { graph: g, loraNames, hasReference };

@@ -49,6 +49,8 @@ export interface DecoderParams {
   invFreq: Tensor; // (D/2) RoPE inverse frequencies
   /** The LoRA graph inputs in declaration order (name → tensor). */
   loraInputs: Map<string, Tensor>;
+  /** The base weights declared as graph inputs (`trainableBase`), by checkpoint name; empty otherwise. */
+  baseInputs: Map<string, Tensor>;
   /** Linear layers read their weights in place (one copy in ORT); see `linear`. */
   inPlaceWeights: boolean;
   /** Float type of weights and activations. */
@@ -66,6 +68,12 @@ export type ModelFloat = 'float32' | 'float64';
 export interface DecoderBuildOptions {
   /** Declare LoRA A/B inputs for these settings (default: none). */
   lora?: LoraConfig;
+  /**
+   * Declare the base weights as graph inputs instead of initializers (default false), so a training
+   * graph can differentiate them: full-parameter training of small models (pretraining or SFT from
+   * scratch). Every run then feeds every weight, which only small models can afford.
+   */
+  trainableBase?: boolean;
   /**
    * Compute linear layers as W·xᵀ, a layout ONNX Runtime does not pre-pack (see `linear`). Default
    * false. The session option `{ sessionConfig: { 'session.disable_prepacking': '1' } }` gives the
@@ -105,9 +113,15 @@ export function declareDecoderParams(g: Graph, config: ModelConfig, weights: Mod
   const lora = options.lora;
   const dtype = options.dtype ?? 'float32';
   // The graph references the caller's Float32Arrays (no copies): a 0.6B model is 2.4 GB in float32.
+  const baseInputs = new Map<string, Tensor>();
   const init = (name: string): Tensor => {
     const w = weights.get(name);
     if (w === undefined) throw new AppError(ErrorCode.MODEL, `missing tensor ${name}`);
+    if (options.trainableBase === true) {
+      const input = g.input(name, dtype, w.shape);
+      baseInputs.set(name, input);
+      return input;
+    }
     return g.initializer(name, dtype === 'float32' ? tensor('float32', w.shape, w.data) : tensor('float64', w.shape, Float64Array.from(w.data)));
   };
   const maybe = (name: string): Tensor | undefined => (weights.has(name) ? init(name) : undefined);
@@ -158,6 +172,7 @@ export function declareDecoderParams(g: Graph, config: ModelConfig, weights: Mod
     lmHead,
     invFreq: g.constant(dtype === 'float32' ? tensor('float32', [D / 2], invFreq) : tensor('float64', [D / 2], Float64Array.from(invFreq))),
     loraInputs,
+    baseInputs,
     inPlaceWeights: options.inPlaceWeights ?? false,
     dtype,
     recompute: options.recompute ?? 'none',
