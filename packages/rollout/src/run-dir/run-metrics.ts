@@ -107,7 +107,8 @@ export function runMetricsLine(input: RunMetricsInput): RunMetricsLine {
   const nonFinite: string[] = [];
   const learner = (name: string): number | null => {
     const value = updateStats?.[name];
-    if (value === undefined) return null;
+    // null: the objective has no such number (no KL term, no clipping in SFT): not recorded, not an error.
+    if (value === undefined || value === null) return null;
     if (!Number.isFinite(value)) {
       nonFinite.push(name);
       return null;

@@ -47,6 +47,11 @@ describe('metrics line', () => {
     const line = runMetricsLine({ stats: stats(1), trajectories: [], updateStats: { loss: 1, kl: Number.POSITIVE_INFINITY, clip_fraction: 0, grad_norm: Number.NaN, learning_rate: 1e-5, ratio_max: Number.NaN }, phaseSeconds: {}, timeMs: 0, intervalSeconds: 1 });
     expect(line).toMatchObject({ loss: 1, kl: null, grad_norm: null, non_finite: ['kl', 'grad_norm', 'ratio_max'], extra: {} });
   });
+
+  it('records a learner number the objective does not have (null) as not recorded, not as non-finite', () => {
+    const line = runMetricsLine({ stats: stats(1), trajectories: [], updateStats: { loss: 0.5, kl: null, clip_fraction: 0, grad_norm: 1, learning_rate: 1e-5, truncated_fraction: null }, phaseSeconds: {}, timeMs: 0, intervalSeconds: 1 });
+    expect(line).toMatchObject({ loss: 0.5, kl: null, clip_fraction: 0, non_finite: [], extra: {} });
+  });
 });
 
 describe('svg charts', () => {
