@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSftExamples } from '@sqlenv/grpo';
-import { loadAdapterDir, loadChatFormat, readModelConfig } from '@sqlenv/model';
+import { loadAdapterDir, loadChatFormat, loadModel, readModelConfig } from '@sqlenv/model';
 
 /**
  * `sqlenv sft` as a user runs it (the real bin, a child process): on the oracle episodes
@@ -100,6 +100,25 @@ describe('sqlenv sft', () => {
     // GRPO from the warm start: the run's LoRA shape comes from the adapter (r = 4 here, not the default 8).
     const trained = JSON.parse((await ok(['train', '--policy', 'model', '--model', tiny, '--adapter', warm, '--episodes', '2', '--group-size', '2', '--groups-per-batch', '1', '--max-new-tokens', '4', '--json'])).trim().split('\n').at(-1) ?? '{}') as Record<string, unknown>;
     expect(trained).toMatchObject({ policy: 'model', episodes_completed: 2, episodes_failed: 0 });
+  }, 300_000);
+
+  it('--full trains every base weight and writes a model directory that plays as a model', async () => {
+    const data = join(root, 'full.jsonl');
+    await ok(['sft-data', '--model', tiny, '--out', data, '--split', 'train', '--episodes', '4']);
+    const out = join(root, 'full-model');
+    const stdout = await ok(['sft', '--model', tiny, '--data', data, '--full', '--steps', '3', '--batch-size', '2', '--lr', '0.003', '--out', out]);
+    const summary = JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as { files: string[] };
+    expect(summary.files).toEqual(['config.json', 'model.safetensors']);
+    const before = loadModel(tiny).weights;
+    const after = loadModel(out).weights;
+    expect([...after.keys()].sort()).toEqual([...before.keys()].sort());
+    for (const [name, t] of after) expect(t.data.some((v, i) => v !== before.get(name)!.data[i]), name).toBe(true);
+    expect(readModelConfig(out)).toEqual(readModelConfig(tiny));
+    const evaluated = JSON.parse((await ok(['eval', '--policy', 'model', '--model', out, '--episodes', '1', '--max-new-tokens', '8', '--json'])).trim().split('\n').at(-1) ?? '{}') as Record<string, unknown>;
+    expect(evaluated).toMatchObject({ policy: 'model', episodes: 1, errors: 0 });
+    const clash = await sqlenv(['sft', '--model', tiny, '--data', data, '--full', '--lora-rank', '4', '--steps', '1', '--out', join(root, 'y')]);
+    expect(clash.code).toBe(2);
+    expect(clash.stderr).toContain('--full trains the base weights');
   }, 300_000);
 
   it('bad input is a usage error naming the line', async () => {

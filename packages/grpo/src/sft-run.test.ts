@@ -55,7 +55,7 @@ describe('runSft', () => {
     expect(reports[1]!.lossTokens).toBe(8);
     // The adapter moved from where it started.
     const name = [...init.keys()][0]!;
-    expect(adapter.weights.get(name)).not.toEqual(init.get(name));
+    expect(adapter!.weights.get(name)).not.toEqual(init.get(name));
   });
 
   it('refuses zero steps', async () => {

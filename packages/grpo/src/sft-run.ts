@@ -3,6 +3,7 @@ import type { Adapter, LoraConfig, LoraWeights, ModelConfig, ModelWeights } from
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LearnerConfig } from './config.ts';
 import { LoraLearner } from './lora-learner.ts';
+import type { TrainedParameters } from './training-graph.ts';
 import type { SequenceSample } from './micro-batches.ts';
 
 export interface SftRunOptions {
@@ -18,6 +19,8 @@ export interface SftRunOptions {
   batchSize: number;
   /** Starting adapter (`--adapter-init`); default PEFT's init from `seed` (B = 0: the base model). */
   init?: LoraWeights;
+  /** 'lora' (default): train an adapter; 'full': train every base weight (small models from scratch; `lora`/`init` unused). */
+  parameters?: TrainedParameters;
   seed?: number;
   session?: SessionConfig;
   /** Called after every step (the command prints one JSON line). */
@@ -55,12 +58,14 @@ export function sftBatchLines(lineCount: number, batchSize: number, step: number
  * `sftBatchLines(n, batchSize, k)`, each minimising the batch's mean token cross-entropy
  * (Σ over every target token of −log p ÷ the batch's target count) with the learner's optimizer.
  */
-export async function runSft(options: SftRunOptions): Promise<{ adapter: Adapter; reports: SftStepReport[] }> {
+export async function runSft(options: SftRunOptions): Promise<{ adapter: Adapter | null; weights: Map<string, Float32Array> | null; reports: SftStepReport[] }> {
   if (!Number.isInteger(options.steps) || options.steps < 1) throw new AppError(ErrorCode.VALIDATION, `steps must be an integer ≥ 1, got ${options.steps}`);
+  const full = options.parameters === 'full';
   const learner = await LoraLearner.create(options.modelConfig, options.weights, {
     lora: options.lora,
     config: options.config,
     objective: 'sft',
+    parameters: full ? 'full' : 'lora',
     ...(options.init === undefined ? {} : { init: options.init }),
     ...(options.seed === undefined ? {} : { seed: options.seed }),
     ...(options.session === undefined ? {} : { session: options.session }),
@@ -84,7 +89,7 @@ export async function runSft(options: SftRunOptions): Promise<{ adapter: Adapter
       reports.push(report);
       options.onStep?.(report);
     }
-    return { adapter: learner.adapter(), reports };
+    return full ? { adapter: null, weights: learner.weights(), reports } : { adapter: learner.adapter(), weights: null, reports };
   } finally {
     await learner.close();
   }

@@ -1,11 +1,13 @@
-import { readFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LoraConfig } from '@sqlenv/model';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 
 export const sftUsage = `sqlenv sft --model DIR --data F.jsonl --steps N --out DIR [--adapter-init DIR] [--lr X] [--optimizer adamw|sgd]
-            [--batch-size B] [--lora-rank R] [--lora-alpha A] [--lora-targets q_proj,...] [--micro-batch-tokens T] [--seed S] [--thinking]`;
+            [--batch-size B] [--lora-rank R] [--lora-alpha A] [--lora-targets q_proj,...] [--micro-batch-tokens T] [--seed S] [--thinking]
+            [--full]   (every base weight instead of an adapter; --out is then a model directory)`;
 
 const sftOptionSpecs: Record<string, OptionSpec> = {
   model: { key: 'model' },
@@ -21,6 +23,7 @@ const sftOptionSpecs: Record<string, OptionSpec> = {
   'micro-batch-tokens': { key: 'microBatchTokens' },
   seed: { key: 'seed' },
   thinking: { key: 'thinking', flag: true },
+  full: { key: 'full', flag: true },
   out: { key: 'out' },
 };
 
@@ -50,6 +53,12 @@ export const SftOptionsSchema = z.object({
   seed: num.int().default(0),
   /** Render messages lines with Qwen3's thinking mode (no empty think block in the generation prompt), as `sft-data --thinking` does. */
   thinking: z.boolean().default(false),
+  /**
+   * Train every base weight instead of a LoRA adapter and write a whole model directory to --out
+   * (config, weights, tokenizer files): SFT or pretraining of a small model that starts from random
+   * weights, whose frozen random embedding an adapter cannot reshape. Small models only.
+   */
+  full: z.boolean().default(false),
   out: z.string().min(1),
 });
 export type SftOptions = z.infer<typeof SftOptionsSchema>;
@@ -83,6 +92,9 @@ export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommand
   const model = await import('@sqlenv/model');
   const grpo = await import('@sqlenv/grpo');
   const { config, weights } = model.loadModel(options.model);
+  if (options.full && (options.adapterInit !== undefined || options.loraRank !== undefined || options.loraAlpha !== undefined || options.loraTargets !== undefined)) {
+    throw new AppError(ErrorCode.VALIDATION, '--full trains the base weights: --adapter-init and --lora-* do not apply');
+  }
   const init = options.adapterInit === undefined ? undefined : model.loadAdapterDir(options.adapterInit, config);
   const lora = loraOf(options, init?.lora, model.parseLoraConfig);
   let text: string;
@@ -96,10 +108,11 @@ export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommand
     optimizer: { kind: options.optimizer, learningRate: options.learningRate },
     ...(options.microBatchTokens === undefined ? {} : { microBatchTokens: options.microBatchTokens }),
   });
-  const { adapter, reports } = await grpo.runSft({
+  const { adapter, weights: trained, reports } = await grpo.runSft({
     modelConfig: config,
     weights,
     lora,
+    parameters: options.full ? 'full' : 'lora',
     config: learnerConfig,
     examples,
     steps: options.steps,
@@ -112,7 +125,7 @@ export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommand
       );
     },
   });
-  const files = model.saveAdapterDir(options.out, config, adapter, { baseModel: options.model });
+  const files = trained !== null ? writeModelDir(options.model, options.out, trained, weights, model.writeSafetensorsCheckpoint) : model.saveAdapterDir(options.out, config, adapter as NonNullable<typeof adapter>, { baseModel: options.model });
   const summary: SftSummary = {
     steps: reports.length,
     examples: examples.length,
@@ -125,6 +138,24 @@ export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommand
     `${JSON.stringify({ done: true, steps: summary.steps, examples: summary.examples, first_loss: summary.firstLoss, last_loss: summary.lastLoss, out: options.out, files, lora: { r: lora.rank, lora_alpha: lora.alpha, target_modules: lora.targets } })}\n`,
   );
   return summary;
+}
+
+/**
+ * A trained model as a model directory: the source directory's files that are not weights (config,
+ * tokenizer, chat template, generation settings) copied, and the trained tensors as model.safetensors.
+ */
+function writeModelDir(
+  source: string,
+  out: string,
+  trained: ReadonlyMap<string, Float32Array>,
+  base: ReadonlyMap<string, { shape: number[] }>,
+  write: (dir: string, tensors: { name: string; shape: number[]; data: Float32Array }[]) => unknown,
+): string[] {
+  mkdirSync(out, { recursive: true });
+  const copied = readdirSync(source).filter((f) => !f.endsWith('.safetensors') && f !== 'model.safetensors.index.json' && statSync(join(source, f)).isFile());
+  for (const f of copied) copyFileSync(join(source, f), join(out, f));
+  write(out, [...trained].map(([name, data]) => ({ name, shape: (base.get(name) as { shape: number[] }).shape, data })));
+  return [...copied, 'model.safetensors'].sort();
 }
 
 /** The adapter shape: --adapter-init's own (flags that contradict it are an error), else the flags over the defaults. */
