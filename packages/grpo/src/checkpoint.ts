@@ -1,4 +1,4 @@
-import { decodeAdapter, decodeSafetensors, encodeAdapter, encodeSafetensors, type LoraConfig, type ModelConfig } from '@sqlenv/model';
+import { decodeSafetensors, encodeAdapter, encodeSafetensors, type LoraConfig, type ModelConfig } from '@sqlenv/model';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LearnerState } from './lora-learner.ts';
 import type { OptimizerState } from './optimizer.ts';
@@ -43,9 +43,4 @@ export function decodeOptimizerState(bytes: Uint8Array, label = 'optimizer state
     else throw new AppError(ErrorCode.VALIDATION, `${label}: unexpected tensor ${name}`);
   }
   return { step, m, v };
-}
-
-export function decodeLearnerState(config: ModelConfig, encoded: EncodedLearnerState): LearnerState & { lora: LoraConfig } {
-  const adapter = decodeAdapter(config, encoded.adapter, { label: 'adapter blob' });
-  return { lora: adapter.lora, adapter: adapter.weights, optimizer: decodeOptimizerState(encoded.optimizer) };
 }

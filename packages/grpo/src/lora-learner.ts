@@ -1,5 +1,5 @@
-import { createSession, tensor, type GraphSession, type SessionConfig, type TensorData } from '@sqlenv/onnx-graph';
-import { expectedTensorSpecs, IO, initLoraWeights, leftPad, loraTensorSpecs, validateLoraWeights, type Adapter, type LoraConfig, type LoraWeights, type ModelConfig, type ModelWeights } from '@sqlenv/model';
+import { createSession, elementCount, tensor, type GraphSession, type SessionConfig, type TensorData } from '@sqlenv/onnx-graph';
+import { expectedTensorSpecs, IO, initLoraWeights, loraTensorSpecs, validateLoraWeights, type Adapter, type LoraConfig, type LoraWeights, type ModelConfig, type ModelWeights } from '@sqlenv/model';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LearnerConfig } from './config.ts';
 import { checkSample, PaddedRows, planMicroBatches, tokenWeights, type PolicySample, type SequenceSample } from './micro-batches.ts';
@@ -159,13 +159,13 @@ export class LoraLearner {
       const started = performance.now();
       const recorded: number[][] = samples.map(() => []);
       const sums = await this.#pass(plan, samples, (rows, idx) => {
-        const pick = (f: (i: number) => readonly number[]): number[][] => idx.map((i) => [...f(i)]);
+        const pick = (f: (i: number) => readonly number[]): (readonly number[])[] => idx.map(f);
         return {
           [IO.temperature]: tensor('float32', [], [(samples[idx[0] as number] as PolicySample).temperature]),
           [TRAIN_IO.tokenWeights]: rows.perToken('float32', pick((i) => weights[i] as number[])),
           [TRAIN_IO.advantages]: rows.perToken('float32', pick((i) => (samples[i] as PolicySample).inputIds.map(() => (samples[i] as PolicySample).advantage))),
           [TRAIN_IO.behaviourLogprobs]: rows.perToken('float32', pick((i) => (samples[i] as PolicySample).behaviourLogprobs)),
-          [TRAIN_IO.proxLogprobs]: rows.perToken('float32', prox === undefined ? pick(zerosOf(samples)) : pick((i) => prox?.[i] as number[])),
+          [TRAIN_IO.proxLogprobs]: rows.perToken('float32', pick(prox === undefined ? zerosOf(samples) : (i) => prox?.[i] as number[])),
           [TRAIN_IO.proxFromCurrent]: tensor('bool', [], [prox === undefined]),
           ...(ref === undefined ? {} : { [TRAIN_IO.refLogprobs]: rows.perToken('float32', pick((i) => ref[i] as number[])) }),
         };
@@ -178,7 +178,7 @@ export class LoraLearner {
       if (first === undefined) first = { sums, report, ms, optimizerMs: thisOptimizerMs };
       prox ??= recorded;
     }
-    const lossTokens = weights.reduce((a, w) => a + w.filter((x) => x > 0).length, 0);
+    const lossTokens = lossTokenCount(weights);
     const done = first as NonNullable<typeof first>;
     return {
       step: this.#optimizer.step,
@@ -198,15 +198,10 @@ export class LoraLearner {
 
   /** One supervised step: mean token cross-entropy over every masked token of the batch. */
   async sftUpdate(samples: readonly SequenceSample[]): Promise<UpdateReport> {
-    if (this.objective !== 'sft') throw new AppError(ErrorCode.INTERNAL, 'this learner was built for the policy objective');
+    const { weights, plan, feedsOf } = this.#sftBatch(samples);
     samples.forEach((s, i) => checkSample(s, `sample ${i}`));
-    const weights = tokenWeights(samples, 'token', 1);
-    const plan = planMicroBatches(samples.map((s) => s.inputIds.length), this.config.microBatchTokens);
     const started = performance.now();
-    const sums = await this.#pass(plan, samples, (rows, idx) => ({
-      [IO.temperature]: tensor('float32', [], [1]),
-      [TRAIN_IO.tokenWeights]: rows.perToken('float32', idx.map((i) => weights[i] as number[])),
-    }));
+    const sums = await this.#pass(plan, samples, feedsOf);
     const ms = performance.now() - started;
     const optStarted = performance.now();
     const report = this.#optimizer.apply(this.#params, sums.grads);
@@ -218,7 +213,7 @@ export class LoraLearner {
       truncatedFraction: null,
       gradNorm: report.gradNorm,
       learningRate: report.learningRate,
-      lossTokens: weights.reduce((a, w) => a + w.filter((x) => x > 0).length, 0),
+      lossTokens: lossTokenCount(weights),
       sequences: samples.length,
       microBatches: plan.length,
       forwardBackwardMs: ms,
@@ -228,16 +223,11 @@ export class LoraLearner {
 
   /** The batch loss at the current adapter without updating (SFT objective: mean token cross-entropy). */
   async evaluateLoss(samples: readonly SequenceSample[]): Promise<number> {
-    if (this.objective !== 'sft') throw new AppError(ErrorCode.INTERNAL, 'evaluateLoss is for the sft objective');
-    const weights = tokenWeights(samples, 'token', 1);
-    const plan = planMicroBatches(samples.map((s) => s.inputIds.length), this.config.microBatchTokens);
+    const { plan, feedsOf } = this.#sftBatch(samples);
     let loss = 0;
     for (const idx of plan) {
-      const rows = new PaddedRows(idx.map((i) => (samples[i] as SequenceSample).inputIds));
-      const out = await this.#session.run(
-        { ...this.#common(rows), [IO.temperature]: tensor('float32', [], [1]), [TRAIN_IO.tokenWeights]: rows.perToken('float32', idx.map((i) => weights[i] as number[])) },
-        { outputs: [TRAIN_IO.loss] },
-      );
+      const rows = this.#rows(samples, idx);
+      const out = await this.#session.run({ ...this.#common(rows), ...feedsOf(rows, idx) }, { outputs: [TRAIN_IO.loss] });
       loss += scalarOf(out[TRAIN_IO.loss]);
     }
     return loss;
@@ -254,10 +244,10 @@ export class LoraLearner {
     feedsOf: (rows: PaddedRows, idx: readonly number[]) => Record<string, TensorData>,
     onLogprobs?: (idx: readonly number[], logprobs: (b: number) => number[]) => void,
   ): Promise<PassSums> {
-    const grads = new Map(this.#specs.map((s) => [s.name, new Float64Array(numel(s.shape))]));
+    const grads = new Map(this.#specs.map((s) => [s.name, new Float64Array(elementCount(s.shape))]));
     const sums: PassSums = { loss: 0, clipped: 0, truncated: 0, kl: 0, grads };
     for (const idx of plan) {
-      const rows = new PaddedRows(idx.map((i) => (samples[i] as SequenceSample).inputIds));
+      const rows = this.#rows(samples, idx);
       const out = await this.#session.run({ ...this.#common(rows), ...feedsOf(rows, idx) });
       const loss = scalarOf(out[TRAIN_IO.loss]);
       if (!Number.isFinite(loss)) throw new AppError(ErrorCode.INTERNAL, `training produced a non-finite loss (${loss}) on a micro-batch of ${idx.length} sequences; no update was applied`);
@@ -280,12 +270,24 @@ export class LoraLearner {
     return sums;
   }
 
+  /** The SFT objective's token weights (a token mean over the batch), micro-batches and per-batch feeds. */
+  #sftBatch(samples: readonly SequenceSample[]): { weights: number[][]; plan: number[][]; feedsOf: (rows: PaddedRows, idx: readonly number[]) => Record<string, TensorData> } {
+    if (this.objective !== 'sft') throw new AppError(ErrorCode.INTERNAL, 'this learner was built for the policy objective');
+    const weights = tokenWeights(samples, 'token', 1);
+    const plan = planMicroBatches(samples.map((s) => s.inputIds.length), this.config.microBatchTokens);
+    const feedsOf = (rows: PaddedRows, idx: readonly number[]): Record<string, TensorData> => ({
+      [IO.temperature]: tensor('float32', [], [1]),
+      [TRAIN_IO.tokenWeights]: rows.perToken('float32', idx.map((i) => weights[i] as number[])),
+    });
+    return { weights, plan, feedsOf };
+  }
+
   /** Log-probs of the reference policy (adapter off) for every sample, one forward per micro-batch. */
   async #referenceLogprobs(samples: readonly PolicySample[], plan: readonly number[][]): Promise<number[][]> {
     const out: number[][] = samples.map(() => []);
-    const zeros = new Map(this.#specs.map((s) => [s.name, new Float32Array(numel(s.shape))]));
+    const zeros = new Map(this.#specs.map((s) => [s.name, new Float32Array(elementCount(s.shape))]));
     for (const idx of plan) {
-      const rows = new PaddedRows(idx.map((i) => (samples[i] as PolicySample).inputIds));
+      const rows = this.#rows(samples, idx);
       const empty = rows.perToken('float32', idx.map((i) => (samples[i] as PolicySample).inputIds.map(() => 0)));
       const result = await this.#session.run(
         {
@@ -306,9 +308,12 @@ export class LoraLearner {
     return out;
   }
 
+  #rows(samples: readonly SequenceSample[], idx: readonly number[]): PaddedRows {
+    return new PaddedRows(idx.map((i) => (samples[i] as SequenceSample).inputIds), this.modelConfig.padTokenId);
+  }
+
   #common(rows: PaddedRows, adapter: ReadonlyMap<string, Float32Array> = this.#params): Record<string, TensorData> {
-    const batch = leftPad(rows.rows, this.modelConfig.padTokenId);
-    const feeds: Record<string, TensorData> = { [IO.inputIds]: batch.ids, [IO.attentionMask]: batch.mask };
+    const feeds: Record<string, TensorData> = { [IO.inputIds]: rows.batch.ids, [IO.attentionMask]: rows.batch.mask };
     for (const spec of this.#specs) feeds[spec.name] = tensor('float32', [...spec.shape], adapter.get(spec.name) as Float32Array);
     return feeds;
   }
@@ -318,12 +323,13 @@ function zerosOf(samples: readonly SequenceSample[]): (i: number) => number[] {
   return (i) => (samples[i] as SequenceSample).inputIds.map(() => 0);
 }
 
-function scalarOf(t: TensorData | undefined): number {
-  return Number((t?.data as Float32Array | undefined)?.[0] ?? Number.NaN);
+/** Tokens that carry loss (a non-zero weight) in a batch. */
+function lossTokenCount(weights: readonly (readonly number[])[]): number {
+  return weights.reduce((a, w) => a + w.filter((x) => x > 0).length, 0);
 }
 
-function numel(shape: readonly number[]): number {
-  return shape.reduce((a, b) => a * b, 1);
+function scalarOf(t: TensorData | undefined): number {
+  return Number((t?.data as Float32Array | undefined)?.[0] ?? Number.NaN);
 }
 
 function copyWeights(weights: ReadonlyMap<string, Float32Array>): Map<string, Float32Array> {

@@ -1,4 +1,5 @@
 import { tensor, type TensorData } from '@sqlenv/onnx-graph';
+import { leftPad, type PaddedBatch } from '@sqlenv/model';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LossNormalisation } from './config.ts';
 
@@ -76,24 +77,29 @@ export function planMicroBatches(lengths: readonly number[], budgetTokens: numbe
 }
 
 /**
- * Left-padded (B, W) tensors for one micro-batch, matching `leftPad` in the model package: token t of
- * row b sits at column W − len_b + t, padding carries 0.
+ * One micro-batch, left-padded by the model package's `leftPad` (ids and attention mask), and the
+ * per-token inputs laid out on the same padding: token t of row b sits at column pad_b + t.
  */
 export class PaddedRows {
-  readonly width: number;
   readonly rows: readonly (readonly number[])[];
+  /** The padded ids and attention mask, and each row's padding. */
+  readonly batch: PaddedBatch;
 
-  constructor(rows: readonly (readonly number[])[]) {
+  constructor(rows: readonly (readonly number[])[], padTokenId: number) {
     this.rows = rows;
-    this.width = Math.max(...rows.map((r) => r.length));
+    this.batch = leftPad(rows, padTokenId);
   }
 
-  /** A per-token float tensor from per-row arrays aligned with the rows' tokens. */
+  get width(): number {
+    return this.batch.width;
+  }
+
+  /** A per-token float tensor from per-row arrays aligned with the rows' tokens (padding carries 0). */
   perToken(dtype: 'float32' | 'float64', values: readonly (readonly number[])[]): TensorData {
     const W = this.width;
     const out = dtype === 'float32' ? new Float32Array(this.rows.length * W) : new Float64Array(this.rows.length * W);
     this.rows.forEach((row, b) => {
-      const pad = W - row.length;
+      const pad = this.batch.padLengths[b] as number;
       const v = values[b] as readonly number[];
       for (let t = 0; t < row.length; t++) out[b * W + pad + t] = v[t] as number;
     });
@@ -103,7 +109,6 @@ export class PaddedRows {
   /** Row b's values (its real tokens only) from a (B, W) output. */
   unpad(data: Float32Array | Float64Array, b: number): number[] {
     const W = this.width;
-    const len = (this.rows[b] as readonly number[]).length;
-    return Array.from(data.subarray(b * W + W - len, (b + 1) * W));
+    return Array.from(data.subarray(b * W + (this.batch.padLengths[b] as number), (b + 1) * W));
   }
 }
