@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeOptimizerState } from '@sqlenv/grpo';
 import { decodeAdapter, Generator, loadModel, modelFingerprint, parseLoraConfig, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
-import { AdvantageMode, RunModelSpecSchema, type RunModelSpec, type ScoredGroup, type Trajectory } from '@sqlenv/protocol';
-import { batchStats, GrpoPolicyUpdater, groupAdvantages, OPTIMIZER_PART, type PolicyUpdate, type TrainingBatch } from '@sqlenv/rollout';
+import { AdvantageMode, RolloutRunSpecSchema, RunModelSpecSchema, type RunModelSpec, type ScoredGroup, type Trajectory } from '@sqlenv/protocol';
+import { silentLogger } from '@sqlenv/shared';
+import { batchStats, GrpoPolicyUpdater, groupAdvantages, OPTIMIZER_PART, policyUpdaterFor, StatsPolicyUpdater, type PolicyUpdate, type TrainingBatch } from '@sqlenv/rollout';
 
 /**
  * The trainer's GRPO updater on trajectories built here with real sampled tokens (a tiny model's
@@ -118,6 +119,17 @@ describe('GrpoPolicyUpdater', () => {
       await restarted.close();
     }
   }, 60_000);
+
+  it('policyUpdaterFor: GRPO for a model run, statistics-only otherwise; a model run without a model directory is a clear error', async () => {
+    const run = (model?: RunModelSpec) => RolloutRunSpecSchema.parse({ run_id: 'r', dataset: 'builtin', policy: model ? 'model' : 'oracle', episodes: 8, group_size: 2, ...(model ? { model } : {}) });
+    await expect(policyUpdaterFor(run(spec), undefined, silentLogger)).rejects.toThrow(/run r trains a model: give the trainer --model DIR/);
+    const stats = await policyUpdaterFor(run(), undefined, silentLogger);
+    expect(stats).toBeInstanceOf(StatsPolicyUpdater);
+    await stats.close();
+    const grpo = await policyUpdaterFor(run(spec), modelDir, silentLogger);
+    expect(grpo).toBeInstanceOf(GrpoPolicyUpdater);
+    await grpo.close();
+  });
 
   it('refuses a model directory that is not the run model', async () => {
     const other = join(root, 'other');

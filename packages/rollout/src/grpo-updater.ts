@@ -1,11 +1,11 @@
 import type { LoraLearner, PolicySample, UpdateReport } from '@sqlenv/grpo';
 import { parseLearnerConfig, type LearnerConfig } from '@sqlenv/grpo/config';
 import type { ModelConfig } from '@sqlenv/model';
-import { trainingSequence, type RunModelSpec } from '@sqlenv/protocol';
+import { trainingSequence, type RolloutRunSpec, type RunModelSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { SessionConfig } from '@sqlenv/onnx-graph';
 import type { UpdateStats } from './run-dir/run-metrics.ts';
-import { isStatsWeightsBlob, type PolicyUpdate, type PolicyUpdater, type TrainingBatch } from './trainer.ts';
+import { isStatsWeightsBlob, StatsPolicyUpdater, type PolicyUpdate, type PolicyUpdater, type TrainingBatch } from './trainer.ts';
 
 /** The part stored beside a version's adapter: the optimizer state (`<weights key>/optimizer`). */
 export const OPTIMIZER_PART = 'optimizer';
@@ -97,6 +97,20 @@ export class GrpoPolicyUpdater implements PolicyUpdater {
   close(): Promise<void> {
     return this.#learner.close();
   }
+}
+
+/** A run's updater, and how to release it when the run is done. */
+export type ClosablePolicyUpdater = PolicyUpdater & { close(): Promise<void> };
+
+/**
+ * The updater a run trains with, decided in one place for the embedded and the distributed trainer:
+ * GRPO on the LoRA adapter for a model run (this process's model directory must be the run's: the
+ * same one the workers use), the statistics-only updater for oracle and random runs.
+ */
+export async function policyUpdaterFor(spec: RolloutRunSpec, modelDir: string | undefined, logger: Logger): Promise<ClosablePolicyUpdater> {
+  if (spec.model === undefined) return Object.assign(new StatsPolicyUpdater(), { close: () => Promise.resolve() });
+  if (modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id} trains a model: give the trainer --model DIR (SQLENV_MODEL_DIR), the same model directory the workers use`);
+  return GrpoPolicyUpdater.create(spec.model, modelDir, { logger });
 }
 
 /** The run's learner settings (the spec's `learner` section, validated by the grpo package's schema). */

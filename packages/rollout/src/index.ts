@@ -61,7 +61,7 @@ export { SavedEvalSchema, SavedEvalEpisodeSchema, EvalNameSchema, EVALS_DIR, sav
 export { RunRecorder, saveAdapterVersion, readRunMetrics, RUN_METRICS_FILE, ADAPTERS_DIR, REPORT_FILE, type RunRecorderOptions } from './run-dir/run-directory.ts';
 export { renderRunReport, writeRunReport, writeRunSpec, pickEvalPair, RUN_SPEC_FILE, type RunReportInput } from './run-dir/run-report.ts';
 export { evaluateIntoRunDir, type RunEvaluationOptions } from './run-dir/run-evaluation.ts';
-export { GrpoPolicyUpdater, OPTIMIZER_PART, learnerConfigOf, policySamples } from './grpo-updater.ts';
+export { GrpoPolicyUpdater, OPTIMIZER_PART, learnerConfigOf, policySamples, policyUpdaterFor, type ClosablePolicyUpdater } from './grpo-updater.ts';
 export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult } from './synchronous-run.ts';
 export { RolloutMetrics } from './metrics.ts';
 export { RunAdmin, type RunListing, type RunDetails } from './transport/run-admin.ts';

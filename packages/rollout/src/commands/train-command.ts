@@ -10,8 +10,8 @@ import { runCoordinator, type RunSummary } from '../coordinator.ts';
 import { RolloutMetrics } from '../metrics.ts';
 import { RolloutWorker } from '../rollout-worker.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
-import { GrpoPolicyUpdater } from '../grpo-updater.ts';
-import { runTrainer, StatsPolicyUpdater, type PolicyUpdater } from '../trainer.ts';
+import { policyUpdaterFor, type ClosablePolicyUpdater } from '../grpo-updater.ts';
+import { runTrainer } from '../trainer.ts';
 import { RunRecorder } from '../run-dir/run-directory.ts';
 import { evaluateIntoRunDir } from '../run-dir/run-evaluation.ts';
 import { writeRunReport, writeRunSpec } from '../run-dir/run-report.ts';
@@ -82,7 +82,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
   let worker: RolloutWorker | undefined;
   let server: StatusServer | undefined;
   let progressTimer: NodeJS.Timeout | undefined;
-  let grpo: GrpoPolicyUpdater | undefined;
+  let updater: ClosablePolicyUpdater | undefined;
   let heldOut: HeldOutEvaluation | undefined;
   try {
     const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...trainOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs }, TrainOptionsSchema);
@@ -117,8 +117,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     const started = performance.now();
     // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
     // the statistics-only updater.
-    if (spec.model !== undefined && options.modelDir !== undefined) grpo = await GrpoPolicyUpdater.create(spec.model, options.modelDir, { logger });
-    const updater: PolicyUpdater = grpo ?? new StatsPolicyUpdater();
+    updater = await policyUpdaterFor(spec, options.modelDir, logger);
     const trainer = runTrainer({ transport, runId: spec.run_id, updater, pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b), onCommitted: recorder.onCommitted });
     // Surface a trainer failure at once instead of waiting on a coordinator that can no longer finish.
     const trainerFailed = trainer.then(
@@ -153,7 +152,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
   } finally {
     if (progressTimer) clearInterval(progressTimer);
     await worker?.close();
-    await grpo?.close();
+    await updater?.close();
     await heldOut?.close();
     await server?.close();
     await transport.close();

@@ -1,11 +1,11 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { AppError, createRootLogger, ErrorCode, type Logger } from '@sqlenv/shared';
+import { createRootLogger, type Logger } from '@sqlenv/shared';
 import { RolloutMetrics } from '../metrics.ts';
 import { transportHealthCheck, type HealthCheck } from '../health.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
-import { GrpoPolicyUpdater } from '../grpo-updater.ts';
-import { runTrainer, StatsPolicyUpdater, waitForRun, type PolicyUpdater } from '../trainer.ts';
+import { policyUpdaterFor } from '../grpo-updater.ts';
+import { runTrainer, waitForRun, type PolicyUpdater } from '../trainer.ts';
 import { serveRuns } from '../trainer-pool.ts';
 import { RunRecorder } from '../run-dir/run-directory.ts';
 import { writeRunReport, writeRunSpec } from '../run-dir/run-report.ts';
@@ -58,10 +58,7 @@ const TrainerOptionsSchema = z
   .extend(ExecutionOptionsSchema.shape)
   .extend(ModelDirOptionsSchema.shape);
 
-/**
- * The run's updater: GRPO on the LoRA adapter for a model run (this process's `--model DIR` must be
- * the run's model), the statistics-only one for oracle/random runs. Closed when the run is done.
- */
+/** Train a run with its updater (`policyUpdaterFor`), released when the run is done. */
 async function withUpdater<T>(
   transport: BullmqTransport,
   runId: string,
@@ -71,9 +68,7 @@ async function withUpdater<T>(
   use: (updater: PolicyUpdater) => Promise<T>,
 ): Promise<T> {
   const spec = await waitForRun(transport, runId, options.runWaitMs, options.pollMs, signal);
-  if (spec.model === undefined) return use(new StatsPolicyUpdater());
-  if (options.modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${runId} trains a model: start the trainer with --model DIR (SQLENV_MODEL_DIR), the same model directory the workers use`);
-  const updater = await GrpoPolicyUpdater.create(spec.model, options.modelDir, { logger });
+  const updater = await policyUpdaterFor(spec, options.modelDir, logger);
   try {
     return await use(updater);
   } finally {
