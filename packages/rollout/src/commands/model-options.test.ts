@@ -37,3 +37,18 @@ describe('modelSpecFrom with an initial adapter (--adapter DIR)', () => {
     expect(modelSpecFrom({ loraRank: 2, loraTargets: 'k_proj' }, 'sha256:x').lora).toEqual({ rank: 2, alpha: 16, targets: ['k_proj'] });
   });
 });
+
+describe('modelSpecFrom learner settings (--lr, --loss, --kl-beta, --micro-batch-tokens, --learner)', () => {
+  it('writes the validated settings into the spec, the flags over the JSON', () => {
+    const spec = modelSpecFrom({ learningRate: 2e-5, lossNormalisation: 'dr_grpo', learner: '{"optimizer":{"learningRate":1,"warmupSteps":3},"loss":{"epsHigh":0.3}}' }, 'sha256:x');
+    expect(spec.learner).toMatchObject({ optimizer: { learningRate: 2e-5, warmupSteps: 3 }, loss: { normalisation: 'dr_grpo', epsHigh: 0.3, epsLow: 0.2 } });
+  });
+
+  it('refuses bad settings before the run starts, naming what is wrong', () => {
+    expect(() => modelSpecFrom({ learner: '{not json' }, 'sha256:x')).toThrow(/--learner must be a JSON object/);
+    expect(() => modelSpecFrom({ learner: '[1, 2]' }, 'sha256:x')).toThrow(/--learner must be a JSON object/);
+    expect(() => modelSpecFrom({ lossNormalisation: 'mean' }, 'sha256:x')).toThrow(/invalid learner config: .*normalisation/);
+    expect(() => modelSpecFrom({ learner: '{"optimizer":{"schedule":"cosine"}}' }, 'sha256:x')).toThrow(/cosine needs optimizer.totalSteps/);
+    expect(() => modelSpecFrom({ learner: '{"optimiser":{}}' }, 'sha256:x')).toThrow(/invalid learner config/);
+  });
+});
