@@ -40,6 +40,7 @@ afterAll(async () => {
   await stopAll(apps);
   const redis = new Redis(REDIS_URL);
   await deleteKeysUnder(redis, keyBase);
+  await deleteKeysUnder(redis, `${keyBase}-train`);
   await redis.quit();
   rmSync(root, { recursive: true, force: true });
 });
@@ -83,5 +84,25 @@ describe('transport parity', () => {
     expect(Buffer.compare(adapterFile(distributedDir), adapterFile(embeddedDir))).toBe(0);
     const adapter = decodeAdapter(presetConfig('tiny-qwen3'), adapterFile(embeddedDir));
     expect([...adapter.weights].some(([name, values]) => name.includes('lora_B') && values.some((v) => v !== 0))).toBe(true);
+
+    // `sqlenv train --redis URL --local-worker false` (what `sqlenv learn --redis URL` runs): the same
+    // process coordinates and trains over Redis while an external worker plays; the same adapter again.
+    const trainRedisDir = join(root, 'train-redis');
+    const keyBase2 = `${keyBase}-train`;
+    apps.push(startApp('worker', 'parity-worker-2', ['--redis', REDIS_URL, '--key-base', keyBase2, '--poll-ms', '100', '--run', runId, '--concurrency', '1', '--model', modelDir, '--executor-pool-size', '1', '--discovery-ms', '200'], env));
+    const out2 = sink();
+    const err2 = sink();
+    const code2 = await trainCommand([...spec, '--redis', REDIS_URL, '--key-base', keyBase2, '--local-worker', 'false', '--concurrency', '1', '--run-dir', trainRedisDir, '--json', '--log-level', 'silent'], { stdout: out2, stderr: err2, env });
+    expect(code2, `${err2.text()}\n${logs()}`).toBe(0);
+    expect(JSON.parse(out2.text().trim().split('\n').at(-1) ?? '{}')).toMatchObject({ transport: 'bullmq', policy_version: 2, episodes_consumed: 16, lost_episodes: 0 });
+    expect(learnerNumbers(trainRedisDir)).toEqual(learnerNumbers(embeddedDir));
+    expect(Buffer.compare(adapterFile(trainRedisDir), adapterFile(embeddedDir))).toBe(0);
   }, 300_000);
+
+  it('refuses --local-worker false without Redis (nothing would play the episodes)', async () => {
+    const stderr = sink();
+    const code = await trainCommand(['--local-worker', 'false', '--episodes', '4', '--log-level', 'silent'], { stdout: sink(), stderr, env });
+    expect(code).toBe(2);
+    expect(stderr.text()).toContain('--local-worker false needs --redis URL');
+  });
 });

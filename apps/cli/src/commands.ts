@@ -7,6 +7,7 @@ import { coordinatorUsage, reportUsage, runsUsage, sftUsage, trainerUsage, train
 import { withShutdownSignal } from '@sqlenv/shared';
 import { modelCommand, modelUsage } from './commands/model.ts';
 import { sftDataCommand, sftDataUsage } from './commands/sft-data.ts';
+import { learnUsage } from './commands/learn.ts';
 
 export interface Command {
   summary: string;
@@ -30,6 +31,11 @@ export const commands: Record<string, Command> = {
   model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, run: modelCommand },
   'sft-data': { summary: "write the oracle's episodes as SFT data in the LLM agent's prompt and tool-call format", usage: sftDataUsage, run: sftDataCommand },
   sft: rolloutCommand('supervised fine-tuning of a LoRA adapter on assistant tokens (writes a PEFT adapter directory)', sftUsage, (m) => m.sftCommand),
+  learn: {
+    summary: 'the learning run npm start runs: SFT warm start, held-out eval, GRPO, eval again, report (one JSON line)',
+    usage: learnUsage,
+    run: async (argv, io) => (await import('./commands/learn.ts')).learnCommand(argv, io),
+  },
   train: rolloutCommand('embedded run: coordinator, workers and trainer in one process (no Redis)', trainUsage, (m) => m.trainCommand),
   coordinator: rolloutCommand('distributed run: admit GRPO groups into Redis and report the run', coordinatorUsage, (m) => m.coordinatorCommand),
   worker: rolloutCommand('distributed run: play episode jobs from Redis until SIGTERM', workerUsage, (m) => m.workerCommand),

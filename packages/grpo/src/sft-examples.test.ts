@@ -126,5 +126,14 @@ describe('SFT lines', () => {
     expect([0, 1, 2].map((k) => sftBatchLines(5, 2, k))).toEqual([[0, 1], [2, 3], [4, 0]]);
     expect(sftBatchLines(2, 5, 0)).toEqual([0, 1, 0, 1, 0]);
     expect(sftBatchLines(3, 3, 7)).toEqual([0, 1, 2]);
+    // Shuffled: every epoch is a permutation of all lines, epochs differ, the seed decides the order.
+    const epoch = (e: number, seed: number): number[] => sftBatchLines(50, 50, e, seed);
+    expect([...epoch(0, 1)].sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => i));
+    expect(epoch(0, 1)).not.toEqual(Array.from({ length: 50 }, (_, i) => i));
+    expect(epoch(1, 1)).not.toEqual(epoch(0, 1));
+    expect(epoch(0, 2)).not.toEqual(epoch(0, 1));
+    expect(epoch(0, 1)).toEqual(epoch(0, 1));
+    // Batches that straddle an epoch boundary take the end of one permutation and the start of the next.
+    expect(sftBatchLines(50, 20, 2, 1)).toEqual([...epoch(0, 1).slice(40), ...epoch(1, 1).slice(0, 10)]);
   });
 });

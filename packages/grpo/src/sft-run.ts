@@ -1,5 +1,5 @@
 import type { SessionConfig } from '@sqlenv/onnx-graph';
-import type { Adapter, LoraConfig, LoraWeights, ModelConfig, ModelWeights } from '@sqlenv/model';
+import { Rng, type Adapter, type LoraConfig, type LoraWeights, type ModelConfig, type ModelWeights } from '@sqlenv/model';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LearnerConfig } from './config.ts';
 import { LoraLearner } from './lora-learner.ts';
@@ -22,6 +22,8 @@ export interface SftRunOptions {
   /** 'lora' (default): train an adapter; 'full': train every base weight (small models from scratch; `lora`/`init` unused). */
   parameters?: TrainedParameters;
   seed?: number;
+  /** Visit the lines in a new seeded order every epoch (the shuffle seed is `seed`); default file order. */
+  shuffle?: boolean;
   session?: SessionConfig;
   /** Called after every step (the command prints one JSON line). */
   onStep?: (report: SftStepReport) => void;
@@ -45,12 +47,36 @@ export interface SftStepReport {
 }
 
 /**
- * The lines of step `step` (0-based): the next `batchSize` lines after the previous step's, in
- * file order, wrapping around the end of the file (within a batch too, if it is longer than the file).
+ * The lines of step `step` (0-based): the next `batchSize` lines after the previous step's, wrapping
+ * around the end of the file (within a batch too, if it is longer than the file). In file order, or
+ * with `shuffleSeed` in a permutation drawn anew for every epoch (pass e visits every line once, in the
+ * order of a Fisher–Yates shuffle seeded by (shuffleSeed, e)).
  */
-export function sftBatchLines(lineCount: number, batchSize: number, step: number): number[] {
+export function sftBatchLines(lineCount: number, batchSize: number, step: number, shuffleSeed?: number): number[] {
   if (lineCount < 1 || batchSize < 1) throw new AppError(ErrorCode.VALIDATION, `an SFT batch needs data lines and a batch size ≥ 1 (got ${lineCount} lines, batch ${batchSize})`);
-  return Array.from({ length: batchSize }, (_, j) => (step * batchSize + j) % lineCount);
+  return Array.from({ length: batchSize }, (_, j) => {
+    const position = step * batchSize + j;
+    const index = position % lineCount;
+    return shuffleSeed === undefined ? index : epochOrder(lineCount, Math.floor(position / lineCount), shuffleSeed)[index] as number;
+  });
+}
+
+const epochOrders = new Map<string, number[]>();
+
+function epochOrder(lineCount: number, epoch: number, seed: number): number[] {
+  const key = `${lineCount}:${epoch}:${seed}`;
+  let order = epochOrders.get(key);
+  if (order === undefined) {
+    const rng = new Rng(((seed >>> 0) * 0x9e3779b1 + epoch) >>> 0);
+    order = Array.from({ length: lineCount }, (_, i) => i);
+    for (let i = lineCount - 1; i > 0; i--) {
+      const j = rng.nextUint32() % (i + 1);
+      [order[i], order[j]] = [order[j] as number, order[i] as number];
+    }
+    if (epochOrders.size > 4) epochOrders.clear();
+    epochOrders.set(key, order);
+  }
+  return order;
 }
 
 /**
@@ -73,7 +99,7 @@ export async function runSft(options: SftRunOptions): Promise<{ adapter: Adapter
   try {
     const reports: SftStepReport[] = [];
     for (let k = 0; k < options.steps; k++) {
-      const lines = sftBatchLines(options.examples.length, options.batchSize, k);
+      const lines = sftBatchLines(options.examples.length, options.batchSize, k, options.shuffle === true ? (options.seed ?? 0) : undefined);
       const started = performance.now();
       const update = await learner.sftUpdate(lines.map((i) => options.examples[i] as SequenceSample));
       const report: SftStepReport = {

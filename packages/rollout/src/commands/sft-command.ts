@@ -6,8 +6,9 @@ import type { LoraConfig } from '@sqlenv/model';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 
 export const sftUsage = `sqlenv sft --model DIR --data F.jsonl --steps N --out DIR [--adapter-init DIR] [--lr X] [--optimizer adamw|sgd]
+            [--schedule constant|cosine] [--warmup-steps W] [--min-lr-ratio R] [--weight-decay D]
             [--batch-size B] [--lora-rank R] [--lora-alpha A] [--lora-targets q_proj,...] [--micro-batch-tokens T] [--seed S] [--thinking]
-            [--full]   (every base weight instead of an adapter; --out is then a model directory)`;
+            [--shuffle] [--full]   (every base weight instead of an adapter; --out is then a model directory)`;
 
 const sftOptionSpecs: Record<string, OptionSpec> = {
   model: { key: 'model' },
@@ -15,6 +16,10 @@ const sftOptionSpecs: Record<string, OptionSpec> = {
   data: { key: 'data' },
   steps: { key: 'steps' },
   lr: { key: 'learningRate' },
+  schedule: { key: 'schedule' },
+  'warmup-steps': { key: 'warmupSteps' },
+  'min-lr-ratio': { key: 'minLrRatio' },
+  'weight-decay': { key: 'weightDecay' },
   optimizer: { key: 'optimizer' },
   'batch-size': { key: 'batchSize' },
   'lora-rank': { key: 'loraRank' },
@@ -24,6 +29,7 @@ const sftOptionSpecs: Record<string, OptionSpec> = {
   seed: { key: 'seed' },
   thinking: { key: 'thinking', flag: true },
   full: { key: 'full', flag: true },
+  shuffle: { key: 'shuffle', flag: true },
   out: { key: 'out' },
 };
 
@@ -41,6 +47,12 @@ export const SftOptionsSchema = z.object({
    * (PEFT's examples use 1e-4 to 2e-4; full fine-tuning uses ~1e-5).
    */
   learningRate: num.positive().default(1e-4),
+  /** constant, or cosine decay over --steps to --min-lr-ratio × --lr (after --warmup-steps of linear warm-up). */
+  schedule: z.enum(['constant', 'cosine']).default('constant'),
+  warmupSteps: num.int().nonnegative().default(0),
+  minLrRatio: num.min(0).max(1).default(0),
+  /** AdamW's decoupled weight decay. */
+  weightDecay: num.nonnegative().default(0),
   /** adamw (gradients clipped to global norm 1) or sgd: p ← p − lr·grad, nothing else. */
   optimizer: z.enum(['adamw', 'sgd']).default('adamw'),
   batchSize: num.int().positive().default(8),
@@ -59,6 +71,8 @@ export const SftOptionsSchema = z.object({
    * weights, whose frozen random embedding an adapter cannot reshape. Small models only.
    */
   full: z.boolean().default(false),
+  /** Visit the data lines in a new order every epoch, drawn from --seed (default: file order, wrapping around). */
+  shuffle: z.boolean().default(false),
   out: z.string().min(1),
 });
 export type SftOptions = z.infer<typeof SftOptionsSchema>;
@@ -105,7 +119,15 @@ export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommand
   }
   const examples = await grpo.readSftExamples(text, { config, source: options.data, loadChat: () => model.loadChatFormat(options.model, { thinking: options.thinking, config }) });
   const learnerConfig = grpo.parseLearnerConfig({
-    optimizer: { kind: options.optimizer, learningRate: options.learningRate },
+    optimizer: {
+      kind: options.optimizer,
+      learningRate: options.learningRate,
+      schedule: options.schedule,
+      warmupSteps: options.warmupSteps,
+      minLrRatio: options.minLrRatio,
+      weightDecay: options.weightDecay,
+      ...(options.schedule === 'cosine' ? { totalSteps: options.steps } : {}),
+    },
     ...(options.microBatchTokens === undefined ? {} : { microBatchTokens: options.microBatchTokens }),
   });
   const { adapter, weights: trained, reports } = await grpo.runSft({
@@ -118,6 +140,7 @@ export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommand
     steps: options.steps,
     batchSize: options.batchSize,
     seed: options.seed,
+    shuffle: options.shuffle,
     ...(init === undefined ? {} : { init: init.weights }),
     onStep: (r) => {
       io.stdout.write(

@@ -45,7 +45,7 @@ export const TransportOptionsSchema = z.object({
 export type TransportOptions = z.infer<typeof TransportOptionsSchema>;
 
 /** The BullmqTransport config from parsed options, without the undefined fields. */
-export function transportConfig(options: TransportOptions): Record<string, string | number> {
+export function transportConfig(options: Partial<Pick<TransportOptions, 'redisUrl' | 'keyBase' | 'blobStore' | 'spillDir' | 'maxInlineBytes' | 'lockDurationMs' | 'stalledIntervalMs' | 'maxStalledCount'>>): Record<string, string | number> {
   const out: Record<string, string | number> = {};
   for (const key of ['redisUrl', 'keyBase', 'blobStore', 'spillDir', 'maxInlineBytes', 'lockDurationMs', 'stalledIntervalMs', 'maxStalledCount'] as const) {
     const value = options[key];

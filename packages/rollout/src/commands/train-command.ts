@@ -15,18 +15,20 @@ import { runTrainer } from '../trainer.ts';
 import { RunRecorder } from '../run-dir/run-directory.ts';
 import { evaluateIntoRunDir } from '../run-dir/run-evaluation.ts';
 import { writeRunReport, writeRunSpec } from '../run-dir/run-report.ts';
-import type { SavedEval } from '../run-dir/saved-eval.ts';
+import { successInterval, type SavedEval } from '../run-dir/saved-eval.ts';
 import type { ResolveRun } from '../rollout-worker.ts';
 import { InProcessTransport } from '../transport/in-process-transport.ts';
-import { booleanText, runtimeOptionSpecs, RuntimeOptionsSchema, TransportOptionsSchema } from './shared-options.ts';
+import { BullmqTransport } from '../transport/bullmq-transport.ts';
+import type { Transport } from '../transport/transport.ts';
+import { booleanText, runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { createRunResolver, RuntimeCache, runtimeOptionsFrom, scheduledQuestions } from './run-resources.ts';
-import { renderProgress, sparkline } from './progress.ts';
+import { progressBar, renderProgress, sparkline } from './progress.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
 
 export const trainUsage =
-  'sqlenv train [--dataset builtin|DIR] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-split dev|train] [--eval-seed S] [--json]';
+  'sqlenv train [--dataset builtin|DIR] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--redis URL [--local-worker true|false]] [--json]';
 
 const trainOptionSpecs: Record<string, OptionSpec> = {
   concurrency: { key: 'concurrency', env: 'SQLENV_CONCURRENCY' },
@@ -39,6 +41,11 @@ const trainOptionSpecs: Record<string, OptionSpec> = {
   'eval-episodes': { key: 'evalEpisodes', env: 'SQLENV_EVAL_EPISODES' },
   'eval-split': { key: 'evalSplit', env: 'SQLENV_EVAL_SPLIT' },
   'eval-seed': { key: 'evalSeed', env: 'SQLENV_EVAL_SEED' },
+  'eval-seeds': { key: 'evalSeeds', env: 'SQLENV_EVAL_SEEDS' },
+  'eval-temperature': { key: 'evalTemperature', env: 'SQLENV_EVAL_TEMPERATURE' },
+  'local-worker': { key: 'localWorker', env: 'SQLENV_LOCAL_WORKER' },
+  redis: transportOptionSpecs.redis as OptionSpec,
+  'key-base': transportOptionSpecs['key-base'] as OptionSpec,
 };
 
 /**
@@ -66,6 +73,18 @@ const TrainOptionsSchema = SpecOptionsSchema.extend({
   evalSplit: z.enum(['train', 'dev']).default('dev'),
   /** Episode i of an evaluation resets with eval seed + i (the same in both evaluations). */
   evalSeed: z.coerce.number().int().nonnegative().default(0),
+  /** Play every evaluation question this many times, each with its own seed (sampling needs it; greedy repeats itself). */
+  evalSeeds: z.coerce.number().int().positive().default(1),
+  /** Sampling temperature of the held-out evaluations (0 = greedy, the default; the run's own temperature is --temperature). */
+  evalTemperature: z.coerce.number().nonnegative().default(0),
+  /**
+   * Redis instead of the in-process transport: the same run, with its jobs, trajectories and weights
+   * in Redis, so \`sqlenv worker --redis URL\` processes anywhere play its episodes beside (or instead
+   * of, with --local-worker false) this process's own worker.
+   */
+  redisUrl: TransportOptionsSchema.shape.redisUrl,
+  keyBase: TransportOptionsSchema.shape.keyBase,
+  localWorker: booleanText.default(true),
 })
   .extend(RuntimeOptionsSchema.shape)
   .extend(ModelDirOptionsSchema.shape)
@@ -77,7 +96,7 @@ const TrainOptionsSchema = SpecOptionsSchema.extend({
  * summary at the end (`--json`: the RunSummary as one JSON line).
  */
 export async function trainCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
-  const transport = new InProcessTransport();
+  let transport: Transport | undefined;
   let runtimes: RuntimeCache | undefined;
   let worker: RolloutWorker | undefined;
   let server: StatusServer | undefined;
@@ -88,6 +107,9 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...trainOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs }, TrainOptionsSchema);
     const spec = runSpecFrom(options, () => `train-${randomBytes(3).toString('hex')}`, await runModelSpec(options.policy, options));
     const logger = io.logger ?? (options.logLevel === 'silent' ? silentLogger : createRootLogger('train', { fd: 2, level: options.logLevel }));
+    if (options.redisUrl === undefined && !options.localWorker) throw new AppError(ErrorCode.VALIDATION, '--local-worker false needs --redis URL (workers elsewhere play the episodes)');
+    transport = options.redisUrl === undefined ? new InProcessTransport() : new BullmqTransport(transportConfig(options), { logger });
+    const activeTransport = transport;
     const tty = io.stderr.isTTY === true && !options.json;
     if (tty) io.stderr.write(`Loading dataset ${spec.dataset}…\n`);
     runtimes = new RuntimeCache(runtimeOptionsFrom(options, logger));
@@ -97,7 +119,16 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     const recorder = new RunRecorder({ dir: runDir, runId: spec.run_id, saveEvery: options.saveEvery, ...(spec.model ? { baseModel: options.modelDir ?? spec.model.fingerprint } : {}), logger });
     writeRunSpec(runDir, spec);
     const resolveRun = createRunResolver(runtimes, { ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }), maxBatchSize: options.concurrency, logger });
-    heldOut = options.evalEpisodes === 0 ? undefined : new HeldOutEvaluation(spec, runtime, resolveRun, { runDir, episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, concurrency: options.concurrency }, tty ? io.stderr : undefined);
+    heldOut =
+      options.evalEpisodes === 0
+        ? undefined
+        : new HeldOutEvaluation(
+            spec,
+            runtime,
+            resolveRun,
+            { runDir, episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, seeds: options.evalSeeds, temperature: options.evalTemperature, concurrency: options.concurrency },
+            tty ? io.stderr : undefined,
+          );
     const evals: SavedEval[] = [];
     if (heldOut) evals.push(await heldOut.run('before', 0, null));
     await transport.registerRun(spec);
@@ -107,12 +138,14 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
         port: options.metricsPort,
         host: '127.0.0.1',
         registry: metrics.registry,
-        status: async () => ({ app: 'train', run_id: spec.run_id, counters: await transport.counters(spec.run_id) }),
+        status: async () => ({ app: 'train', run_id: spec.run_id, counters: await activeTransport.counters(spec.run_id) }),
         logger,
       });
     }
-    worker = new RolloutWorker({ transport, resolveRun, concurrency: options.concurrency, runId: spec.run_id, workerId: 'embedded', discoveryMs: 200, logger, metrics });
-    await worker.start();
+    if (options.localWorker) {
+      worker = new RolloutWorker({ transport, resolveRun, concurrency: options.concurrency, runId: spec.run_id, workerId: options.redisUrl === undefined ? 'embedded' : `train-${process.pid}`, discoveryMs: 200, logger, metrics });
+      await worker.start();
+    }
     const batches: BatchStats[] = [];
     const started = performance.now();
     // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
@@ -126,7 +159,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     );
     if (tty) {
       progressTimer = setInterval(() => {
-        void transport.counters(spec.run_id).then((c) => io.stderr.write(`\r${renderProgress(spec, c, batches, (performance.now() - started) / 1000, io.stderr.columns ?? 100)}`));
+        void activeTransport.counters(spec.run_id).then((c) => io.stderr.write(`\r${renderProgress(spec, c, batches, (performance.now() - started) / 1000, io.stderr.columns ?? 100)}`));
       }, 200);
     }
     const summary = await Promise.race([
@@ -139,7 +172,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
       progressTimer = undefined;
       io.stderr.write(`\r${renderProgress(spec, await transport.counters(spec.run_id), batches, summary.elapsed_s, io.stderr.columns ?? 100)}\n`);
     }
-    await worker.close();
+    await worker?.close();
     recorder.finish();
     if (heldOut) evals.push(await heldOut.run('after', summary.policy_version, recorder.lastWeights));
     const report = writeRunReport(runDir);
@@ -155,13 +188,16 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     await updater?.close();
     await heldOut?.close();
     await server?.close();
-    await transport.close();
+    await transport?.close();
     await runtimes?.close();
   }
 }
 
 function formatRunDir(runDir: string, report: string, adapters: readonly number[], evals: readonly SavedEval[]): string {
-  const lines = evals.map((x) => `  ${`eval ${x.name}`.padEnd(9)} v${x.version}: success ${(x.success_rate * 100).toFixed(1)} % of ${x.episodes_count}, reward ${x.mean_reward.toFixed(3)}`);
+  const lines = evals.map((x) => {
+    const [low, high] = successInterval(x).ci95;
+    return `  ${`eval ${x.name}`.padEnd(9)} v${x.version}: success ${(x.success_rate * 100).toFixed(1)} % (95 % CI ${(low * 100).toFixed(1)}–${(high * 100).toFixed(1)} %) of ${x.episodes_count}, reward ${x.mean_reward.toFixed(3)}, format errors ${(x.format_error_rate * 100).toFixed(1)} %`;
+  });
   lines.push(`  run dir   ${runDir} (metrics.jsonl${adapters.length > 0 ? `, adapters ${adapters.map((v) => `v${v}`).join(' ')}` : ''}${evals.length > 0 ? ', evals/' : ''})`);
   lines.push(`  report    ${report}`);
   return `${lines.join('\n')}\n`;
@@ -172,6 +208,10 @@ interface HeldOutOptions {
   episodes: number | 'all';
   split: 'train' | 'dev';
   seed: number;
+  /** Plays of every question, each with its own seed. */
+  seeds: number;
+  /** 0: greedy. */
+  temperature: number;
   concurrency: number;
 }
 
@@ -199,11 +239,14 @@ class HeldOutEvaluation {
   }
 
   async run(name: string, version: number, weights: Buffer | null): Promise<SavedEval> {
-    const greedy = this.#spec.model === undefined ? this.#spec : { ...this.#spec, model: { ...this.#spec.model, sampling: { ...this.#spec.model.sampling, temperature: 0 } } };
-    this.#resources ??= this.#resolveRun(greedy);
+    const evalSpec = this.#spec.model === undefined ? this.#spec : { ...this.#spec, model: { ...this.#spec.model, sampling: { ...this.#spec.model.sampling, temperature: this.#options.temperature } } };
+    this.#resources ??= this.#resolveRun(evalSpec);
     const resources = await this.#resources;
     if (version > 0) await resources.applyWeights?.(weights, version);
-    const ids = drawQuestionIds(this.#runtime.dataset.questionsOf(this.#options.split).map((q) => q.question_id), this.#options.episodes, this.#options.seed);
+    const drawn = drawQuestionIds(this.#runtime.dataset.questionsOf(this.#options.split).map((q) => q.question_id), this.#options.episodes, this.#options.seed);
+    // Every question once per seed; episode i resets (and samples) with seed + i, the same before and after.
+    const ids = Array.from({ length: this.#options.seeds }, () => drawn).flat();
+    const started = performance.now();
     const { saved } = await evaluateIntoRunDir({
       runDir: this.#options.runDir,
       name,
@@ -215,7 +258,7 @@ class HeldOutEvaluation {
       concurrency: this.#options.concurrency,
       dataset: this.#spec.dataset,
       split: this.#options.split,
-      onProgress: (done, total) => this.#progress?.write(`\rEvaluation ${name} (v${version}, ${this.#options.split}): ${done}/${total}${done === total ? '\n' : ''}`),
+      onProgress: (done, total) => this.#progress?.write(`\r${progressBar(`Evaluation ${name} (v${version}, ${this.#options.split})`, done, total, (performance.now() - started) / 1000, 100)}${done === total ? '\n' : ''}`),
     });
     return saved;
   }

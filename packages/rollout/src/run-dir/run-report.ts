@@ -4,7 +4,7 @@ import type { TranscriptTurn } from '@sqlenv/agents';
 import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
 import { readRunMetrics, REPORT_FILE } from './run-directory.ts';
 import type { RunMetricsLine } from './run-metrics.ts';
-import { readSavedEvals, type SavedEval, type SavedEvalEpisode } from './saved-eval.ts';
+import { readSavedEvals, successInterval, type SavedEval, type SavedEvalEpisode } from './saved-eval.ts';
 import { escapeHtml as e, lineChart, type ChartMarker, type ChartSeries } from './svg-chart.ts';
 
 /** The run spec, kept beside the metrics so the report can say what was run. */
@@ -116,13 +116,19 @@ export function renderRunReport(input: RunReportInput): string {
 `;
 }
 
+/** "[31.2 %, 42.0 %]": the 95 % Wilson interval of an evaluation's success rate. */
+function ci(saved: SavedEval): string {
+  const [low, high] = successInterval(saved).ci95;
+  return `<span class="ci" title="95 % Wilson interval">[${pct(low)}, ${pct(high)}]</span>`;
+}
+
 function header(input: RunReportInput): string {
   const { metrics, evals, spec } = input;
   const last = metrics.at(-1);
   const facts = [
     spec ? `${e(spec.policy)} policy on ${e(spec.dataset)} (${e(spec.split)} split), ${spec.episodes} episodes, G=${spec.group_size}, B=${spec.groups_per_batch}, max staleness ${spec.max_staleness}, seed ${spec.seed}` : null,
     last ? `${metrics.length} policy versions recorded, last v${last.version} after ${(last.time / 1000).toFixed(1)} s; last batch reward ${num(last.reward_mean)}, success ${pct(last.success_rate)}` : 'No policy version recorded yet (metrics.jsonl is empty or missing).',
-    evals.length > 0 ? `Held-out evaluations: ${evals.map((v) => `${e(v.name)} (v${v.version}, ${v.episodes_count} episodes, success ${pct(v.success_rate)})`).join(', ')}` : 'No saved evaluations (evals/ is empty): sqlenv eval … --save-eval RUN_DIR --eval-name NAME adds one.',
+    evals.length > 0 ? `Held-out evaluations: ${evals.map((v) => `${e(v.name)} (v${v.version}, ${v.episodes_count} episodes, success ${pct(v.success_rate)} ${ci(v)})`).join(', ')}` : 'No saved evaluations (evals/ is empty): sqlenv eval … --save-eval RUN_DIR --eval-name NAME adds one.',
   ].filter((f) => f !== null);
   return `<header><h1>Run report: ${e(input.title)}</h1>${facts.map((f) => `<p>${f}</p>`).join('')}</header>`;
 }
@@ -187,7 +193,7 @@ function comparison(evals: readonly SavedEval[]): string {
   );
   const more = pairs.length - shown.length;
   return `<section><h2>Held-out questions, before vs after</h2>
-<p>${e(before.name)} (v${before.version}): ${pct(before.success_rate)} of ${before.episodes_count} · ${e(after.name)} (v${after.version}): ${pct(after.success_rate)} of ${after.episodes_count} · gained ${counts.gained}, lost ${counts.lost}, both right ${counts.both}, both wrong ${counts.neither}${counts.unmatched > 0 ? `, unmatched ${counts.unmatched}` : ''}</p>
+<p>${e(before.name)} (v${before.version}): ${pct(before.success_rate)} ${ci(before)} of ${before.episodes_count} · ${e(after.name)} (v${after.version}): ${pct(after.success_rate)} ${ci(after)} of ${after.episodes_count} · gained ${counts.gained}, lost ${counts.lost}, both right ${counts.both}, both wrong ${counts.neither}${counts.unmatched > 0 ? `, unmatched ${counts.unmatched}` : ''}</p>
 <table data-table="before-after"><thead><tr><th>question</th><th>seed</th><th>text</th><th colspan="2">${e(before.name)} v${before.version}</th><th colspan="2">${e(after.name)} v${after.version}</th></tr></thead><tbody>${rows.join('')}</tbody></table>
 </section><section><h2>Transcripts, ${e(before.name)} vs ${e(after.name)}</h2><p class="note">The same questions and seeds played by both policies; changed outcomes first${more > 0 ? `; ${more} more in evals/${e(before.name)}.json and evals/${e(after.name)}.json` : ''}.</p>${transcripts.join('\n')}</section>`;
 }

@@ -55,6 +55,27 @@ export const SavedEvalSchema = z.strictObject({
 });
 export type SavedEval = z.infer<typeof SavedEvalSchema>;
 
+/**
+ * The 95 % Wilson score interval of a success rate: k successes in n episodes, z = 1.96
+ * (Wilson 1927; it stays inside [0, 1] and keeps its coverage near 0 and 1, unlike p ± z·√(p(1−p)/n)).
+ * [0, 1] for n = 0.
+ */
+export function wilsonInterval(successes: number, n: number, z = 1.959963984540054): [number, number] {
+  if (n <= 0) return [0, 1];
+  const p = successes / n;
+  const z2 = z * z;
+  const centre = (p + z2 / (2 * n)) / (1 + z2 / n);
+  const half = (z / (1 + z2 / n)) * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n));
+  return [Math.max(0, centre - half), Math.min(1, centre + half)];
+}
+
+/** A saved evaluation's success rate with its 95 % Wilson interval over its episodes. */
+export function successInterval(saved: Pick<SavedEval, 'episodes'>): { successes: number; episodes: number; rate: number; ci95: [number, number] } {
+  const successes = saved.episodes.filter((ep) => ep.correct).length;
+  const episodes = saved.episodes.length;
+  return { successes, episodes, rate: episodes === 0 ? 0 : successes / episodes, ci95: wilsonInterval(successes, episodes) };
+}
+
 export interface SavedEvalMeta {
   name: string;
   version: number;

@@ -1,0 +1,223 @@
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Writable } from 'node:stream';
+import { z } from 'zod';
+import { intFlag, parseFlags, positiveIntFlag } from '../args.ts';
+import { UsageError } from '../cli-error.ts';
+import type { CommandIo } from '../io.ts';
+import { writeSftData } from './sft-data.ts';
+
+/** The checkpoint `npm start` begins from: made by this project's `sqlenv sft --full` (models/README.md says how). */
+export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-tiny', import.meta.url));
+
+export const learnUsage = `sqlenv learn [--model DIR] [--dataset builtin|DIR] [--run-dir DIR] [--seed S]
+            [--sft-steps N] [--sft-lr X] [--sft-batch-size B]
+            [--episodes N] [--group-size G] [--groups-per-batch B] [--temperature T] [--lr X] [--lora-rank R]
+            [--max-new-tokens N] [--concurrency C] [--eval-seeds K] [--redis URL [--local-worker true|false]]`;
+
+const number = z.coerce.number();
+
+const LearnFlags = z.object({
+  model: z.string().min(1).default(DEFAULT_LEARN_MODEL),
+  dataset: z.string().min(1).default('builtin'),
+  'run-dir': z.string().min(1).optional(),
+  seed: intFlag.default(0),
+  /** SFT warm start: full-parameter steps on the oracle's episodes of the train split (0 skips it). */
+  'sft-steps': intFlag.default(60),
+  'sft-lr': number.positive().default(3e-4),
+  'sft-batch-size': positiveIntFlag.default(16),
+  /** GRPO: episodes, groups and sampling. */
+  episodes: positiveIntFlag.default(1024),
+  'group-size': positiveIntFlag.default(8),
+  'groups-per-batch': positiveIntFlag.default(4),
+  temperature: number.positive().default(1),
+  lr: number.positive().default(1e-3),
+  'lora-rank': positiveIntFlag.default(16),
+  'max-new-tokens': positiveIntFlag.default(96),
+  concurrency: positiveIntFlag.default(32),
+  /** Held-out evaluation: every dev question this many times (each its own seed), at the GRPO temperature. */
+  'eval-seeds': positiveIntFlag.default(4),
+  redis: z.string().min(1).optional(),
+  'local-worker': z.enum(['true', 'false']).default('true'),
+});
+type LearnFlags = z.infer<typeof LearnFlags>;
+
+/** The last stdout line of `sqlenv learn` (and of `npm start`). */
+export interface LearnResult {
+  success_before: number;
+  success_after: number;
+  ci95_before: [number, number];
+  ci95_after: [number, number];
+  sft_success: number;
+  /** After GRPO above before-GRPO with the two 95 % intervals apart. */
+  improved_beyond_ci: boolean;
+  episodes_per_eval: number;
+  minutes: number;
+  report: string;
+}
+
+/**
+ * `sqlenv learn` (what `npm start` runs): the whole learning recipe on one machine, in phases with a
+ * progress bar each — SFT warm start of the model on the oracle's episodes of the train split, held-out
+ * evaluation of the SFT policy (every dev question × --eval-seeds, sampled at the GRPO temperature),
+ * GRPO on the train split (embedded, or over Redis with --redis), the same evaluation again, the run
+ * report. The last stdout line is one JSON object (LearnResult). Exit 1 when the run produced NaNs or
+ * the policy collapsed (sqlenv train's checks).
+ */
+export async function learnCommand(argv: string[], io: CommandIo): Promise<number> {
+  const { flags } = parseFlags(
+    'learn',
+    argv,
+    {
+      model: { type: 'string' },
+      dataset: { type: 'string' },
+      'run-dir': { type: 'string' },
+      seed: { type: 'string' },
+      'sft-steps': { type: 'string' },
+      'sft-lr': { type: 'string' },
+      'sft-batch-size': { type: 'string' },
+      episodes: { type: 'string' },
+      'group-size': { type: 'string' },
+      'groups-per-batch': { type: 'string' },
+      temperature: { type: 'string' },
+      lr: { type: 'string' },
+      'lora-rank': { type: 'string' },
+      'max-new-tokens': { type: 'string' },
+      concurrency: { type: 'string' },
+      'eval-seeds': { type: 'string' },
+      redis: { type: 'string' },
+      'local-worker': { type: 'string' },
+    },
+    LearnFlags,
+  );
+  if (!existsSync(join(flags.model, 'config.json'))) {
+    throw new UsageError(`--model ${flags.model}: no config.json there (the default checkpoint ships in the repository's models/ directory)`);
+  }
+  const started = performance.now();
+  const runDir = resolve(flags['run-dir'] ?? join('runs', `learn-${new Date().toISOString().replace(/[:.]/g, '-')}`));
+  mkdirSync(runDir, { recursive: true });
+  const tty = (io.stderr as { isTTY?: boolean }).isTTY === true;
+  const say = (text: string): void => void io.stderr.write(`${text}\n`);
+  say(`sqlenv learn: ${flags.model} on ${flags.dataset}; run directory ${runDir}`);
+
+  // Phase 1: SFT warm start on the oracle's episodes of the train split.
+  let policyModel = flags.model;
+  if (flags['sft-steps'] > 0) {
+    const data = join(runDir, 'sft', 'train.jsonl');
+    mkdirSync(join(runDir, 'sft'), { recursive: true });
+    const written = await writeSftData(
+      { dataset: flags.dataset, split: 'train', model: flags.model, out: data, episodes: 'all', seed: flags.seed, format: 'messages', thinking: false },
+      io,
+    );
+    say(`SFT data: ${written.lines} oracle episodes of the train split (${written.skipped.length} skipped), ${written.meanTokens.toFixed(0)} tokens each on average`);
+    policyModel = join(runDir, 'sft', 'model');
+    const rollout = await import('@sqlenv/rollout');
+    const sftStarted = performance.now();
+    const steps = join(runDir, 'sft', 'steps.jsonl');
+    writeFileSync(steps, '');
+    const progress = lineWriter((line) => {
+      writeFileSync(steps, `${line}\n`, { flag: 'a' });
+      const step = (JSON.parse(line) as { step?: number; loss?: number }) ?? {};
+      if (step.step === undefined) return;
+      const text = rollout.progressBar('SFT', step.step, flags['sft-steps'], (performance.now() - sftStarted) / 1000, 100, ` steps · loss ${(step.loss ?? Number.NaN).toFixed(3)}`);
+      if (tty) io.stderr.write(`\r${text}${step.step === flags['sft-steps'] ? '\n' : ''}`);
+      else if (step.step % 20 === 0 || step.step === flags['sft-steps']) say(text);
+    });
+    const summary = await rollout.runSftCommand(
+      rollout.SftOptionsSchema.parse({
+        model: flags.model,
+        data,
+        steps: flags['sft-steps'],
+        out: policyModel,
+        full: true,
+        learningRate: flags['sft-lr'],
+        batchSize: flags['sft-batch-size'],
+        schedule: 'cosine',
+        warmupSteps: Math.min(10, Math.floor(flags['sft-steps'] / 10)),
+        shuffle: true,
+        seed: flags.seed,
+      }),
+      { stdout: progress },
+    );
+    say(`SFT: ${summary.steps} steps, loss ${summary.firstLoss.toFixed(3)} → ${summary.lastLoss.toFixed(3)}; model in ${policyModel}`);
+  }
+
+  // Phases 2–4: evaluation before, GRPO, evaluation after (sqlenv train with held-out evaluations).
+  const rollout = await import('@sqlenv/rollout');
+  const trainArgs = grpoArgs(flags, policyModel, runDir);
+  say(`GRPO: sqlenv train ${trainArgs.join(' ')}`);
+  const code = await rollout.trainCommand(trainArgs, { stdout: io.stderr, stderr: io.stderr, env: {}, logger: io.logger });
+  const evals = rollout.readSavedEvals(runDir);
+  const before = evals.find((e) => e.name === 'before');
+  const after = evals.find((e) => e.name === 'after');
+  if (before === undefined || after === undefined) {
+    say(`sqlenv learn: the run ended without both evaluations (sqlenv train exited ${code})`);
+    return code === 0 ? 1 : code;
+  }
+  const b = rollout.successInterval(before);
+  const a = rollout.successInterval(after);
+  const result: LearnResult = {
+    success_before: round(b.rate),
+    success_after: round(a.rate),
+    ci95_before: [round(b.ci95[0]), round(b.ci95[1])],
+    ci95_after: [round(a.ci95[0]), round(a.ci95[1])],
+    sft_success: round(b.rate),
+    improved_beyond_ci: a.ci95[0] > b.ci95[1],
+    episodes_per_eval: a.episodes,
+    minutes: round((performance.now() - started) / 60_000, 2),
+    report: join(runDir, rollout.REPORT_FILE),
+  };
+  writeFileSync(join(runDir, 'result.json'), `${JSON.stringify(result, null, 2)}\n`);
+  io.stdout.write(`${JSON.stringify(result)}\n`);
+  return code;
+}
+
+function grpoArgs(flags: LearnFlags, model: string, runDir: string): string[] {
+  const args: Record<string, string | number> = {
+    dataset: flags.dataset,
+    policy: 'model',
+    model,
+    temperature: flags.temperature,
+    'max-new-tokens': flags['max-new-tokens'],
+    episodes: flags.episodes,
+    'group-size': flags['group-size'],
+    'groups-per-batch': flags['groups-per-batch'],
+    'max-staleness': 0,
+    concurrency: flags.concurrency,
+    seed: flags.seed,
+    lr: flags.lr,
+    'lora-rank': flags['lora-rank'],
+    'lora-alpha': 2 * flags['lora-rank'],
+    'run-dir': runDir,
+    'eval-episodes': 'all',
+    'eval-seeds': flags['eval-seeds'],
+    'eval-temperature': flags.temperature,
+    'eval-seed': 1_000_000 + flags.seed,
+    ...(flags.redis === undefined ? {} : { redis: flags.redis, 'local-worker': flags['local-worker'] }),
+  };
+  return Object.entries(args).flatMap(([k, v]) => [`--${k}`, String(v)]);
+}
+
+function round(x: number, digits = 4): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+/** A writable stream that calls `onLine` for every complete line written to it. */
+function lineWriter(onLine: (line: string) => void): Writable {
+  let pending = '';
+  return new Writable({
+    write(chunk: Buffer | string, _encoding, callback) {
+      pending += chunk.toString();
+      let newline = pending.indexOf('\n');
+      while (newline >= 0) {
+        const line = pending.slice(0, newline);
+        pending = pending.slice(newline + 1);
+        if (line.trim() !== '') onLine(line);
+        newline = pending.indexOf('\n');
+      }
+      callback();
+    },
+  });
+}
