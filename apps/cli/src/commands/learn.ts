@@ -14,7 +14,7 @@ export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sql
 export const learnUsage = `sqlenv learn [--model DIR] [--dataset builtin|DIR] [--run-dir DIR] [--seed S]
             [--sft-steps N] [--sft-lr X] [--sft-batch-size B]
             [--episodes N] [--group-size G] [--groups-per-batch B] [--temperature T] [--lr X] [--lora-rank R]
-            [--max-new-tokens N] [--concurrency C] [--eval-seeds K] [--redis URL [--local-worker true|false]]`;
+            [--max-new-tokens N] [--concurrency C] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]`;
 
 const number = z.coerce.number();
 
@@ -38,6 +38,8 @@ const LearnFlags = z.object({
   concurrency: positiveIntFlag.default(32),
   /** Held-out evaluation: every dev question this many times (each its own seed), at the GRPO temperature. */
   'eval-seeds': positiveIntFlag.default(4),
+  /** Dev questions per evaluation (all, or N drawn by the eval seed). */
+  'eval-questions': z.union([z.literal('all'), positiveIntFlag]).default('all'),
   redis: z.string().min(1).optional(),
   'local-worker': z.enum(['true', 'false']).default('true'),
 });
@@ -86,6 +88,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       'max-new-tokens': { type: 'string' },
       concurrency: { type: 'string' },
       'eval-seeds': { type: 'string' },
+      'eval-questions': { type: 'string' },
       redis: { type: 'string' },
       'local-worker': { type: 'string' },
     },
@@ -190,7 +193,7 @@ function grpoArgs(flags: LearnFlags, model: string, runDir: string): string[] {
     'lora-rank': flags['lora-rank'],
     'lora-alpha': 2 * flags['lora-rank'],
     'run-dir': runDir,
-    'eval-episodes': 'all',
+    'eval-episodes': flags['eval-questions'],
     'eval-seeds': flags['eval-seeds'],
     'eval-temperature': flags.temperature,
     'eval-seed': 1_000_000 + flags.seed,

@@ -66,7 +66,8 @@ export function wilsonInterval(successes: number, n: number, z = 1.9599639845400
   const z2 = z * z;
   const centre = (p + z2 / (2 * n)) / (1 + z2 / n);
   const half = (z / (1 + z2 / n)) * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n));
-  return [Math.max(0, centre - half), Math.min(1, centre + half)];
+  // At k = 0 and k = n the bound is exactly 0 or 1 (rounding would leave 1e-17 or 0.9999999999999999).
+  return [successes <= 0 ? 0 : Math.max(0, centre - half), successes >= n ? 1 : Math.min(1, centre + half)];
 }
 
 /** A saved evaluation's success rate with its 95 % Wilson interval over its episodes. */

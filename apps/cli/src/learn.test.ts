@@ -1,0 +1,81 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseModelConfig, writeRandomCheckpoint } from '@sqlenv/model';
+import { readRunMetrics, readSavedEvals } from '@sqlenv/rollout';
+
+/**
+ * `sqlenv learn` (what `npm start` runs) end to end on a random tiny model, shortened: SFT steps,
+ * both held-out evaluations, GRPO versions, the report and the final JSON line. Whether a real run
+ * improves is the README's measured figure (a 15-minute run), not a unit test's.
+ */
+const bin = fileURLToPath(new URL('../bin/sqlenv.js', import.meta.url));
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'sqlenv-learn-'));
+const modelDir = path.join(scratch, 'model');
+const runDir = path.join(scratch, 'run');
+
+function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [bin, ...args], { env: { ...process.env, SQLENV_CACHE_DIR: path.join(scratch, 'cache') }, timeout: 400_000, maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
+    });
+  });
+}
+
+beforeAll(() => {
+  // The byte tokenizer needs a long context: an oracle episode is ~2,500 bytes.
+  writeRandomCheckpoint(
+    modelDir,
+    parseModelConfig({
+      architecture: 'qwen3', vocabSize: 272, hiddenSize: 32, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 16, intermediateSize: 64,
+      ropeTheta: 10_000, rmsNormEps: 1e-6, maxPositionEmbeddings: 8192, eosTokenIds: [258, 256], padTokenId: 256, qkNorm: true, tieWordEmbeddings: true,
+    }),
+    { seed: 1 },
+  );
+});
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('sqlenv learn', () => {
+  it('runs SFT, the two evaluations and GRPO, writes the run directory and prints one JSON line last', async () => {
+    const { code, stdout, stderr } = await run([
+      'learn', '--model', modelDir, '--run-dir', runDir, '--sft-steps', '3', '--sft-batch-size', '2',
+      '--episodes', '8', '--group-size', '4', '--groups-per-batch', '2', '--max-new-tokens', '8', '--concurrency', '4',
+      '--eval-questions', '3', '--eval-seeds', '2', '--temperature', '1.5', '--lr', '0.01',
+    ]);
+    expect(code, stderr).toBe(0);
+    const result = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+    expect(Object.keys(result)).toEqual(expect.arrayContaining(['success_before', 'success_after', 'ci95_before', 'ci95_after', 'sft_success', 'minutes', 'report']));
+    for (const [rate, ci] of [['success_before', 'ci95_before'], ['success_after', 'ci95_after']] as const) {
+      const [low, high] = result[ci] as [number, number];
+      expect(low).toBeLessThanOrEqual(result[rate] as number);
+      expect(high).toBeGreaterThanOrEqual(result[rate] as number);
+    }
+    expect(result['episodes_per_eval']).toBe(6);
+    expect(result['report']).toBe(path.join(runDir, 'report.html'));
+    expect(existsSync(path.join(runDir, 'report.html'))).toBe(true);
+    // Phase by phase: SFT steps logged and a full model written, evaluations before/after, GRPO versions.
+    const steps = readFileSync(path.join(runDir, 'sft', 'steps.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step?: number });
+    expect(steps.filter((s) => s.step !== undefined).map((s) => s.step)).toEqual([1, 2, 3]);
+    expect(existsSync(path.join(runDir, 'sft', 'model', 'model.safetensors'))).toBe(true);
+    const evals = readSavedEvals(runDir);
+    expect(evals.map((e) => [e.name, e.episodes_count]).sort()).toEqual([['after', 6], ['before', 0 + 6]]);
+    // The same questions and seeds before and after (paired), two seeds per question.
+    const keys = (name: string): string[] => (evals.find((e) => e.name === name)?.episodes ?? []).map((ep) => `${ep.question_id}#${ep.seed}`);
+    expect(keys('after')).toEqual(keys('before'));
+    expect(new Set((evals[0]?.episodes ?? []).map((ep) => ep.question_id)).size).toBe(3);
+    // GRPO played its 8 episodes (a random model's groups may all be zero-variance: then no update).
+    expect(stderr).toContain('8 completed, 0 failed, 8 consumed by the trainer (0 lost, 0 duplicated)');
+    expect(readRunMetrics(runDir).length).toBeLessThanOrEqual(1);
+    expect(stderr).toContain('SFT data:');
+    expect(stderr).toContain('GRPO: sqlenv train');
+  }, 420_000);
+
+  it('refuses a model directory without config.json', async () => {
+    const { code, stderr } = await run(['learn', '--model', path.join(scratch, 'nowhere')]);
+    expect(code).toBe(2);
+    expect(stderr).toContain('no config.json');
+  });
+});
