@@ -63,4 +63,19 @@ describe('runSft', () => {
       runSft({ modelConfig: config, weights, lora, config: parseLearnerConfig({}), examples: [{ inputIds: [1, 2], lossMask: [0, 1] }], steps: 0, batchSize: 1 }),
     ).rejects.toThrow(/steps must be an integer ≥ 1/);
   });
+
+  it('stops between steps when its signal is aborted (SIGINT/SIGTERM in sqlenv sft)', async () => {
+    const controller = new AbortController();
+    const steps: number[] = [];
+    const run = runSft({
+      modelConfig: config, weights, lora, config: parseLearnerConfig({}), examples: [{ inputIds: [1, 2, 3], lossMask: [0, 1, 1] }], steps: 50, batchSize: 1,
+      signal: controller.signal,
+      onStep: (r) => {
+        steps.push(r.step);
+        if (r.step === 2) controller.abort();
+      },
+    });
+    await expect(run).rejects.toMatchObject({ code: 'ABORTED', message: expect.stringContaining('after 2 of 50 steps') });
+    expect(steps).toEqual([1, 2]);
+  });
 });

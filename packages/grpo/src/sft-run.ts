@@ -25,6 +25,8 @@ export interface SftRunOptions {
   /** Visit the lines in a new seeded order every epoch (the shuffle seed is `seed`); default file order. */
   shuffle?: boolean;
   session?: SessionConfig;
+  /** Stops the run between steps (SIGINT/SIGTERM in `sqlenv sft`): AppError ABORTED, nothing written. */
+  signal?: AbortSignal;
   /** Called after every step (the command prints one JSON line). */
   onStep?: (report: SftStepReport) => void;
 }
@@ -99,6 +101,7 @@ export async function runSft(options: SftRunOptions): Promise<{ adapter: Adapter
   try {
     const reports: SftStepReport[] = [];
     for (let k = 0; k < options.steps; k++) {
+      if (options.signal?.aborted === true) throw new AppError(ErrorCode.ABORTED, `SFT stopped by a shutdown signal after ${k} of ${options.steps} steps; nothing was written`);
       const lines = sftBatchLines(options.examples.length, options.batchSize, k, options.shuffle === true ? (options.seed ?? 0) : undefined);
       const started = performance.now();
       const update = await learner.sftUpdate(lines.map((i) => options.examples[i] as SequenceSample));

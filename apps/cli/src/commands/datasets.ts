@@ -4,12 +4,13 @@ import { parseFlags } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 
-export const datasetsUsage = 'sqlenv datasets check <dir> [--json] | sqlenv datasets builtin --out DIR [--seed S] [--extra-train-per-instance N]';
+export const datasetsUsage = 'sqlenv datasets check <dir> [--json] | sqlenv datasets builtin --out DIR [--seed S] [--extra-train-per-instance N [--extra-train-only]]';
 
 const builtinFlags = z.object({
   out: z.string().min(1),
   seed: z.coerce.number().int().min(0).optional(),
   'extra-train-per-instance': z.coerce.number().int().min(0).optional(),
+  'extra-train-only': z.boolean().default(false),
 });
 
 /**
@@ -23,13 +24,14 @@ export async function datasetsCommand(argv: string[], io: CommandIo): Promise<nu
     const { flags } = parseFlags(
       'datasets builtin',
       rest,
-      { out: { type: 'string' }, seed: { type: 'string' }, 'extra-train-per-instance': { type: 'string' } },
+      { out: { type: 'string' }, seed: { type: 'string' }, 'extra-train-per-instance': { type: 'string' }, 'extra-train-only': { type: 'boolean' } },
       builtinFlags,
     );
     const summary = await generateBuiltinDataset({
       outDir: flags.out,
       ...(flags.seed === undefined ? {} : { seed: flags.seed }),
       ...(flags['extra-train-per-instance'] === undefined ? {} : { extraTrainPerInstance: flags['extra-train-per-instance'] }),
+      extraTrainOnly: flags['extra-train-only'],
     });
     const train = summary.domains.reduce((n, d) => n + d.questions.train, 0);
     const dev = summary.domains.reduce((n, d) => n + d.questions.dev, 0);

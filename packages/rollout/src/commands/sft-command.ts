@@ -95,14 +95,14 @@ export interface SftSummary {
 export async function sftCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
   try {
     const options = readOptions(argv, {}, sftOptionSpecs, SftOptionsSchema);
-    await runSftCommand(options, io);
+    await runSftCommand(options, io, io.signal);
     return 0;
   } catch (error) {
     return reportCommandError(io, 'sft', error);
   }
 }
 
-export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommandIo, 'stdout'>): Promise<SftSummary> {
+export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommandIo, 'stdout'>, signal?: AbortSignal): Promise<SftSummary> {
   const model = await import('@sqlenv/model');
   const grpo = await import('@sqlenv/grpo');
   const { config, weights } = model.loadModel(options.model);
@@ -141,6 +141,7 @@ export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommand
     batchSize: options.batchSize,
     seed: options.seed,
     shuffle: options.shuffle,
+    ...(signal === undefined ? {} : { signal }),
     ...(init === undefined ? {} : { init: init.weights }),
     onStep: (r) => {
       io.stdout.write(

@@ -239,4 +239,21 @@ describe('generateBuiltinDataset extra training draws', () => {
       expect(gold.rows.length, question.query).toBeGreaterThan(0);
     }
   });
+
+  it('--extra-train-only: the extra draws alone, so neither split of the standard dataset is in it', async () => {
+    const both = join(scratch, 'extra-both');
+    const only = join(scratch, 'extra-only');
+    await generateBuiltinDataset({ outDir: both, extraTrainPerInstance: 2 });
+    const summaryOnly = await generateBuiltinDataset({ outDir: only, extraTrainPerInstance: 2, extraTrainOnly: true });
+    const standardTrain = await readJson<SpiderQuestion[]>(dirA, 'train_spider.json');
+    const trainBoth = await readJson<SpiderQuestion[]>(both, 'train_spider.json');
+    const trainOnly = await readJson<SpiderQuestion[]>(only, 'train_spider.json');
+    expect(trainOnly).toEqual(trainBoth.slice(standardTrain.length));
+    const standardQueries = new Set(standardTrain.map((q) => q.query));
+    expect(trainOnly.filter((q) => standardQueries.has(q.query))).toEqual([]);
+    expect(await readFile(join(only, 'dev.json'), 'utf8')).toBe(await readFile(join(dirA, 'dev.json'), 'utf8'));
+    expect(summaryOnly.extraTrainOnly).toBe(true);
+    expect(summaryOnly.domains.reduce((n, d) => n + d.questions.train, 0)).toBe(trainOnly.length);
+    await expect(generateBuiltinDataset({ outDir: join(scratch, 'bad-only'), extraTrainOnly: true })).rejects.toMatchObject({ code: 'VALIDATION' });
+  });
 });

@@ -31,6 +31,12 @@ export const BuiltinDatasetOptionsSchema = z.strictObject({
    * more than two examples per template to learn to fill a template's slots.
    */
   extraTrainPerInstance: z.number().int().min(0).max(100).default(0),
+  /**
+   * train_spider.json holds the extra draws only, not the standard train questions: data to
+   * pre-train on that leaves the standard train split's instances (as well as dev's) unseen, so a
+   * later RL phase on the standard train split meets new instances of known templates.
+   */
+  extraTrainOnly: z.boolean().default(false),
 });
 export type BuiltinDatasetOptions = z.input<typeof BuiltinDatasetOptionsSchema>;
 
@@ -49,6 +55,8 @@ export interface BuiltinDatasetSummary {
   seed: number;
   /** Present when extra training draws were added (see BuiltinDatasetOptionsSchema). */
   extraTrainPerInstance?: number;
+  /** Present (true) when train_spider.json holds the extra draws only. */
+  extraTrainOnly?: boolean;
   domains: BuiltinDomainSummary[];
 }
 
@@ -137,7 +145,8 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
   if (!parsed.success) {
     throw new AppError(ErrorCode.VALIDATION, `invalid built-in dataset options: ${formatZodIssues(parsed.error)}`);
   }
-  const { outDir, seed, extraTrainPerInstance } = parsed.data;
+  const { outDir, seed, extraTrainPerInstance, extraTrainOnly } = parsed.data;
+  if (extraTrainOnly && extraTrainPerInstance === 0) throw new AppError(ErrorCode.VALIDATION, 'invalid built-in dataset options: extraTrainOnly needs extraTrainPerInstance > 0');
   await mkdir(outDir, { recursive: true });
   const train: SpiderQuestion[] = [];
   const dev: SpiderQuestion[] = [];
@@ -150,10 +159,17 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
     extra.push(...generated.extra.map(toSpider));
     domains.push(generated.summary);
   }
-  const summary: BuiltinDatasetSummary = { generatorVersion: BUILTIN_GENERATOR_VERSION, seed, ...(extraTrainPerInstance > 0 ? { extraTrainPerInstance } : {}), domains };
+  if (extraTrainOnly) for (const domain of domains) domain.questions.train = extra.filter((q) => q.db_id === domain.dbId).length;
+  const summary: BuiltinDatasetSummary = {
+    generatorVersion: BUILTIN_GENERATOR_VERSION,
+    seed,
+    ...(extraTrainPerInstance > 0 ? { extraTrainPerInstance } : {}),
+    ...(extraTrainOnly ? { extraTrainOnly } : {}),
+    domains,
+  };
   await writeFile(join(outDir, 'tables.json'), json(BUILTIN_DOMAINS.map(spiderTablesEntry)));
-  // Extra draws after every standard question, so the standard train split is a prefix.
-  await writeFile(join(outDir, 'train_spider.json'), json([...train, ...extra]));
+  // Extra draws after every standard question, so the standard train split is a prefix (or extras alone).
+  await writeFile(join(outDir, 'train_spider.json'), json(extraTrainOnly ? extra : [...train, ...extra]));
   await writeFile(join(outDir, 'dev.json'), json(dev));
   await writeFile(join(outDir, 'builtin-manifest.json'), json(summary));
   return summary;
