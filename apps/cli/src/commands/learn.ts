@@ -24,8 +24,8 @@ const LearnFlags = z.object({
   'run-dir': z.string().min(1).optional(),
   seed: intFlag.default(0),
   /** SFT warm start: full-parameter steps on the oracle's episodes of the train split (0 skips it). */
-  'sft-steps': intFlag.default(60),
-  'sft-lr': number.positive().default(3e-4),
+  'sft-steps': intFlag.default(30),
+  'sft-lr': number.positive().default(1e-4),
   'sft-batch-size': positiveIntFlag.default(16),
   /** GRPO: episodes, groups and sampling. */
   episodes: positiveIntFlag.default(1024),
@@ -37,7 +37,7 @@ const LearnFlags = z.object({
   'max-new-tokens': positiveIntFlag.default(96),
   concurrency: positiveIntFlag.default(32),
   /** Held-out evaluation: every dev question this many times (each its own seed), at the GRPO temperature. */
-  'eval-seeds': positiveIntFlag.default(4),
+  'eval-seeds': positiveIntFlag.default(8),
   /** Dev questions per evaluation (all, or N drawn by the eval seed). */
   'eval-questions': z.union([z.literal('all'), positiveIntFlag]).default('all'),
   redis: z.string().min(1).optional(),
