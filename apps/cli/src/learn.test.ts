@@ -73,6 +73,21 @@ describe('sqlenv learn', () => {
     expect(stderr).toContain('GRPO: sqlenv train');
   }, 420_000);
 
+  it('--sft-mode lora: SFT writes a PEFT adapter and GRPO continues it (the Hugging Face checkpoint path)', async () => {
+    const loraRun = path.join(scratch, 'run-lora');
+    const { code, stdout, stderr } = await run([
+      'learn', '--model', modelDir, '--run-dir', loraRun, '--sft-mode', 'lora', '--lora-rank', '4', '--sft-steps', '2', '--sft-batch-size', '2',
+      '--episodes', '4', '--group-size', '4', '--groups-per-batch', '1', '--max-new-tokens', '8', '--concurrency', '4', '--eval-questions', '2', '--eval-seeds', '1',
+    ]);
+    expect(code, stderr).toBe(0);
+    expect(JSON.parse(stdout.trim().split('\n').at(-1) ?? '')).toMatchObject({ episodes_per_eval: 2 });
+    const adapterConfig = JSON.parse(readFileSync(path.join(loraRun, 'sft', 'adapter', 'adapter_config.json'), 'utf8')) as { r: number; lora_alpha: number };
+    expect(adapterConfig).toMatchObject({ r: 4, lora_alpha: 8 });
+    expect(existsSync(path.join(loraRun, 'sft', 'model'))).toBe(false);
+    expect(stderr).toContain(`--model ${modelDir} --adapter ${path.join(loraRun, 'sft', 'adapter')}`);
+    expect(JSON.parse(readFileSync(path.join(loraRun, 'run.json'), 'utf8'))).toMatchObject({ model: { adapter: path.join(loraRun, 'sft', 'adapter') } });
+  }, 420_000);
+
   it('refuses a model directory without config.json', async () => {
     const { code, stderr } = await run(['learn', '--model', path.join(scratch, 'nowhere')]);
     expect(code).toBe(2);

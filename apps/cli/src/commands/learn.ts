@@ -12,7 +12,7 @@ import { writeSftData } from './sft-data.ts';
 export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-tiny', import.meta.url));
 
 export const learnUsage = `sqlenv learn [--model DIR] [--dataset builtin|DIR] [--run-dir DIR] [--seed S]
-            [--sft-steps N] [--sft-lr X] [--sft-batch-size B]
+            [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
             [--episodes N] [--group-size G] [--groups-per-batch B] [--temperature T] [--lr X] [--lora-rank R]
             [--max-new-tokens N] [--concurrency C] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]`;
 
@@ -27,6 +27,8 @@ const LearnFlags = z.object({
   'sft-steps': intFlag.default(30),
   'sft-lr': number.positive().default(1e-4),
   'sft-batch-size': positiveIntFlag.default(16),
+  /** full: every weight (small models trained from scratch); lora: a LoRA adapter (r = --lora-rank) that GRPO continues (Hugging Face checkpoints). */
+  'sft-mode': z.enum(['full', 'lora']).default('full'),
   /** GRPO: episodes, groups and sampling. */
   episodes: positiveIntFlag.default(1024),
   'group-size': positiveIntFlag.default(8),
@@ -79,6 +81,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       'sft-steps': { type: 'string' },
       'sft-lr': { type: 'string' },
       'sft-batch-size': { type: 'string' },
+      'sft-mode': { type: 'string' },
       episodes: { type: 'string' },
       'group-size': { type: 'string' },
       'groups-per-batch': { type: 'string' },
@@ -106,6 +109,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
 
   // Phase 1: SFT warm start on the oracle's episodes of the train split.
   let policyModel = flags.model;
+  let adapter: string | undefined;
   if (flags['sft-steps'] > 0) {
     const data = join(runDir, 'sft', 'train.jsonl');
     mkdirSync(join(runDir, 'sft'), { recursive: true });
@@ -114,7 +118,8 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       io,
     );
     say(`SFT data: ${written.lines} oracle episodes of the train split (${written.skipped.length} skipped), ${written.meanTokens.toFixed(0)} tokens each on average`);
-    policyModel = join(runDir, 'sft', 'model');
+    const lora = flags['sft-mode'] === 'lora';
+    const sftOut = join(runDir, 'sft', lora ? 'adapter' : 'model');
     const rollout = await import('@sqlenv/rollout');
     const sftStarted = performance.now();
     const steps = join(runDir, 'sft', 'steps.jsonl');
@@ -132,8 +137,9 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
         model: flags.model,
         data,
         steps: flags['sft-steps'],
-        out: policyModel,
-        full: true,
+        out: sftOut,
+        full: !lora,
+        ...(lora ? { loraRank: flags['lora-rank'], loraAlpha: 2 * flags['lora-rank'] } : {}),
         learningRate: flags['sft-lr'],
         batchSize: flags['sft-batch-size'],
         schedule: 'cosine',
@@ -143,12 +149,14 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       }),
       { stdout: progress },
     );
-    say(`SFT: ${summary.steps} steps, loss ${summary.firstLoss.toFixed(3)} → ${summary.lastLoss.toFixed(3)}; model in ${policyModel}`);
+    if (lora) adapter = sftOut;
+    else policyModel = sftOut;
+    say(`SFT: ${summary.steps} steps, loss ${summary.firstLoss.toFixed(3)} → ${summary.lastLoss.toFixed(3)}; ${lora ? 'adapter' : 'model'} in ${sftOut}`);
   }
 
   // Phases 2–4: evaluation before, GRPO, evaluation after (sqlenv train with held-out evaluations).
   const rollout = await import('@sqlenv/rollout');
-  const trainArgs = grpoArgs(flags, policyModel, runDir);
+  const trainArgs = grpoArgs(flags, policyModel, adapter, runDir);
   say(`GRPO: sqlenv train ${trainArgs.join(' ')}`);
   const code = await rollout.trainCommand(trainArgs, { stdout: io.stderr, stderr: io.stderr, env: {}, logger: io.logger });
   const evals = rollout.readSavedEvals(runDir);
@@ -176,11 +184,12 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
   return code;
 }
 
-function grpoArgs(flags: LearnFlags, model: string, runDir: string): string[] {
+function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined, runDir: string): string[] {
   const args: Record<string, string | number> = {
     dataset: flags.dataset,
     policy: 'model',
     model,
+    ...(adapter === undefined ? {} : { adapter }),
     temperature: flags.temperature,
     'max-new-tokens': flags['max-new-tokens'],
     episodes: flags.episodes,

@@ -159,7 +159,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     );
     if (tty) {
       progressTimer = setInterval(() => {
-        void activeTransport.counters(spec.run_id).then((c) => io.stderr.write(`\r${renderProgress(spec, c, batches, (performance.now() - started) / 1000, io.stderr.columns ?? 100)}`));
+        void activeTransport.counters(spec.run_id).then((c) => io.stderr.write(`\r${renderProgress(spec, c, batches, (performance.now() - started) / 1000, io.stderr.columns || 100)}`));
       }, 200);
     }
     const summary = await Promise.race([
@@ -170,7 +170,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     if (progressTimer) {
       clearInterval(progressTimer);
       progressTimer = undefined;
-      io.stderr.write(`\r${renderProgress(spec, await transport.counters(spec.run_id), batches, summary.elapsed_s, io.stderr.columns ?? 100)}\n`);
+      io.stderr.write(`\r${renderProgress(spec, await transport.counters(spec.run_id), batches, summary.elapsed_s, io.stderr.columns || 100)}\n`);
     }
     await worker?.close();
     recorder.finish();
