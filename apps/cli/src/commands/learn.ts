@@ -126,7 +126,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     writeFileSync(steps, '');
     const progress = lineWriter((line) => {
       writeFileSync(steps, `${line}\n`, { flag: 'a' });
-      const step = (JSON.parse(line) as { step?: number; loss?: number }) ?? {};
+      const step = JSON.parse(line) as { step?: number; loss?: number };
       if (step.step === undefined) return;
       const text = rollout.progressBar('SFT', step.step, flags['sft-steps'], (performance.now() - sftStarted) / 1000, 100, ` steps · loss ${(step.loss ?? Number.NaN).toFixed(3)}`);
       if (tty) io.stderr.write(`\r${text}${step.step === flags['sft-steps'] ? '\n' : ''}`);
