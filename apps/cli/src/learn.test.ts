@@ -70,6 +70,11 @@ describe('sqlenv learn', () => {
     expect(stderr).toContain('8 completed, 0 failed, 8 consumed by the trainer (0 lost, 0 duplicated)');
     expect(readRunMetrics(runDir).length).toBeLessThanOrEqual(1);
     expect(stderr).toContain('SFT data:');
+    // Not a terminal: every phase reports its progress as lines (a tenth at a time), with ETA.
+    expect(stderr).toMatch(/^SFT \[█+\] 3\/3 steps .*ETA 0s$/m);
+    expect(stderr).toMatch(/^Evaluation before \(v0, dev\) \[.*\] 6\/6 .*ETA 0s$/m);
+    expect(stderr).toMatch(/^Evaluation after \(v\d+, dev\) \[.*\] 6\/6 .*ETA 0s$/m);
+    expect(stderr).toMatch(/^\[█+\] 8\/8 ep · v\d+ .*ETA 0s$/m);
     expect(stderr).toContain('GRPO: sqlenv train');
   }, 420_000);
 

@@ -156,7 +156,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
 
   // Phases 2–4: evaluation before, GRPO, evaluation after (sqlenv train with held-out evaluations).
   const rollout = await import('@sqlenv/rollout');
-  const trainArgs = grpoArgs(flags, policyModel, adapter, runDir);
+  const trainArgs = grpoArgs(flags, policyModel, adapter, runDir, tty);
   say(`GRPO: sqlenv train ${trainArgs.join(' ')}`);
   const code = await rollout.trainCommand(trainArgs, { stdout: io.stderr, stderr: io.stderr, env: {}, logger: io.logger });
   const evals = rollout.readSavedEvals(runDir);
@@ -184,7 +184,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
   return code;
 }
 
-function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined, runDir: string): string[] {
+function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined, runDir: string, tty: boolean): string[] {
   const args: Record<string, string | number> = {
     dataset: flags.dataset,
     policy: 'model',
@@ -206,6 +206,7 @@ function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined,
     'eval-seeds': flags['eval-seeds'],
     'eval-temperature': flags.temperature,
     'eval-seed': 1_000_000 + flags.seed,
+    progress: tty ? 'bar' : 'lines',
     ...(flags.redis === undefined ? {} : { redis: flags.redis, 'local-worker': flags['local-worker'] }),
   };
   return Object.entries(args).flatMap(([k, v]) => [`--${k}`, String(v)]);

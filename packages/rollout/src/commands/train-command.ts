@@ -28,7 +28,7 @@ import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.
 import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
 
 export const trainUsage =
-  'sqlenv train [--dataset builtin|DIR] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--redis URL [--local-worker true|false]] [--json]';
+  'sqlenv train [--dataset builtin|DIR] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--redis URL [--local-worker true|false]] [--progress auto|bar|lines|off] [--json]';
 
 const trainOptionSpecs: Record<string, OptionSpec> = {
   concurrency: { key: 'concurrency', env: 'SQLENV_CONCURRENCY' },
@@ -44,6 +44,7 @@ const trainOptionSpecs: Record<string, OptionSpec> = {
   'eval-seeds': { key: 'evalSeeds', env: 'SQLENV_EVAL_SEEDS' },
   'eval-temperature': { key: 'evalTemperature', env: 'SQLENV_EVAL_TEMPERATURE' },
   'local-worker': { key: 'localWorker', env: 'SQLENV_LOCAL_WORKER' },
+  progress: { key: 'progress', env: 'SQLENV_PROGRESS' },
   redis: transportOptionSpecs.redis as OptionSpec,
   'key-base': transportOptionSpecs['key-base'] as OptionSpec,
 };
@@ -85,6 +86,11 @@ const TrainOptionsSchema = SpecOptionsSchema.extend({
   redisUrl: TransportOptionsSchema.shape.redisUrl,
   keyBase: TransportOptionsSchema.shape.keyBase,
   localWorker: booleanText.default(true),
+  /**
+   * Progress on stderr: bar (redrawn in place), lines (one line per tenth of a phase, for logs and
+   * pipes), off; auto = bar on a terminal, off otherwise (and with --json).
+   */
+  progress: z.enum(['auto', 'bar', 'lines', 'off']).default('auto'),
 })
   .extend(RuntimeOptionsSchema.shape)
   .extend(ModelDirOptionsSchema.shape)
@@ -110,8 +116,8 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     if (options.redisUrl === undefined && !options.localWorker) throw new AppError(ErrorCode.VALIDATION, '--local-worker false needs --redis URL (workers elsewhere play the episodes)');
     transport = options.redisUrl === undefined ? new InProcessTransport() : new BullmqTransport(transportConfig(options), { logger });
     const activeTransport = transport;
-    const tty = io.stderr.isTTY === true && !options.json;
-    if (tty) io.stderr.write(`Loading dataset ${spec.dataset}…\n`);
+    const progress: ProgressMode = options.progress !== 'auto' ? options.progress : io.stderr.isTTY === true && !options.json ? 'bar' : 'off';
+    if (progress !== 'off') io.stderr.write(`Loading dataset ${spec.dataset}…\n`);
     runtimes = new RuntimeCache(runtimeOptionsFrom(options, logger));
     const runtime = await runtimes.get(spec.dataset);
     const questions = scheduledQuestions(runtime.dataset, spec.split);
@@ -127,7 +133,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
             runtime,
             resolveRun,
             { runDir, episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, seeds: options.evalSeeds, temperature: options.evalTemperature, concurrency: options.concurrency },
-            tty ? io.stderr : undefined,
+            progress === 'off' ? undefined : { stream: io.stderr, mode: progress },
           );
     const evals: SavedEval[] = [];
     if (heldOut) evals.push(await heldOut.run('before', 0, null));
@@ -148,6 +154,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     }
     const batches: BatchStats[] = [];
     const started = performance.now();
+    const tenths = new Tenths();
     // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
     // the statistics-only updater.
     updater = await policyUpdaterFor(spec, options.modelDir, logger);
@@ -157,10 +164,15 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
       () => new Promise<never>(() => undefined),
       (error: unknown) => Promise.reject(error),
     );
-    if (tty) {
+    if (progress !== 'off') {
+      const tenths = new Tenths();
       progressTimer = setInterval(() => {
-        void activeTransport.counters(spec.run_id).then((c) => io.stderr.write(`\r${renderProgress(spec, c, batches, (performance.now() - started) / 1000, io.stderr.columns || 100)}`));
-      }, 200);
+        void activeTransport.counters(spec.run_id).then((c) => {
+          const line = renderProgress(spec, c, batches, (performance.now() - started) / 1000, io.stderr.columns || 100);
+          if (progress === 'bar') io.stderr.write(`\r${line}`);
+          else if (tenths.crossed(c.consumedEpisodes + c.failedGroups * spec.group_size, spec.episodes)) io.stderr.write(`${line}\n`);
+        });
+      }, progress === 'bar' ? 200 : 1000);
     }
     const summary = await Promise.race([
       runCoordinator({ transport, spec, questions, pollMs: 50, logger, metrics, ...(io.signal ? { signal: io.signal } : {}) }),
@@ -170,7 +182,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     if (progressTimer) {
       clearInterval(progressTimer);
       progressTimer = undefined;
-      io.stderr.write(`\r${renderProgress(spec, await transport.counters(spec.run_id), batches, summary.elapsed_s, io.stderr.columns || 100)}\n`);
+      io.stderr.write(`${progress === 'bar' ? '\r' : ''}${renderProgress(spec, await transport.counters(spec.run_id), batches, summary.elapsed_s, io.stderr.columns || 100)}\n`);
     }
     await worker?.close();
     recorder.finish();
@@ -203,6 +215,20 @@ function formatRunDir(runDir: string, report: string, adapters: readonly number[
   return `${lines.join('\n')}\n`;
 }
 
+type ProgressMode = 'bar' | 'lines' | 'off';
+
+/** For progress printed as lines: true the first time a phase reaches each new tenth (and at its end). */
+class Tenths {
+  #last = -1;
+
+  crossed(done: number, total: number): boolean {
+    const tenth = total <= 0 ? 10 : Math.min(10, Math.floor((10 * done) / total));
+    if (tenth <= this.#last) return false;
+    this.#last = tenth;
+    return true;
+  }
+}
+
 interface HeldOutOptions {
   runDir: string;
   episodes: number | 'all';
@@ -225,10 +251,10 @@ class HeldOutEvaluation {
   readonly #runtime: SqlEnvRuntime;
   readonly #resolveRun: ResolveRun;
   readonly #options: HeldOutOptions;
-  readonly #progress: NodeJS.WritableStream | undefined;
+  readonly #progress: { stream: NodeJS.WritableStream; mode: 'bar' | 'lines' } | undefined;
   #resources: ReturnType<ResolveRun> | undefined;
 
-  constructor(spec: RolloutRunSpec, runtime: SqlEnvRuntime, resolveRun: ResolveRun, options: HeldOutOptions, progress: NodeJS.WritableStream | undefined) {
+  constructor(spec: RolloutRunSpec, runtime: SqlEnvRuntime, resolveRun: ResolveRun, options: HeldOutOptions, progress: { stream: NodeJS.WritableStream; mode: 'bar' | 'lines' } | undefined) {
     this.#spec = spec;
     this.#runtime = runtime;
     this.#resolveRun = resolveRun;
@@ -247,6 +273,7 @@ class HeldOutEvaluation {
     // Every question once per seed; episode i resets (and samples) with seed + i, the same before and after.
     const ids = Array.from({ length: this.#options.seeds }, () => drawn).flat();
     const started = performance.now();
+    const tenths = new Tenths();
     const { saved } = await evaluateIntoRunDir({
       runDir: this.#options.runDir,
       name,
@@ -258,7 +285,13 @@ class HeldOutEvaluation {
       concurrency: this.#options.concurrency,
       dataset: this.#spec.dataset,
       split: this.#options.split,
-      onProgress: (done, total) => this.#progress?.write(`\r${progressBar(`Evaluation ${name} (v${version}, ${this.#options.split})`, done, total, (performance.now() - started) / 1000, 100)}${done === total ? '\n' : ''}`),
+      onProgress: (done, total) => {
+        const progress = this.#progress;
+        if (progress === undefined) return;
+        const line = progressBar(`Evaluation ${name} (v${version}, ${this.#options.split})`, done, total, (performance.now() - started) / 1000, 100);
+        if (progress.mode === 'bar') progress.stream.write(`\r${line}${done === total ? '\n' : ''}`);
+        else if (tenths.crossed(done, total)) progress.stream.write(`${line}\n`);
+      },
     });
     return saved;
   }
