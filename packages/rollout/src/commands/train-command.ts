@@ -154,7 +154,6 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     }
     const batches: BatchStats[] = [];
     const started = performance.now();
-    const tenths = new Tenths();
     // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
     // the statistics-only updater.
     updater = await policyUpdaterFor(spec, options.modelDir, logger);
