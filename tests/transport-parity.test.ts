@@ -45,6 +45,14 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
+/** Redis options of the distributed apps under a key base. */
+const redisOptions = (base: string): string[] => ['--redis', REDIS_URL, '--key-base', base, '--poll-ms', '100'];
+
+/** A rollout worker process of the run over Redis under `base`. */
+function startWorker(name: string, base: string): AppProcess {
+  return startApp('worker', name, [...redisOptions(base), '--run', runId, '--concurrency', '1', '--model', modelDir, '--executor-pool-size', '1', '--discovery-ms', '200'], env);
+}
+
 function sink(): Writable & { text: () => string } {
   const chunks: string[] = [];
   const stream = new Writable({ write: (chunk, _enc, done) => (chunks.push(String(chunk)), done()) });
@@ -62,8 +70,8 @@ describe('transport parity', () => {
     expect(embedded).toMatchObject({ policy_version: 2, episodes_consumed: 16, lost_episodes: 0 });
 
     const distributedDir = join(root, 'distributed');
-    const common = ['--redis', REDIS_URL, '--key-base', keyBase, '--poll-ms', '100'];
-    apps.push(startApp('worker', 'parity-worker', [...common, '--run', runId, '--concurrency', '1', '--model', modelDir, '--executor-pool-size', '1', '--discovery-ms', '200'], env));
+    const common = redisOptions(keyBase);
+    apps.push(startWorker('parity-worker', keyBase));
     const trainer = startApp('trainer', 'parity-trainer', [...common, '--run', runId, '--model', modelDir, '--run-dir', distributedDir], env);
     apps.push(trainer);
     const coordinator = startApp('coordinator', 'parity-coordinator', [...common, ...spec], env);
@@ -89,7 +97,7 @@ describe('transport parity', () => {
     // process coordinates and trains over Redis while an external worker plays; the same adapter again.
     const trainRedisDir = join(root, 'train-redis');
     const keyBase2 = `${keyBase}-train`;
-    apps.push(startApp('worker', 'parity-worker-2', ['--redis', REDIS_URL, '--key-base', keyBase2, '--poll-ms', '100', '--run', runId, '--concurrency', '1', '--model', modelDir, '--executor-pool-size', '1', '--discovery-ms', '200'], env));
+    apps.push(startWorker('parity-worker-2', keyBase2));
     const out2 = sink();
     const err2 = sink();
     const code2 = await trainCommand([...spec, '--redis', REDIS_URL, '--key-base', keyBase2, '--local-worker', 'false', '--concurrency', '1', '--run-dir', trainRedisDir, '--json', '--log-level', 'silent'], { stdout: out2, stderr: err2, env });

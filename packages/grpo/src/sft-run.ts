@@ -56,27 +56,28 @@ export interface SftStepReport {
  */
 export function sftBatchLines(lineCount: number, batchSize: number, step: number, shuffleSeed?: number): number[] {
   if (lineCount < 1 || batchSize < 1) throw new AppError(ErrorCode.VALIDATION, `an SFT batch needs data lines and a batch size ≥ 1 (got ${lineCount} lines, batch ${batchSize})`);
+  const orders = new Map<number, number[]>(); // by epoch: a batch spans one or two (more if it is longer than the file)
   return Array.from({ length: batchSize }, (_, j) => {
     const position = step * batchSize + j;
     const index = position % lineCount;
-    return shuffleSeed === undefined ? index : epochOrder(lineCount, Math.floor(position / lineCount), shuffleSeed)[index] as number;
+    if (shuffleSeed === undefined) return index;
+    const epoch = Math.floor(position / lineCount);
+    let order = orders.get(epoch);
+    if (order === undefined) {
+      order = epochOrder(lineCount, epoch, shuffleSeed);
+      orders.set(epoch, order);
+    }
+    return order[index] as number;
   });
 }
 
-const epochOrders = new Map<string, number[]>();
-
+/** Epoch `epoch`'s visiting order: a Fisher–Yates permutation of the lines, seeded by (seed, epoch). */
 function epochOrder(lineCount: number, epoch: number, seed: number): number[] {
-  const key = `${lineCount}:${epoch}:${seed}`;
-  let order = epochOrders.get(key);
-  if (order === undefined) {
-    const rng = new Rng(((seed >>> 0) * 0x9e3779b1 + epoch) >>> 0);
-    order = Array.from({ length: lineCount }, (_, i) => i);
-    for (let i = lineCount - 1; i > 0; i--) {
-      const j = rng.nextUint32() % (i + 1);
-      [order[i], order[j]] = [order[j] as number, order[i] as number];
-    }
-    if (epochOrders.size > 4) epochOrders.clear();
-    epochOrders.set(key, order);
+  const rng = new Rng(((seed >>> 0) * 0x9e3779b1 + epoch) >>> 0);
+  const order = Array.from({ length: lineCount }, (_, i) => i);
+  for (let i = lineCount - 1; i > 0; i--) {
+    const j = rng.nextUint32() % (i + 1);
+    [order[i], order[j]] = [order[j] as number, order[i] as number];
   }
   return order;
 }

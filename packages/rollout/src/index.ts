@@ -95,8 +95,6 @@ export {
   scheduledQuestions,
   POLICY_NAMES,
   environmentVariables,
-  progressBar,
-  formatDuration,
   type RolloutCommandIo,
 } from './commands/index.ts';
 export { createModelResources, type ModelResources, type ModelResourcesOptions } from './commands/model-resources.ts';

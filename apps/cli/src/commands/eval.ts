@@ -5,9 +5,9 @@ import type { ModelResources } from '@sqlenv/rollout';
 import { SplitName } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type Dataset } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
+import { PhaseProgress, progressMode } from '@sqlenv/shared';
 import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../args.ts';
 import { cacheDir } from '../paths.ts';
-import { ProgressBar } from '../progress-bar.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 import { UsageError } from '../cli-error.ts';
@@ -81,7 +81,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     }
     const sampling = model?.sampling ?? null;
     const transcripts = save === undefined ? undefined : new TranscriptCollector();
-    const bar = new ProgressBar(`eval ${policy.name}`, io.stderr);
+    const bar = new PhaseProgress(`eval ${policy.name}`, io.stderr, progressMode('auto', io.stderr));
     let successes = 0;
     const createEnvironment = flags.url === undefined
       ? () => runtime.createEnvironment()
@@ -93,7 +93,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       ...(save === undefined ? {} : { policyVersion: save.version }),
       onProgress: (done, total, record) => {
         if (record.success) successes += 1;
-        bar.update(done, total, `success ${((100 * successes) / done).toFixed(1)}%`);
+        bar.update(done, total, ` · success ${((100 * successes) / done).toFixed(1)}%`);
         if (trajectories !== undefined) {
           const trajectory = recordTrajectory(record, { runId: 'eval', policy: policy.name, sampling });
           if (trajectory !== undefined) trajectories.write(`${JSON.stringify(trajectory)}\n`);

@@ -1,8 +1,8 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Writable } from 'node:stream';
 import { z } from 'zod';
+import { PhaseProgress } from '@sqlenv/shared';
 import { intFlag, parseFlags, positiveIntFlag } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
@@ -121,34 +121,32 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     const lora = flags['sft-mode'] === 'lora';
     const sftOut = join(runDir, 'sft', lora ? 'adapter' : 'model');
     const rollout = await import('@sqlenv/rollout');
-    const sftStarted = performance.now();
-    const steps = join(runDir, 'sft', 'steps.jsonl');
-    writeFileSync(steps, '');
-    const progress = lineWriter((line) => {
-      writeFileSync(steps, `${line}\n`, { flag: 'a' });
-      const step = JSON.parse(line) as { step?: number; loss?: number };
-      if (step.step === undefined) return;
-      const text = rollout.progressBar('SFT', step.step, flags['sft-steps'], (performance.now() - sftStarted) / 1000, 100, ` steps · loss ${(step.loss ?? Number.NaN).toFixed(3)}`);
-      if (tty) io.stderr.write(`\r${text}${step.step === flags['sft-steps'] ? '\n' : ''}`);
-      else if (step.step % 20 === 0 || step.step === flags['sft-steps']) say(text);
-    });
-    const summary = await rollout.runSftCommand(
-      rollout.SftOptionsSchema.parse({
-        model: flags.model,
-        data,
-        steps: flags['sft-steps'],
-        out: sftOut,
-        full: !lora,
-        ...(lora ? { loraRank: flags['lora-rank'], loraAlpha: 2 * flags['lora-rank'] } : {}),
-        learningRate: flags['sft-lr'],
-        batchSize: flags['sft-batch-size'],
-        schedule: 'cosine',
-        warmupSteps: Math.min(10, Math.floor(flags['sft-steps'] / 10)),
-        shuffle: true,
-        seed: flags.seed,
-      }),
-      { stdout: progress },
-    );
+    const steps = createWriteStream(join(runDir, 'sft', 'steps.jsonl'));
+    const progress = new PhaseProgress('SFT', io.stderr, tty ? 'bar' : 'lines');
+    let summary: Awaited<ReturnType<typeof rollout.runSftCommand>>;
+    try {
+      summary = await rollout.runSftCommand(
+        rollout.SftOptionsSchema.parse({
+          model: flags.model,
+          data,
+          steps: flags['sft-steps'],
+          out: sftOut,
+          full: !lora,
+          ...(lora ? { loraRank: flags['lora-rank'], loraAlpha: 2 * flags['lora-rank'] } : {}),
+          learningRate: flags['sft-lr'],
+          batchSize: flags['sft-batch-size'],
+          schedule: 'cosine',
+          warmupSteps: Math.min(10, Math.floor(flags['sft-steps'] / 10)),
+          shuffle: true,
+          seed: flags.seed,
+        }),
+        { stdout: steps },
+        { onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
+      );
+    } finally {
+      await new Promise<void>((done) => steps.end(done));
+    }
+    progress.finish();
     if (lora) adapter = sftOut;
     else policyModel = sftOut;
     say(`SFT: ${summary.steps} steps, loss ${summary.firstLoss.toFixed(3)} → ${summary.lastLoss.toFixed(3)}; ${lora ? 'adapter' : 'model'} in ${sftOut}`);
@@ -215,22 +213,4 @@ function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined,
 function round(x: number, digits = 4): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;
-}
-
-/** A writable stream that calls `onLine` for every complete line written to it. */
-function lineWriter(onLine: (line: string) => void): Writable {
-  let pending = '';
-  return new Writable({
-    write(chunk: Buffer | string, _encoding, callback) {
-      pending += chunk.toString();
-      let newline = pending.indexOf('\n');
-      while (newline >= 0) {
-        const line = pending.slice(0, newline);
-        pending = pending.slice(newline + 1);
-        if (line.trim() !== '') onLine(line);
-        newline = pending.indexOf('\n');
-      }
-      callback();
-    },
-  });
 }

@@ -8,4 +8,3 @@ export { runSftCommand, sftCommand, SftOptionsSchema, sftUsage, type SftOptions,
 export type { RolloutCommandIo } from './command-io.ts';
 export { createPolicy, createRunResolver, remoteEnvironments, RuntimeCache, scheduledQuestions, POLICY_NAMES } from './run-resources.ts';
 export { environmentVariables } from './environment-variables.ts';
-export { progressBar, formatDuration } from './progress.ts';

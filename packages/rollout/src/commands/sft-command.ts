@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LoraConfig } from '@sqlenv/model';
+import type { SftStepReport } from '@sqlenv/grpo';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 
 export const sftUsage = `sqlenv sft --model DIR --data F.jsonl --steps N --out DIR [--adapter-init DIR] [--lr X] [--optimizer adamw|sgd]
@@ -95,14 +96,22 @@ export interface SftSummary {
 export async function sftCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
   try {
     const options = readOptions(argv, {}, sftOptionSpecs, SftOptionsSchema);
-    await runSftCommand(options, io, io.signal);
+    await runSftCommand(options, io, io.signal === undefined ? {} : { signal: io.signal });
     return 0;
   } catch (error) {
     return reportCommandError(io, 'sft', error);
   }
 }
 
-export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommandIo, 'stdout'>, signal?: AbortSignal): Promise<SftSummary> {
+/**
+ * What `sqlenv sft` does, for callers in the same process: `signal` stops it between steps, `onStep`
+ * sees every step's report (after its JSON line is written to `io.stdout`).
+ */
+export async function runSftCommand(
+  options: SftOptions,
+  io: Pick<RolloutCommandIo, 'stdout'>,
+  { signal, onStep }: { signal?: AbortSignal; onStep?: (report: SftStepReport) => void } = {},
+): Promise<SftSummary> {
   const model = await import('@sqlenv/model');
   const grpo = await import('@sqlenv/grpo');
   const { config, weights } = model.loadModel(options.model);
@@ -147,6 +156,7 @@ export async function runSftCommand(options: SftOptions, io: Pick<RolloutCommand
       io.stdout.write(
         `${JSON.stringify({ step: r.step, loss: r.loss, lr: r.learningRate, grad_norm: r.gradNorm, tokens: r.lossTokens, lines: r.lines, micro_batches: r.microBatches, ms: Math.round(r.ms) })}\n`,
       );
+      onStep?.(r);
     },
   });
   const files = trained !== null ? writeModelDir(options.model, options.out, trained, weights, model.writeSafetensorsCheckpoint) : model.saveAdapterDir(options.out, config, adapter as NonNullable<typeof adapter>, { baseModel: options.model });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { drawQuestionIds } from '@sqlenv/agents';
 import type { RolloutRunSpec } from '@sqlenv/protocol';
-import { AppError, createRootLogger, ErrorCode, silentLogger } from '@sqlenv/shared';
+import { AppError, createRootLogger, ErrorCode, PhaseProgress, progressMode, silentLogger, type ProgressMode } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import type { BatchStats } from '../batch-stats.ts';
 import { runCoordinator, type RunSummary } from '../coordinator.ts';
@@ -23,7 +23,7 @@ import type { Transport } from '../transport/transport.ts';
 import { booleanText, runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { createRunResolver, RuntimeCache, runtimeOptionsFrom, scheduledQuestions } from './run-resources.ts';
-import { progressBar, renderProgress, sparkline } from './progress.ts';
+import { renderProgress, sparkline } from './progress.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
 
@@ -116,7 +116,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     if (options.redisUrl === undefined && !options.localWorker) throw new AppError(ErrorCode.VALIDATION, '--local-worker false needs --redis URL (workers elsewhere play the episodes)');
     transport = options.redisUrl === undefined ? new InProcessTransport() : new BullmqTransport(transportConfig(options), { logger });
     const activeTransport = transport;
-    const progress: ProgressMode = options.progress !== 'auto' ? options.progress : io.stderr.isTTY === true && !options.json ? 'bar' : 'off';
+    const progress = progressMode(options.json && options.progress === 'auto' ? 'off' : options.progress, io.stderr);
     if (progress !== 'off') io.stderr.write(`Loading dataset ${spec.dataset}…\n`);
     runtimes = new RuntimeCache(runtimeOptionsFrom(options, logger));
     const runtime = await runtimes.get(spec.dataset);
@@ -133,7 +133,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
             runtime,
             resolveRun,
             { runDir, episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, seeds: options.evalSeeds, temperature: options.evalTemperature, concurrency: options.concurrency },
-            progress === 'off' ? undefined : { stream: io.stderr, mode: progress },
+            { stream: io.stderr, mode: progress },
           );
     const evals: SavedEval[] = [];
     if (heldOut) evals.push(await heldOut.run('before', 0, null));
@@ -153,7 +153,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
       await worker.start();
     }
     const batches: BatchStats[] = [];
-    const started = performance.now();
+    const grpoProgress = new PhaseProgress('GRPO', io.stderr, progress);
     // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
     // the statistics-only updater.
     updater = await policyUpdaterFor(spec, options.modelDir, logger);
@@ -164,12 +164,9 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
       (error: unknown) => Promise.reject(error),
     );
     if (progress !== 'off') {
-      const tenths = new Tenths();
       progressTimer = setInterval(() => {
         void activeTransport.counters(spec.run_id).then((c) => {
-          const line = renderProgress(spec, c, batches, (performance.now() - started) / 1000, io.stderr.columns || 100);
-          if (progress === 'bar') io.stderr.write(`\r${line}`);
-          else if (tenths.crossed(c.consumedEpisodes + c.failedGroups * spec.group_size, spec.episodes)) io.stderr.write(`${line}\n`);
+          grpoProgress.draw(renderProgress(spec, c, batches, grpoProgress.elapsedS, io.stderr.columns || 100), c.consumedEpisodes + c.failedGroups * spec.group_size, spec.episodes);
         });
       }, progress === 'bar' ? 200 : 1000);
     }
@@ -181,7 +178,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     if (progressTimer) {
       clearInterval(progressTimer);
       progressTimer = undefined;
-      io.stderr.write(`${progress === 'bar' ? '\r' : ''}${renderProgress(spec, await transport.counters(spec.run_id), batches, summary.elapsed_s, io.stderr.columns || 100)}\n`);
+      grpoProgress.finish(renderProgress(spec, await transport.counters(spec.run_id), batches, summary.elapsed_s, io.stderr.columns || 100));
     }
     await worker?.close();
     recorder.finish();
@@ -214,20 +211,6 @@ function formatRunDir(runDir: string, report: string, adapters: readonly number[
   return `${lines.join('\n')}\n`;
 }
 
-type ProgressMode = 'bar' | 'lines' | 'off';
-
-/** For progress printed as lines: true the first time a phase reaches each new tenth (and at its end). */
-class Tenths {
-  #last = -1;
-
-  crossed(done: number, total: number): boolean {
-    const tenth = total <= 0 ? 10 : Math.min(10, Math.floor((10 * done) / total));
-    if (tenth <= this.#last) return false;
-    this.#last = tenth;
-    return true;
-  }
-}
-
 interface HeldOutOptions {
   runDir: string;
   episodes: number | 'all';
@@ -250,10 +233,10 @@ class HeldOutEvaluation {
   readonly #runtime: SqlEnvRuntime;
   readonly #resolveRun: ResolveRun;
   readonly #options: HeldOutOptions;
-  readonly #progress: { stream: NodeJS.WritableStream; mode: 'bar' | 'lines' } | undefined;
+  readonly #progress: { stream: NodeJS.WritableStream; mode: ProgressMode };
   #resources: ReturnType<ResolveRun> | undefined;
 
-  constructor(spec: RolloutRunSpec, runtime: SqlEnvRuntime, resolveRun: ResolveRun, options: HeldOutOptions, progress: { stream: NodeJS.WritableStream; mode: 'bar' | 'lines' } | undefined) {
+  constructor(spec: RolloutRunSpec, runtime: SqlEnvRuntime, resolveRun: ResolveRun, options: HeldOutOptions, progress: { stream: NodeJS.WritableStream; mode: ProgressMode }) {
     this.#spec = spec;
     this.#runtime = runtime;
     this.#resolveRun = resolveRun;
@@ -271,8 +254,7 @@ class HeldOutEvaluation {
     const drawn = drawQuestionIds(this.#runtime.dataset.questionsOf(this.#options.split).map((q) => q.question_id), this.#options.episodes, this.#options.seed);
     // Every question once per seed; episode i resets (and samples) with seed + i, the same before and after.
     const ids = Array.from({ length: this.#options.seeds }, () => drawn).flat();
-    const started = performance.now();
-    const tenths = new Tenths();
+    const progress = new PhaseProgress(`Evaluation ${name} (v${version}, ${this.#options.split})`, this.#progress.stream, this.#progress.mode);
     const { saved } = await evaluateIntoRunDir({
       runDir: this.#options.runDir,
       name,
@@ -284,14 +266,9 @@ class HeldOutEvaluation {
       concurrency: this.#options.concurrency,
       dataset: this.#spec.dataset,
       split: this.#options.split,
-      onProgress: (done, total) => {
-        const progress = this.#progress;
-        if (progress === undefined) return;
-        const line = progressBar(`Evaluation ${name} (v${version}, ${this.#options.split})`, done, total, (performance.now() - started) / 1000, 100);
-        if (progress.mode === 'bar') progress.stream.write(`\r${line}${done === total ? '\n' : ''}`);
-        else if (tenths.crossed(done, total)) progress.stream.write(`${line}\n`);
-      },
+      onProgress: (done, total) => progress.update(done, total),
     });
+    progress.finish();
     return saved;
   }
 
