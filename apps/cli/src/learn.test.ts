@@ -98,4 +98,14 @@ describe('sqlenv learn', () => {
     expect(code).toBe(2);
     expect(stderr).toContain('no config.json');
   });
+
+  it('refuses malformed flags with the reason, before writing anything', async () => {
+    for (const [flag, value, reason] of [['--sft-mode', 'half', 'sft-mode'], ['--eval-seeds', '0', 'eval-seeds'], ['--temperature', '-1', 'temperature']] as const) {
+      const out = path.join(scratch, `bad-${flag.slice(2)}`);
+      const { code, stderr } = await run(['learn', '--model', modelDir, '--run-dir', out, flag, value]);
+      expect(code, stderr).toBe(2);
+      expect(stderr).toContain(reason);
+      expect(existsSync(out)).toBe(false);
+    }
+  });
 });
