@@ -103,6 +103,13 @@ export const RolloutRunSpecSchema = z.strictObject({
   backoff_ms: count.default(250),
   /** GRPO `(r − mean)/(std + 1e-4)` or Dr. GRPO `r − mean`. */
   advantage: z.enum([AdvantageMode.GRPO, AdvantageMode.DR_GRPO]).default(AdvantageMode.GRPO),
+  /**
+   * λ that multiplies every negative advantage (1: GRPO as published; 0: only the better-than-average
+   * episodes are reinforced, "positive sample reinforcement", Zhu et al. 2025, "The Surprising
+   * Effectiveness of Negative Reinforcement in LLM Reasoning"). Pushing down sampled tokens raises the
+   * entropy of the rest; with few successes that dominates a small model's updates.
+   */
+  negative_advantage_weight: z.number().min(0).max(1).default(1),
   /** Drop groups whose rewards are all equal (no learning signal) instead of training on them. */
   drop_zero_variance: z.boolean().default(true),
   /** Safety net on policy turns per episode; the environment's own step budget normally ends it first. */

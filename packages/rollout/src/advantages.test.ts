@@ -12,6 +12,15 @@ describe('groupAdvantages', () => {
     expect(groupAdvantages([1, 0, 0, 1], 'dr_grpo').advantages).toEqual([0.5, -0.5, -0.5, 0.5]);
   });
 
+  it('scales only the negative advantages by the negative weight λ', () => {
+    expect(groupAdvantages([1, 0, 0, 1], 'dr_grpo', 0).advantages).toEqual([0.5, 0, 0, 0.5]);
+    expect(groupAdvantages([1, 0, 0, 0], 'dr_grpo', 0.5).advantages).toEqual([0.75, -0.125, -0.125, -0.125]);
+    const grpo = groupAdvantages([1, 0, 0, 1], 'grpo', 0.25);
+    expect(grpo.advantages[0]).toBeCloseTo(0.5 / (0.5 + GRPO_STD_EPS), 12);
+    expect(grpo.advantages[1]).toBeCloseTo((0.25 * -0.5) / (0.5 + GRPO_STD_EPS), 12);
+    expect(grpo.mean).toBe(0.5); // the statistics are those of the rewards, not of the scaled advantages
+  });
+
   it('flags equal rewards as zero variance with zero advantages', () => {
     const same = groupAdvantages([1.2, 1.2, 1.2], 'grpo');
     expect(same.zeroVariance).toBe(true);

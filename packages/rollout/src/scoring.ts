@@ -10,7 +10,7 @@ export function scoreGroup(spec: RolloutRunSpec, group: GroupJob, results: reado
     throw new AppError(ErrorCode.INTERNAL, `group ${group.group_id}: expected episodes 0..${group.group_size - 1}, got [${byIndex.map((r) => r.index).join(', ')}]`);
   }
   const rewards = byIndex.map((r) => r.reward);
-  const { mean, std, zeroVariance, advantages } = groupAdvantages(rewards, spec.advantage);
+  const { mean, std, zeroVariance, advantages } = groupAdvantages(rewards, spec.advantage, spec.negative_advantage_weight);
   return {
     run_id: group.run_id,
     group_id: group.group_id,

@@ -19,6 +19,7 @@ export const specOptionSpecs: Record<string, OptionSpec> = {
   attempts: { key: 'attempts', env: 'SQLENV_ATTEMPTS' },
   'backoff-ms': { key: 'backoff_ms', env: 'SQLENV_BACKOFF_MS' },
   advantage: { key: 'advantage', env: 'SQLENV_ADVANTAGE' },
+  'negative-weight': { key: 'negative_advantage_weight', env: 'SQLENV_NEGATIVE_WEIGHT' },
   'drop-zero-variance': { key: 'drop_zero_variance', env: 'SQLENV_DROP_ZERO_VARIANCE' },
   'max-turns': { key: 'max_turns', env: 'SQLENV_MAX_TURNS' },
 };
@@ -39,6 +40,7 @@ export const SpecOptionsSchema = z.object({
   attempts: int.optional(),
   backoff_ms: int.optional(),
   advantage: z.string().optional(),
+  negative_advantage_weight: z.coerce.number().optional(),
   drop_zero_variance: booleanText.optional(),
   max_turns: int.optional(),
 });
