@@ -112,6 +112,12 @@ export const RolloutRunSpecSchema = z.strictObject({
   negative_advantage_weight: z.number().min(0).max(1).default(1),
   /** Drop groups whose rewards are all equal (no learning signal) instead of training on them. */
   drop_zero_variance: z.boolean().default(true),
+  /**
+   * Reward settings of this run's environments over the environment's defaults (the sql-env package's
+   * RewardConfigSchema, e.g. `{"answerSimilarityScale": 0.5}`); validated when the run is made. Empty =
+   * the environment's reward. In-process environments only (a remote env-server has its own).
+   */
+  reward: z.record(z.string(), z.unknown()).default({}),
   /** Safety net on policy turns per episode; the environment's own step budget normally ends it first. */
   max_turns: positive.default(40),
   /** The LLM policy's settings; required when `policy` is 'model', absent otherwise. */

@@ -36,6 +36,29 @@ describe('createSqlEnvRuntime', () => {
     }
   });
 
+  it('gives an environment its own reward settings when asked, and refuses bad ones', async () => {
+    const runtime = await createSqlEnvRuntime({ dataset: 'builtin', cacheDir, executor: { poolSize: 2 } });
+    try {
+      const question = runtime.dataset.questions.find((q) => q.answer_type === 'string');
+      if (question === undefined) throw new Error('no string question in the builtin dataset');
+      const near = `${question.gold_answer}x`;
+      const play = async (env: ReturnType<typeof runtime.createEnvironment>): Promise<number> => {
+        await env.reset({ question_id: question.question_id });
+        const step = await env.step({ action_type: 'ANSWER', argument: near });
+        expect(step.info.correct).toBe(false);
+        return step.info.reward_breakdown.terminal;
+      };
+      expect(await play(runtime.createEnvironment())).toBe(0);
+      const credited = await play(runtime.createEnvironment({ answerSimilarityScale: 0.5 }));
+      expect(credited).toBeGreaterThan(0.3);
+      expect(credited).toBeLessThan(0.5);
+      expect(runtime.config.reward.answerSimilarityScale).toBe(0); // the runtime's own config is untouched
+      expect(() => runtime.createEnvironment({ answerSimilarityScale: 2 })).toThrow(/answerSimilarityScale/);
+    } finally {
+      await runtime.close();
+    }
+  });
+
   it('shares one SAMPLE cache across its environments', async () => {
     const dir = await writeTinySpider();
     const runtime = await createSqlEnvRuntime({ dataset: dir, cacheDir, executor: { poolSize: 2 } });

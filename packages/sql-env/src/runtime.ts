@@ -1,6 +1,7 @@
 import { silentLogger, type Logger } from '@sqlenv/shared';
 import { SqlExecutor, type ExecutorConfig } from './sandbox/index.ts';
 import { parseEnvConfig, type EnvConfig, type EnvConfigInput } from './config/env-config.ts';
+import { parseRewardConfig, type RewardConfigInput } from './reward/reward-config.ts';
 import type { Dataset } from './dataset/dataset.ts';
 import { loadDataset, type DatasetLoadConfig } from './dataset/load-dataset.ts';
 import { SampleCache } from './env/sample-cache.ts';
@@ -23,8 +24,12 @@ export interface SqlEnvRuntime {
   readonly executor: SqlExecutor;
   /** The parsed episode config every environment of this runtime uses. */
   readonly config: EnvConfig;
-  /** A new environment sharing the dataset, executor and SAMPLE cache. Cheap: create one per concurrent episode. */
-  createEnvironment(): SqlEnvironment;
+  /**
+   * A new environment sharing the dataset, executor and SAMPLE cache. Cheap: create one per concurrent
+   * episode. `reward` overrides reward settings for this environment only (a training run's own reward;
+   * an invalid setting is an AppError VALIDATION naming it).
+   */
+  createEnvironment(reward?: RewardConfigInput): SqlEnvironment;
   /** Close the executor pool. Idempotent. */
   close(): Promise<void>;
 }
@@ -58,7 +63,14 @@ export async function createSqlEnvRuntime(options: SqlEnvRuntimeOptions): Promis
     dataset,
     executor,
     config,
-    createEnvironment: () => new SqlEnvironment({ dataset, executor, config, logger: envLogger, sampleCache }),
+    createEnvironment: (reward) =>
+      new SqlEnvironment({
+        dataset,
+        executor,
+        config: reward === undefined || Object.keys(reward).length === 0 ? config : { ...config, reward: parseRewardConfig({ ...config.reward, ...reward }) },
+        logger: envLogger,
+        sampleCache,
+      }),
     close: () => {
       closing ??= executor.close();
       return closing;

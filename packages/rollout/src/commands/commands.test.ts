@@ -21,6 +21,15 @@ describe('readOptions + runSpecFrom', () => {
     expect(() => readOptions(['--executor-in-process-max-ms', '200'], {}, runtimeOptionSpecs, RuntimeOptionsSchema)).toThrow(/executorInProcessMaxMs/);
   });
 
+  it('takes a run reward as JSON (--reward / SQLENV_REWARD) and refuses a bad one before the run starts', () => {
+    const spec = runSpecFrom(readOptions(['--reward', '{"answerSimilarityScale":0.5}', '--episodes', '4'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r');
+    expect(spec.reward).toEqual({ answerSimilarityScale: 0.5 });
+    expect(runSpecFrom(readOptions(['--episodes', '4'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r').reward).toEqual({});
+    expect(() => runSpecFrom(readOptions(['--episodes', '4'], { SQLENV_REWARD: '{"answerSimilarityScale":3}' }, specOptionSpecs, SpecOptionsSchema), () => 'r')).toThrow(/answerSimilarityScale/);
+    expect(() => runSpecFrom(readOptions(['--episodes', '4', '--reward', 'half'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r')).toThrow(/--reward must be a JSON object/);
+    expect(() => runSpecFrom(readOptions(['--episodes', '4', '--reward', '{"noSuchTerm":1}'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r')).toThrow(/noSuchTerm|unrecognized/i);
+  });
+
   it('names the bad option', () => {
     expect(() => runSpecFrom(readOptions(['--episodes', 'many'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r')).toThrow(/episodes/);
     expect(() => readOptions(['--no-such-flag', '1'], {}, specOptionSpecs, SpecOptionsSchema)).toThrow(AppError);

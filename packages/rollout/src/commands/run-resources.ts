@@ -112,8 +112,14 @@ export interface RunResolverOptions extends RuntimeOptions {
 export function createRunResolver(runtimes: RuntimeCache, options: RunResolverOptions = {}): ResolveRun {
   return async (spec) => {
     const runtime = await runtimes.get(spec.dataset);
+    const ownReward = Object.keys(spec.reward).length > 0;
+    if (ownReward && options.envUrl !== undefined) {
+      throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id} sets its own reward (${JSON.stringify(spec.reward)}), which a remote env-server (--env-url) does not take: play it in process`);
+    }
     const environments: EnvironmentSource =
-      options.envUrl === undefined ? { create: () => runtime.createEnvironment() } : remoteEnvironments(options.envUrl, options.envApiKey === undefined ? {} : { apiKey: options.envApiKey });
+      options.envUrl === undefined
+        ? { create: () => runtime.createEnvironment(ownReward ? spec.reward : undefined) }
+        : remoteEnvironments(options.envUrl, options.envApiKey === undefined ? {} : { apiKey: options.envApiKey });
     if (spec.policy !== 'model') return { policy: createPolicy(spec.policy, runtime.dataset, spec.seed), environments };
     if (spec.model === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id}: policy 'model' without a model section`);
     if (options.modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id} plays the model policy: start this worker with --model DIR (SQLENV_MODEL_DIR)`);

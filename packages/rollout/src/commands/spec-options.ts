@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { RolloutRunSpecSchema, type RolloutRunSpec, type RunModelSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+import { parseRewardConfig } from '@sqlenv/sql-env';
 import type { OptionSpec } from './command-io.ts';
 import { totalGroups } from '../coordinator.ts';
 import { booleanText } from './shared-options.ts';
@@ -22,6 +23,7 @@ export const specOptionSpecs: Record<string, OptionSpec> = {
   'negative-weight': { key: 'negative_advantage_weight', env: 'SQLENV_NEGATIVE_WEIGHT' },
   'drop-zero-variance': { key: 'drop_zero_variance', env: 'SQLENV_DROP_ZERO_VARIANCE' },
   'max-turns': { key: 'max_turns', env: 'SQLENV_MAX_TURNS' },
+  reward: { key: 'reward', env: 'SQLENV_REWARD' },
 };
 
 const int = z.coerce.number().int();
@@ -43,12 +45,27 @@ export const SpecOptionsSchema = z.object({
   negative_advantage_weight: z.coerce.number().optional(),
   drop_zero_variance: booleanText.optional(),
   max_turns: int.optional(),
+  /** Reward settings as JSON (RewardConfigSchema of the sql-env package). */
+  reward: z.string().optional(),
 });
 
 export function runSpecFrom(options: z.infer<typeof SpecOptionsSchema>, fallbackRunId: () => string, model?: RunModelSpec): RolloutRunSpec {
-  const raw = Object.fromEntries(Object.entries({ ...options, run_id: options.run_id ?? fallbackRunId(), model }).filter(([key, value]) => value !== undefined && key in RolloutRunSpecSchema.shape));
+  const reward = options.reward === undefined ? undefined : rewardSettings(options.reward);
+  const raw = Object.fromEntries(Object.entries({ ...options, reward, run_id: options.run_id ?? fallbackRunId(), model }).filter(([key, value]) => value !== undefined && key in RolloutRunSpecSchema.shape));
   const parsed = RolloutRunSpecSchema.safeParse(raw);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid run: ${formatZodIssues(parsed.error)}`);
   totalGroups(parsed.data); // episodes must fill whole groups: fail before loading anything
   return parsed.data;
+}
+
+/** `--reward` JSON → the spec's reward section, validated against the environment's reward schema so a bad setting fails before the run starts. */
+function rewardSettings(text: string): Record<string, unknown> {
+  let settings: Record<string, unknown>;
+  try {
+    settings = z.record(z.string(), z.unknown()).parse(JSON.parse(text));
+  } catch (cause) {
+    throw new AppError(ErrorCode.VALIDATION, '--reward must be a JSON object of reward settings (e.g. {"answerSimilarityScale":0.5})', { cause });
+  }
+  parseRewardConfig(settings);
+  return settings;
 }

@@ -21,7 +21,7 @@ import {
 import { AppError, ErrorCode, formatZodIssues, isAppError, silentLogger, type Logger } from '@sqlenv/shared';
 import { quoteIdentifier, type QueryResult, type SqlExecutor } from '../sandbox/index.ts';
 import { combineBreakdowns, createRewardTracker, profileGold, type GoldProfile, type RewardTracker } from '../reward/index.ts';
-import { verifyAnswer } from '../verifier/index.ts';
+import { answerSimilarity, verifyAnswer } from '../verifier/index.ts';
 import { parseEnvConfig, type EnvConfig, type EnvConfigInput } from '../config/env-config.ts';
 import type { Dataset, DatabaseInfo } from '../dataset/dataset.ts';
 import { isDoubleQuotedStringError, singleQuoteStrings } from './double-quoted-strings.ts';
@@ -204,7 +204,8 @@ export class SqlEnvironment {
       }
     } else if (action.action_type === ActionType.ANSWER) {
       const correct = verifyAnswer(action.argument, episode.question, this.config.floatMatch).correct;
-      breakdown = episode.tracker.onAnswer(correct);
+      const similarity = correct || this.config.reward.answerSimilarityScale === 0 ? 0 : answerSimilarity(action.argument, episode.question.gold_answer);
+      breakdown = episode.tracker.onAnswer(correct, similarity);
       episode.done = true;
       info.correct = correct;
       info.done_reason = 'answered';

@@ -36,6 +36,14 @@ export const RewardConfigSchema = z
     /** L3: reward of a wrong ANSWER or an exhausted budget. */
     terminalWrong: z.number().default(0),
     /**
+     * L3 partial credit: a wrong ANSWER earns terminalWrong + answerSimilarityScale × the answer's
+     * similarity to the gold answer (character-bigram Dice, in [0, 1]; `answerSimilarity`), so a near
+     * miss (a name with a wrong letter, a list with one wrong item) beats a wild guess. In the spirit of
+     * Reasoning-SQL's partial rewards (Pourreza et al. 2025). 0, the original's, gives none; keep it
+     * below terminalCorrect − terminalWrong so that no wrong answer pays as much as a right one.
+     */
+    answerSimilarityScale: z.number().nonnegative().default(0),
+    /**
      * Subtracted (magnitude) for a PARSE_ERROR step: the agent's output held no valid tool call.
      * Replaces the L1/L2 terms of that step and is not clipped, so it can be set above the clip
      * (SkyRL-SQL gives −1 for a bad format). The default equals the dense clip floor: a format error
@@ -44,6 +52,10 @@ export const RewardConfigSchema = z
     formatPenalty: z.number().nonnegative().default(0.1),
   })
   .strict()
+  .refine((c) => c.answerSimilarityScale < c.terminalCorrect - c.terminalWrong || c.answerSimilarityScale === 0, {
+    message: 'answerSimilarityScale must stay below terminalCorrect − terminalWrong (a wrong answer must pay less than a right one)',
+    path: ['answerSimilarityScale'],
+  })
   .refine((c) => c.stepClipMin <= c.stepClipMax, { message: 'stepClipMin must not exceed stepClipMax', path: ['stepClipMin'] })
   .refine((c) => c.cardinalityWeight + c.valueOverlapWeight + c.numericRangeWeight > 0, {
     message: 'at least one potential weight must be positive',

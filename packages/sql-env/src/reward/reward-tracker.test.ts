@@ -114,6 +114,17 @@ describe('reward tracker (worked figures)', () => {
     expect(tracker.done).toBe(true);
   });
 
+  it('gives a wrong answer answerSimilarityScale × its similarity as partial credit, a right one terminalCorrect', () => {
+    const partial = parseRewardConfig({ answerSimilarityScale: 0.5 });
+    const near = createRewardTracker(partial, { rows: goldRows });
+    expect(near.onAnswer(false, 0.8)).toMatchObject({ terminal: 0.4, total: 0.4 });
+    expect(createRewardTracker(partial, { rows: goldRows }).onAnswer(true, 0.8).terminal).toBe(1);
+    expect(createRewardTracker(partial, { rows: goldRows }).onAnswer(false, 7).terminal).toBe(0.5); // clamped to [0, 1]
+    expect(createRewardTracker(config, { rows: goldRows }).onAnswer(false, 0.8).terminal).toBe(0); // the original: none
+    expect(() => parseRewardConfig({ answerSimilarityScale: 1 })).toThrow(/answerSimilarityScale/);
+    expect(() => parseRewardConfig({ answerSimilarityScale: -0.1 })).toThrow(/answerSimilarityScale/);
+  });
+
   it('keeps a random-ish exploring agent small', () => {
     const tracker = createRewardTracker(config, { rows: goldRows });
     tracker.onStep({ actionType: 'SAMPLE', argument: 'pets', ok: true });

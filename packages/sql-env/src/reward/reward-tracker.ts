@@ -24,7 +24,7 @@ export interface RewardTracker {
   /** Dense reward (L1 + L2, clipped) of a DESCRIBE / SAMPLE / QUERY step. */
   onStep(step: RewardStep): RewardBreakdown;
   /** The ANSWER step: terminal reward only (no L1 / L2), ends the episode. */
-  onAnswer(correct: boolean): RewardBreakdown;
+  onAnswer(correct: boolean, similarity?: number): RewardBreakdown;
   /**
    * A PARSE_ERROR step (the agent's output held no valid tool call): −formatPenalty as the
    * operational term, unclipped; no action key, no progress.
@@ -134,10 +134,11 @@ export function createRewardTracker(config: RewardConfig, gold: GoldProfile | { 
       }
       return finish(denseBreakdown(operational, progress, phi, config));
     },
-    onAnswer(correct) {
+    onAnswer(correct, similarity = 0) {
       ensureRunning('ANSWER');
       done = true;
-      return finish(terminalBreakdown(phi, correct ? config.terminalCorrect : config.terminalWrong));
+      const partial = config.answerSimilarityScale * Math.min(1, Math.max(0, similarity));
+      return finish(terminalBreakdown(phi, correct ? config.terminalCorrect : round(config.terminalWrong + partial)));
     },
     onFormatError() {
       ensureRunning('PARSE_ERROR');

@@ -3,3 +3,4 @@ export { formatGoldAnswer, formatCell, NULL_TEXT, TABLE_CELL_SEPARATOR } from '.
 export { deriveAnswerType } from './derive-answer-type.ts';
 export { normaliseAnswerText } from './normalise-answer-text.ts';
 export { matchCell, FLOAT_RELATIVE_TOLERANCE, FLOAT_ABSOLUTE_TOLERANCE, FLOAT_PRECISION_RELATIVE_TOLERANCE, FloatMatch, floatMatches, type NumberMode } from './match-cell.ts';
+export { answerSimilarity } from './answer-similarity.ts';
