@@ -44,8 +44,11 @@ describe('sqlenv learn', () => {
       'learn', '--model', modelDir, '--run-dir', runDir, '--sft-steps', '3', '--sft-batch-size', '2',
       '--episodes', '8', '--group-size', '4', '--groups-per-batch', '2', '--max-new-tokens', '8', '--concurrency', '4',
       '--eval-questions', '3', '--eval-seeds', '2', '--temperature', '1.5', '--lr', '0.01',
+      '--advantage', 'dr_grpo', '--negative-weight', '0.5', '--reward', '{"answerSimilarityScale":0.3}',
     ]);
     expect(code, stderr).toBe(0);
+    // The GRPO settings reach the run's spec.
+    expect(JSON.parse(readFileSync(path.join(runDir, 'run.json'), 'utf8'))).toMatchObject({ advantage: 'dr_grpo', negative_advantage_weight: 0.5, reward: { answerSimilarityScale: 0.3 } });
     const result = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
     expect(Object.keys(result)).toEqual(expect.arrayContaining(['success_before', 'success_after', 'ci95_before', 'ci95_after', 'sft_success', 'minutes', 'report']));
     for (const [rate, ci] of [['success_before', 'ci95_before'], ['success_after', 'ci95_after']] as const) {
@@ -100,7 +103,7 @@ describe('sqlenv learn', () => {
   });
 
   it('refuses malformed flags with the reason, before writing anything', async () => {
-    for (const [flag, value, reason] of [['--sft-mode', 'half', 'sft-mode'], ['--eval-seeds', '0', 'eval-seeds'], ['--temperature', '-1', 'temperature']] as const) {
+    for (const [flag, value, reason] of [['--sft-mode', 'half', 'sft-mode'], ['--eval-seeds', '0', 'eval-seeds'], ['--temperature', '-1', 'temperature'], ['--negative-weight', '2', 'negative-weight']] as const) {
       const out = path.join(scratch, `bad-${flag.slice(2)}`);
       const { code, stderr } = await run(['learn', '--model', modelDir, '--run-dir', out, flag, value]);
       expect(code, stderr).toBe(2);

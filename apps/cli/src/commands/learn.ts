@@ -14,7 +14,7 @@ export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sql
 export const learnUsage = `sqlenv learn [--model DIR] [--dataset builtin|DIR] [--run-dir DIR] [--seed S]
             [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
             [--episodes N] [--group-size G] [--groups-per-batch B] [--temperature T] [--lr X] [--lora-rank R]
-            [--max-new-tokens N] [--concurrency C] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]`;
+            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]`;
 
 const number = z.coerce.number();
 
@@ -38,6 +38,10 @@ const LearnFlags = z.object({
   'lora-rank': positiveIntFlag.default(16),
   'max-new-tokens': positiveIntFlag.default(96),
   concurrency: positiveIntFlag.default(32),
+  /** Passed to sqlenv train as they are (its defaults when absent): group advantage, λ of negative advantages, the run's reward settings (JSON). */
+  advantage: z.enum(['grpo', 'dr_grpo']).optional(),
+  'negative-weight': number.min(0).max(1).optional(),
+  reward: z.string().min(1).optional(),
   /** Held-out evaluation: every dev question this many times (each its own seed), at the GRPO temperature. */
   'eval-seeds': positiveIntFlag.default(8),
   /** Dev questions per evaluation (all, or N drawn by the eval seed). */
@@ -90,6 +94,9 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       'lora-rank': { type: 'string' },
       'max-new-tokens': { type: 'string' },
       concurrency: { type: 'string' },
+      advantage: { type: 'string' },
+      'negative-weight': { type: 'string' },
+      reward: { type: 'string' },
       'eval-seeds': { type: 'string' },
       'eval-questions': { type: 'string' },
       redis: { type: 'string' },
@@ -199,6 +206,9 @@ function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined,
     lr: flags.lr,
     'lora-rank': flags['lora-rank'],
     'lora-alpha': 2 * flags['lora-rank'],
+    ...(flags.advantage === undefined ? {} : { advantage: flags.advantage }),
+    ...(flags['negative-weight'] === undefined ? {} : { 'negative-weight': flags['negative-weight'] }),
+    ...(flags.reward === undefined ? {} : { reward: flags.reward }),
     'run-dir': runDir,
     'eval-episodes': flags['eval-questions'],
     'eval-seeds': flags['eval-seeds'],
