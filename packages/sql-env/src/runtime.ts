@@ -1,7 +1,7 @@
 import { silentLogger, type Logger } from '@sqlenv/shared';
 import { SqlExecutor, type ExecutorConfig } from './sandbox/index.ts';
 import { parseEnvConfig, type EnvConfig, type EnvConfigInput } from './config/env-config.ts';
-import { parseRewardConfig, type RewardConfigInput } from './reward/reward-config.ts';
+import type { RewardConfigInput } from './reward/reward-config.ts';
 import type { Dataset } from './dataset/dataset.ts';
 import { loadDataset, type DatasetLoadConfig } from './dataset/load-dataset.ts';
 import { SampleCache } from './env/sample-cache.ts';
@@ -57,20 +57,24 @@ export async function createSqlEnvRuntime(options: SqlEnvRuntimeOptions): Promis
     throw error;
   }
   const sampleCache = new SampleCache();
+  // A run's reward override is parsed once (environments are made per episode), then reused.
+  const withReward = new WeakMap<RewardConfigInput, EnvConfig>();
+  const configWith = (reward: RewardConfigInput | undefined): EnvConfig => {
+    if (reward === undefined || Object.keys(reward).length === 0) return config;
+    let merged = withReward.get(reward);
+    if (merged === undefined) {
+      merged = parseEnvConfig({ ...config, reward: { ...config.reward, ...reward } });
+      withReward.set(reward, merged);
+    }
+    return merged;
+  };
   const envLogger = logger.child({ component: 'sql-env' });
   let closing: Promise<void> | undefined;
   return {
     dataset,
     executor,
     config,
-    createEnvironment: (reward) =>
-      new SqlEnvironment({
-        dataset,
-        executor,
-        config: reward === undefined || Object.keys(reward).length === 0 ? config : { ...config, reward: parseRewardConfig({ ...config.reward, ...reward }) },
-        logger: envLogger,
-        sampleCache,
-      }),
+    createEnvironment: (reward) => new SqlEnvironment({ dataset, executor, config: configWith(reward), logger: envLogger, sampleCache }),
     close: () => {
       closing ??= executor.close();
       return closing;

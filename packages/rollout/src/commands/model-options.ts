@@ -6,6 +6,7 @@ import { LORA_TARGET_NAMES, RunModelSpecSchema, type RunModelSpec } from '@sqlen
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { parseLearnerConfig } from '@sqlenv/grpo/config';
 import type { OptionSpec } from './command-io.ts';
+import { jsonObjectOption } from './shared-options.ts';
 
 /**
  * Options of the model policy (`--policy model`) shared by `sqlenv train`, the
@@ -139,14 +140,7 @@ export function adapterLoraShape(dir: string, given: { rank?: number; alpha?: nu
 
 /** The learner section of the spec: `--learner` JSON with the flags on top, validated here so a bad setting fails before the run starts. */
 function learnerSettings(options: ModelSpecOptions): Record<string, unknown> {
-  let base: Record<string, unknown> = {};
-  if (options.learner !== undefined) {
-    try {
-      base = z.record(z.string(), z.unknown()).parse(JSON.parse(options.learner));
-    } catch (cause) {
-      throw new AppError(ErrorCode.VALIDATION, '--learner must be a JSON object of learner settings (e.g. {"optimizer":{"warmupSteps":10}})', { cause });
-    }
-  }
+  const base = options.learner === undefined ? {} : jsonObjectOption(options.learner, '--learner', '{"optimizer":{"warmupSteps":10}}');
   const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {});
   const optimizer = { ...record(base['optimizer']), ...(options.learningRate === undefined ? {} : { learningRate: options.learningRate }) };
   const loss = {

@@ -118,7 +118,7 @@ export function createRunResolver(runtimes: RuntimeCache, options: RunResolverOp
     }
     const environments: EnvironmentSource =
       options.envUrl === undefined
-        ? { create: () => runtime.createEnvironment(ownReward ? spec.reward : undefined) }
+        ? { create: () => runtime.createEnvironment(spec.reward) }
         : remoteEnvironments(options.envUrl, options.envApiKey === undefined ? {} : { apiKey: options.envApiKey });
     if (spec.policy !== 'model') return { policy: createPolicy(spec.policy, runtime.dataset, spec.seed), environments };
     if (spec.model === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id}: policy 'model' without a model section`);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { OptionSpec } from './command-io.ts';
 
 /** Options every distributed app shares: where Redis is, how keys are named, job lock timings, metrics. */
@@ -69,3 +70,12 @@ export const RuntimeOptionsSchema = z.object({
 
 /** "true" / "false" / "1" / "0" from a flag or an environment variable. */
 export const booleanText = z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]);
+
+/** A flag that takes a JSON object of settings (`--learner`, `--reward`): the object, or AppError VALIDATION naming the flag and an example. */
+export function jsonObjectOption(text: string, flag: string, example: string): Record<string, unknown> {
+  try {
+    return z.record(z.string(), z.unknown()).parse(JSON.parse(text));
+  } catch (cause) {
+    throw new AppError(ErrorCode.VALIDATION, `${flag} must be a JSON object of ${flag.slice(2)} settings (e.g. ${example})`, { cause });
+  }
+}

@@ -4,7 +4,7 @@ import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { parseRewardConfig } from '@sqlenv/sql-env';
 import type { OptionSpec } from './command-io.ts';
 import { totalGroups } from '../coordinator.ts';
-import { booleanText } from './shared-options.ts';
+import { booleanText, jsonObjectOption } from './shared-options.ts';
 
 /** Run-spec options of `sqlenv coordinator` and `sqlenv train`; their defaults live in RolloutRunSpecSchema. */
 export const specOptionSpecs: Record<string, OptionSpec> = {
@@ -60,12 +60,7 @@ export function runSpecFrom(options: z.infer<typeof SpecOptionsSchema>, fallback
 
 /** `--reward` JSON → the spec's reward section, validated against the environment's reward schema so a bad setting fails before the run starts. */
 function rewardSettings(text: string): Record<string, unknown> {
-  let settings: Record<string, unknown>;
-  try {
-    settings = z.record(z.string(), z.unknown()).parse(JSON.parse(text));
-  } catch (cause) {
-    throw new AppError(ErrorCode.VALIDATION, '--reward must be a JSON object of reward settings (e.g. {"answerSimilarityScale":0.5})', { cause });
-  }
+  const settings = jsonObjectOption(text, '--reward', '{"answerSimilarityScale":0.5}');
   parseRewardConfig(settings);
   return settings;
 }
