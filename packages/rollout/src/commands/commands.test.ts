@@ -30,6 +30,16 @@ describe('readOptions + runSpecFrom', () => {
     expect(() => runSpecFrom(readOptions(['--episodes', '4', '--reward', '{"noSuchTerm":1}'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r')).toThrow(/noSuchTerm|unrecognized/i);
   });
 
+  it('takes the negative-advantage weight λ in [0, 1] and refuses anything else by name', () => {
+    expect(runSpecFrom(readOptions(['--negative-weight', '0', '--episodes', '4'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r').negative_advantage_weight).toBe(0);
+    expect(runSpecFrom(readOptions(['--episodes', '4'], { SQLENV_NEGATIVE_WEIGHT: '0.25' }, specOptionSpecs, SpecOptionsSchema), () => 'r').negative_advantage_weight).toBe(0.25);
+    expect(runSpecFrom(readOptions(['--episodes', '4'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r').negative_advantage_weight).toBe(1);
+    for (const bad of ['-0.5', '1.5']) {
+      expect(() => runSpecFrom(readOptions(['--episodes', '4'], { SQLENV_NEGATIVE_WEIGHT: bad }, specOptionSpecs, SpecOptionsSchema), () => 'r')).toThrow(/negative_advantage_weight/);
+    }
+    expect(() => readOptions(['--negative-weight', 'half', '--episodes', '4'], {}, specOptionSpecs, SpecOptionsSchema)).toThrow(/negative_advantage_weight/);
+  });
+
   it('names the bad option', () => {
     expect(() => runSpecFrom(readOptions(['--episodes', 'many'], {}, specOptionSpecs, SpecOptionsSchema), () => 'r')).toThrow(/episodes/);
     expect(() => readOptions(['--no-such-flag', '1'], {}, specOptionSpecs, SpecOptionsSchema)).toThrow(AppError);
