@@ -1,7 +1,8 @@
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { evaluate, OraclePolicy, RandomPolicy } from '@sqlenv/agents';
+import { evaluate, OraclePolicy, RandomPolicy, type Policy } from '@sqlenv/agents';
+import type { SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type SqlEnvRuntime } from '@sqlenv/sql-env';
 
 /**
@@ -31,7 +32,33 @@ describe.each(sources)('baseline policies on $name', ({ dataset }) => {
     expect(report.mean_reward).toBeGreaterThan(1.1);
     expect(report.mean_reward).toBeLessThan(1.3);
     expect(report.errors).toBe(0);
+    expect(report.gold_rows_rate).toBeGreaterThanOrEqual(0.99);
+    expect(report.answer_given_gold_rows).toBeGreaterThanOrEqual(0.99);
   }, 300_000);
+
+  it('gold_rows_rate and answer_given_gold_rows tell a policy that finds the rows but miscopies them from one that never finds them', async () => {
+    const questionIds = runtime.dataset.questions.slice(0, 12).map((q) => q.question_id);
+    // Queries the gold SQL, then answers something else: every episode has the gold rows, none is right.
+    const miscopier: Policy = {
+      name: 'miscopier',
+      begin: (context) => {
+        const question = runtime.dataset.question(context.questionId);
+        if (question === undefined) throw new Error(`unknown question ${context.questionId}`);
+        const plan: SqlAction[] = [{ action_type: 'QUERY', argument: question.gold_sql }, { action_type: 'ANSWER', argument: 'not the answer 12345' }];
+        let next = 0;
+        return { act: () => Promise.resolve(plan[Math.min(next++, plan.length - 1)] as SqlAction) };
+      },
+    };
+    const miscopied = await evaluate(() => runtime.createEnvironment(), miscopier, { questionIds });
+    expect(miscopied.success_rate).toBe(0);
+    expect(miscopied.gold_rows_rate).toBe(1);
+    expect(miscopied.answer_given_gold_rows).toBe(0);
+    // Answers without querying: no episode has the rows, so the conditional rate is undefined.
+    const guesser: Policy = { name: 'guesser', begin: () => ({ act: () => Promise.resolve({ action_type: 'ANSWER', argument: 'a guess' }) }) };
+    const guessed = await evaluate(() => runtime.createEnvironment(), guesser, { questionIds });
+    expect(guessed.gold_rows_rate).toBe(0);
+    expect(guessed.answer_given_gold_rows).toBeNull();
+  }, 120_000);
 
   it('the random policy almost never answers correctly', async () => {
     const report = await evaluate(() => runtime.createEnvironment(), new RandomPolicy({ seed: 1 }), { episodes: 300, seed: 5, concurrency: 16 });
@@ -40,5 +67,6 @@ describe.each(sources)('baseline policies on $name', ({ dataset }) => {
     expect(report.success_rate).toBeLessThan(0.03);
     expect(report.mean_reward).toBeLessThan(0.3);
     expect(report.mean_steps).toBeGreaterThan(1);
+    expect(report.gold_rows_rate).toBeLessThan(0.05);
   }, 300_000);
 });

@@ -42,6 +42,9 @@ describe('sqlenv CLI', () => {
     expect(summary['reward_mode']).toBe('eval');
     // The oracle submits the gold answer exactly: right under precision-aware float matching too.
     expect(summary['success_rate_precision']).toBe(1);
+    // The oracle's last query is the gold SQL: every episode ends with the gold rows, all answered right.
+    expect(summary['gold_rows_rate']).toBe(1);
+    expect(summary['answer_given_gold_rows']).toBe(1);
     expect(summary['errors']).toBe(0);
     expect(summary).toHaveProperty('mean_steps');
   });

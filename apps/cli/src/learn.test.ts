@@ -65,6 +65,9 @@ describe('sqlenv learn', () => {
     expect(existsSync(path.join(runDir, 'sft', 'model', 'model.safetensors'))).toBe(true);
     const evals = readSavedEvals(runDir);
     expect(evals.map((e) => [e.name, e.episodes_count]).sort()).toEqual([['after', 6], ['before', 0 + 6]]);
+    // Each evaluation keeps how often the policy had the gold rows, and the train output prints it.
+    for (const e of evals) expect(e.gold_rows_rate).toBeGreaterThanOrEqual(0);
+    expect(stderr + stdout).toMatch(/eval before +v0: success .*, gold rows \d+\.\d %/);
     // The same questions and seeds before and after (paired), two seeds per question.
     const keys = (name: string): string[] => (evals.find((e) => e.name === name)?.episodes ?? []).map((ep) => `${ep.question_id}#${ep.seed}`);
     expect(keys('after')).toEqual(keys('before'));

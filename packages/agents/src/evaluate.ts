@@ -79,6 +79,17 @@ export interface EvaluationReport {
   mean_tokens: number;
   /** Mean tokens the model wrote per episode. */
   mean_generated_tokens: number;
+  /**
+   * Share of the episodes with a reward breakdown whose last query returned the gold rows (the
+   * reward's potential Φ = 1 when the episode ended): the policy found the answer. Null when no
+   * episode reported a breakdown (an environment that does not send one).
+   */
+  gold_rows_rate: number | null;
+  /**
+   * Of those episodes, the share answered correctly (null when there are none): whether the policy
+   * copies a result it has into its answer. 1 − this is the failure that no better SQL can fix.
+   */
+  answer_given_gold_rows: number | null;
   records: EpisodeRecord[];
 }
 
@@ -193,6 +204,8 @@ function summarise(policyName: string, records: EpisodeRecord[]): EvaluationRepo
   const n = records.length;
   const mean = (values: number[]): number => (values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length);
   const turns = records.reduce((n, r) => n + r.turns.length, 0);
+  const scored = records.filter((r) => finalPotential(r) !== null);
+  const reached = scored.filter((r) => finalPotential(r) === 1);
   return {
     policy: policyName,
     episodes: n,
@@ -203,8 +216,16 @@ function summarise(policyName: string, records: EpisodeRecord[]): EvaluationRepo
     format_error_rate: turns === 0 ? 0 : records.reduce((n, r) => n + r.format_errors, 0) / turns,
     mean_tokens: mean(records.map((r) => r.context_tokens)),
     mean_generated_tokens: mean(records.map((r) => r.generated_tokens)),
+    gold_rows_rate: scored.length === 0 ? null : reached.length / scored.length,
+    answer_given_gold_rows: reached.length === 0 ? null : mean(reached.map((r) => (r.success ? 1 : 0))),
     records,
   };
+}
+
+/** Φ of the episode's last query result as its last step reported it (null: no step or no breakdown). */
+function finalPotential(record: EpisodeRecord): number | null {
+  const last = record.trajectory_steps.at(-1);
+  return last?.reward_breakdown?.potential ?? null;
 }
 
 /**

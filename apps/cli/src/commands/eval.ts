@@ -168,6 +168,8 @@ function summaryJson(report: EvaluationReport, datasetFlag: string, dataset: Dat
     format_error_rate: round(report.format_error_rate),
     mean_tokens: round(report.mean_tokens),
     mean_generated_tokens: round(report.mean_generated_tokens),
+    gold_rows_rate: report.gold_rows_rate === null ? null : round(report.gold_rows_rate),
+    answer_given_gold_rows: report.answer_given_gold_rows === null ? null : round(report.answer_given_gold_rows),
     failures: report.records
       .filter((r) => !r.success)
       .slice(0, 50)
@@ -190,6 +192,12 @@ function renderReport(report: EvaluationReport, dataset: Dataset, maxFailures: n
     `  mean steps     ${report.mean_steps.toFixed(2)}`,
     `  errors         ${report.errors}`,
   ];
+  if (report.gold_rows_rate !== null) {
+    lines.push(
+      `  gold rows      ${(100 * report.gold_rows_rate).toFixed(1)} % of episodes ended with the gold rows as the last query's result` +
+        (report.answer_given_gold_rows === null ? '' : `; ${(100 * report.answer_given_gold_rows).toFixed(1)} % of those answered correctly`),
+    );
+  }
   if (report.mean_tokens > 0) {
     lines.push(`  format errors  ${(100 * report.format_error_rate).toFixed(1)} % of turns`);
     lines.push(`  tokens/episode ${report.mean_tokens.toFixed(0)} (${report.mean_generated_tokens.toFixed(0)} written by the model)`);

@@ -204,11 +204,18 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
 function formatRunDir(runDir: string, report: string, adapters: readonly number[], evals: readonly SavedEval[]): string {
   const lines = evals.map((x) => {
     const [low, high] = successInterval(x).ci95;
-    return `  ${`eval ${x.name}`.padEnd(9)} v${x.version}: success ${(x.success_rate * 100).toFixed(1)} % (95 % CI ${(low * 100).toFixed(1)}–${(high * 100).toFixed(1)} %) of ${x.episodes_count}, reward ${x.mean_reward.toFixed(3)}, format errors ${(x.format_error_rate * 100).toFixed(1)} %`;
+    return `  ${`eval ${x.name}`.padEnd(9)} v${x.version}: success ${(x.success_rate * 100).toFixed(1)} % (95 % CI ${(low * 100).toFixed(1)}–${(high * 100).toFixed(1)} %) of ${x.episodes_count}, reward ${x.mean_reward.toFixed(3)}, format errors ${(x.format_error_rate * 100).toFixed(1)} %${goldRows(x)}`;
   });
   lines.push(`  run dir   ${runDir} (metrics.jsonl${adapters.length > 0 ? `, adapters ${adapters.map((v) => `v${v}`).join(' ')}` : ''}${evals.length > 0 ? ', evals/' : ''})`);
   lines.push(`  report    ${report}`);
   return `${lines.join('\n')}\n`;
+}
+
+/** ", gold rows 36.7 % (50.0 % of them answered right)" for a saved evaluation that has the counts. */
+function goldRows(x: SavedEval): string {
+  if (x.gold_rows_rate === undefined || x.gold_rows_rate === null) return '';
+  const answered = x.answer_given_gold_rows === null || x.answer_given_gold_rows === undefined ? '' : ` (${(x.answer_given_gold_rows * 100).toFixed(1)} % of them answered right)`;
+  return `, gold rows ${(x.gold_rows_rate * 100).toFixed(1)} %${answered}`;
 }
 
 interface HeldOutOptions {

@@ -122,13 +122,20 @@ function ci(saved: SavedEval): string {
   return `<span class="ci" title="95 % Wilson interval">[${pct(low)}, ${pct(high)}]</span>`;
 }
 
+/** ", gold rows 36.7 % (50.0 % answered right)": how often the last query had the answer, and how often it was copied. */
+function goldRows(saved: SavedEval): string {
+  if (saved.gold_rows_rate === undefined || saved.gold_rows_rate === null) return '';
+  const answered = saved.answer_given_gold_rows === null || saved.answer_given_gold_rows === undefined ? '' : ` (${pct(saved.answer_given_gold_rows)} answered right)`;
+  return `, <span title="episodes whose last query returned the gold rows">gold rows ${pct(saved.gold_rows_rate)}</span>${answered}`;
+}
+
 function header(input: RunReportInput): string {
   const { metrics, evals, spec } = input;
   const last = metrics.at(-1);
   const facts = [
     spec ? `${e(spec.policy)} policy on ${e(spec.dataset)} (${e(spec.split)} split), ${spec.episodes} episodes, G=${spec.group_size}, B=${spec.groups_per_batch}, max staleness ${spec.max_staleness}, seed ${spec.seed}` : null,
     last ? `${metrics.length} policy versions recorded, last v${last.version} after ${(last.time / 1000).toFixed(1)} s; last batch reward ${num(last.reward_mean)}, success ${pct(last.success_rate)}` : 'No policy version recorded yet (metrics.jsonl is empty or missing).',
-    evals.length > 0 ? `Held-out evaluations: ${evals.map((v) => `${e(v.name)} (v${v.version}, ${v.episodes_count} episodes, success ${pct(v.success_rate)} ${ci(v)})`).join(', ')}` : 'No saved evaluations (evals/ is empty): sqlenv eval … --save-eval RUN_DIR --eval-name NAME adds one.',
+    evals.length > 0 ? `Held-out evaluations: ${evals.map((v) => `${e(v.name)} (v${v.version}, ${v.episodes_count} episodes, success ${pct(v.success_rate)} ${ci(v)}${goldRows(v)})`).join(', ')}` : 'No saved evaluations (evals/ is empty): sqlenv eval … --save-eval RUN_DIR --eval-name NAME adds one.',
   ].filter((f) => f !== null);
   return `<header><h1>Run report: ${e(input.title)}</h1>${facts.map((f) => `<p>${f}</p>`).join('')}</header>`;
 }

@@ -51,6 +51,10 @@ export const SavedEvalSchema = z.strictObject({
   success_rate: z.number().min(0).max(1),
   mean_reward: z.number(),
   format_error_rate: z.number().min(0).max(1),
+  /** Share of episodes whose last query returned the gold rows (Φ = 1); null: the environment sent no reward breakdown; absent in older files. */
+  gold_rows_rate: z.number().min(0).max(1).nullable().optional(),
+  /** Of those, the share answered correctly (null: none had the gold rows). */
+  answer_given_gold_rows: z.number().min(0).max(1).nullable().optional(),
   episodes: z.array(SavedEvalEpisodeSchema),
 });
 export type SavedEval = z.infer<typeof SavedEvalSchema>;
@@ -122,6 +126,8 @@ export function savedEvalFromReport(report: EvaluationReport, transcripts: Trans
     success_rate: report.success_rate,
     mean_reward: report.mean_reward,
     format_error_rate: report.format_error_rate,
+    gold_rows_rate: report.gold_rows_rate,
+    answer_given_gold_rows: report.answer_given_gold_rows,
     episodes,
   });
 }
