@@ -223,10 +223,14 @@ describe('sqlenv eval --url', () => {
       expect(remote.code, remote.stderr).toBe(0);
       expect(local.code, local.stderr).toBe(0);
       const summary = (out: string): Record<string, unknown> => JSON.parse(out.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
-      const { reward_mode: remoteMode, ...remoteReport } = summary(remote.stdout);
-      const { reward_mode: localMode, ...localReport } = summary(local.stdout);
+      const { reward_mode: remoteMode, gold_rows_rate: remoteGold, answer_given_gold_rows: remoteCopied, ...remoteReport } = summary(remote.stdout);
+      const { reward_mode: localMode, gold_rows_rate: localGold, answer_given_gold_rows: localCopied, ...localReport } = summary(local.stdout);
       expect([remoteMode, localMode]).toEqual(['server', 'eval']);
       expect(remoteReport).toEqual(localReport);
+      // A server in eval mode keeps the reward breakdown (Φ would tell how close a query is to the gold
+      // rows) to itself, so only the in-process evaluation can count the episodes that had the gold rows.
+      expect([remoteGold, remoteCopied]).toEqual([null, null]);
+      expect([localGold, localCopied]).toEqual([1, 1]);
       expect(summary(remote.stdout)['success_rate']).toBe(1);
       const unreachable = await run([...args, '--url', 'ws://127.0.0.1:9']);
       expect(unreachable.code).toBe(1);
