@@ -114,7 +114,7 @@ describe('saved evaluations and the report page', () => {
       expect(html.match(/<tr data-outcome=/g)).toHaveLength(2);
       // The header says how often each evaluation had the gold rows and copied them, when the file has it.
       const withGold = renderRunReport({ title: 'r', metrics, evals: [{ ...before, gold_rows_rate: 0.25, answer_given_gold_rows: 0.5 }, { ...after, gold_rows_rate: 0, answer_given_gold_rows: null }] });
-      expect(withGold).toContain('gold rows 25.0 %</span> (50.0 % answered right)');
+      expect(withGold).toContain('gold rows 25.0 %</span>, 50.0 % of them answered right');
       expect(withGold).toContain('gold rows 0.0 %</span>)');
       const { gold_rows_rate: _g, answer_given_gold_rows: _a, ...older } = before;
       expect(renderRunReport({ title: 'r', metrics, evals: [older, { ...after, gold_rows_rate: null }] })).not.toContain('gold rows');

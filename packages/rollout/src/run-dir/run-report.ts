@@ -122,10 +122,10 @@ function ci(saved: SavedEval): string {
   return `<span class="ci" title="95 % Wilson interval">[${pct(low)}, ${pct(high)}]</span>`;
 }
 
-/** ", gold rows 36.7 % (50.0 % answered right)": how often the last query had the answer, and how often it was copied. */
+/** ", gold rows 36.7 %, 50.0 % of them answered right": how often the last query had the answer, and how often it was copied. */
 function goldRows(saved: SavedEval): string {
   if (saved.gold_rows_rate === undefined || saved.gold_rows_rate === null) return '';
-  const answered = saved.answer_given_gold_rows === null || saved.answer_given_gold_rows === undefined ? '' : ` (${pct(saved.answer_given_gold_rows)} answered right)`;
+  const answered = saved.answer_given_gold_rows === null || saved.answer_given_gold_rows === undefined ? '' : `, ${pct(saved.answer_given_gold_rows)} of them answered right`;
   return `, <span title="episodes whose last query returned the gold rows">gold rows ${pct(saved.gold_rows_rate)}</span>${answered}`;
 }
 
