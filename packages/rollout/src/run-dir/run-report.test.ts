@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -118,6 +118,27 @@ describe('saved evaluations and the report page', () => {
       expect(withGold).toContain('gold rows 0.0 %</span>)');
       const { gold_rows_rate: _g, answer_given_gold_rows: _a, ...older } = before;
       expect(renderRunReport({ title: 'r', metrics, evals: [older, { ...after, gold_rows_rate: null }] })).not.toContain('gold rows');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a malformed saved evaluation by its path and field, and leaves the file as it was', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sqlenv-evals-'));
+    try {
+      const before = await savedEval('before', 0, '1');
+      mkdirSync(join(dir, 'evals'));
+      const file = join(dir, 'evals', 'before.json');
+      const bad = JSON.stringify({ ...before, gold_rows_rate: 1.5 });
+      writeFileSync(file, bad);
+      expect(() => readSavedEvals(dir)).toThrow(/before\.json.*gold_rows_rate/s);
+      expect(readFileSync(file, 'utf8')).toBe(bad);
+      writeFileSync(file, '{"schema_version":1,');
+      expect(() => readSavedEvals(dir)).toThrow(/before\.json is not valid JSON/);
+      // Files written before the gold-rows counts existed still read.
+      const { gold_rows_rate: _g, answer_given_gold_rows: _a, ...older } = before;
+      writeFileSync(file, JSON.stringify(older));
+      expect(readSavedEvals(dir)[0]?.gold_rows_rate).toBeUndefined();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
