@@ -22,7 +22,7 @@ export const commands: Record<string, Command> = {
   datasets: { summary: 'validate a Spider-layout dataset directory', usage: datasetsUsage, run: datasetsCommand },
   serve: {
     summary: 'run the OpenEnv-compatible server (WebSocket /ws, HTTP, /web, /docs)',
-    usage: 'sqlenv serve [--port 8000] [--host 127.0.0.1] [--dataset builtin|<dir>] [--api-key K] (sqlenv serve --help)',
+    usage: 'sqlenv serve [--port 8000] [--host 127.0.0.1] [--dataset builtin|<dir>] [--api-key K] [--mode eval|train] [--allowed-hosts H,...] (sqlenv serve --help)',
     run: async (argv, io) => {
       const { serveCommand } = await import('@sqlenv/env-server');
       return serveCommand(argv, { stdout: (text) => void io.stdout.write(text), stderr: (text) => void io.stderr.write(text) });

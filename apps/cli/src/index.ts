@@ -1,1 +1,2 @@
 export { main } from './main.ts';
+export { commands, type Command } from './commands.ts';
