@@ -145,4 +145,58 @@ describe('architecture: the import graph between workspaces', () => {
   it('detects a forbidden import (the checker itself can fail)', () => {
     expect(importSpecifiers(`import { Queue } from 'bullmq';\nconst m = await import('@sqlenv/sql-env');\nexport * from './x.ts';`)).toEqual(['bullmq', './x.ts', '@sqlenv/sql-env']);
   });
+
+  it('has no import cycle between files (static value imports; type-only and dynamic imports do not run at load)', () => {
+    const cycles = fileImportCycles(workspaceDirs.flatMap((w) => sourceFiles(w.src).filter((f) => !/\.test\.ts$/.test(f))));
+    expect(cycles).toEqual([]);
+  });
+
+  it('finds a file cycle when there is one (the checker itself can fail)', () => {
+    const files = new Map([
+      ['/x/a.ts', "import { b } from './b.ts';\nimport type { C } from './c.ts';"],
+      ['/x/b.ts', "export { a } from './a.ts';"],
+      ['/x/c.ts', "import { a } from './a.ts';"],
+    ]);
+    expect(fileImportCycles([...files.keys()], (f) => files.get(f) ?? '')).toEqual(['x/a.ts → x/b.ts → x/a.ts'.replace(/x\//g, path.relative(root, '/x') + '/')]);
+  });
 });
+
+/** Value imports that run at module load: static `import … from`, `export … from` and bare `import '…'`, minus `import type` / `export type`. */
+function loadTimeSpecifiers(source: string): string[] {
+  const specs: string[] = [];
+  for (const match of source.matchAll(/^\s*(import|export)\s+(type\s+)?([^'";]*?)\s*from\s+['"]([^'"]+)['"]/gm)) {
+    if (match[2] === undefined && match[4] !== undefined) specs.push(match[4]);
+  }
+  for (const match of source.matchAll(/^\s*import\s+['"]([^'"]+)['"]/gm)) if (match[1]) specs.push(match[1]);
+  return specs;
+}
+
+/** Resolve a specifier to a source file: relative paths as written, `@sqlenv/x` to that workspace's entry (`src/index.ts`). */
+function resolveSource(from: string, spec: string): string | undefined {
+  if (spec.startsWith('.')) return path.resolve(path.dirname(from), spec);
+  const internal = /^@sqlenv\/([^/]+)$/.exec(spec)?.[1];
+  if (internal === undefined) return undefined;
+  const ws = workspaces.find((w) => w.name === internal);
+  return ws === undefined ? undefined : path.join(ws.dir, 'src', 'index.ts');
+}
+
+/** Every cycle of the file import graph, each once, as `a → b → a` with paths from the repository root. */
+function fileImportCycles(files: readonly string[], read: (file: string) => string = (f) => readFileSync(f, 'utf8')): string[] {
+  const known = new Set(files);
+  const edges = new Map(files.map((f) => [f, loadTimeSpecifiers(read(f)).map((s) => resolveSource(f, s)).filter((t): t is string => t !== undefined && known.has(t))]));
+  const state = new Map<string, 'visiting' | 'done'>();
+  const cycles: string[] = [];
+  const stack: string[] = [];
+  const visit = (node: string): void => {
+    state.set(node, 'visiting');
+    stack.push(node);
+    for (const next of edges.get(node) ?? []) {
+      if (state.get(next) === 'visiting') cycles.push([...stack.slice(stack.indexOf(next)), next].map((f) => path.relative(root, f)).join(' → '));
+      else if (state.get(next) === undefined) visit(next);
+    }
+    stack.pop();
+    state.set(node, 'done');
+  };
+  for (const file of files) if (state.get(file) === undefined) visit(file);
+  return cycles;
+}

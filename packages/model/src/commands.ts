@@ -1,18 +1,16 @@
 import { copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError, ErrorCode } from '@sqlenv/shared';
-import { ByteTokenizer, BYTE_TOKENIZER_VOCAB_SIZE } from './byte-tokenizer.ts';
 import { parseHfConfig, parseModelConfig, type ModelConfig } from './config.ts';
 import { Generator } from './generator.ts';
-import { bundledQwenTokenizerPaths, loadBundledQwenTokenizer, loadHfTokenizer } from './hf-tokenizer.ts';
+import { bundledQwenTokenizerPaths, loadHfTokenizer } from './hf-tokenizer.ts';
 import { isPresetName, presetConfig } from './presets.ts';
 import { writeRandomCheckpoint } from './random-checkpoint.ts';
 import type { StoredDtype } from './safetensors.ts';
 import { LogitsModel } from './scorer.ts';
-import type { TextTokenizer } from './tokenizer.ts';
 import { loadModel } from './weights.ts';
 import { loadAdapterDir, type Adapter } from './peft-adapter.ts';
-import { loadChatFormat } from './model-dir.ts';
+import { loadChatFormat, QWEN_TOKENIZER_VOCAB } from './model-dir.ts';
 
 /**
  * The `sqlenv model …` subcommands as functions (the CLI app parses flags
@@ -204,17 +202,6 @@ export async function modelGenerate(args: ModelGenerateArgs): Promise<ModelGener
   } finally {
     await generator.close();
   }
-}
-
-/** Real Qwen vocabulary size of tokenizer.json (the embedding is padded to 151,936 rows). */
-const QWEN_TOKENIZER_VOCAB = 151_669;
-
-/** The tokenizer for a model directory (see the `model generate` notes above). */
-export async function tokenizerFor(dir: string, config: ModelConfig): Promise<TextTokenizer> {
-  if (existsSync(join(dir, 'tokenizer.json'))) return loadHfTokenizer(dir);
-  if (config.vocabSize === BYTE_TOKENIZER_VOCAB_SIZE) return new ByteTokenizer();
-  if (config.vocabSize >= QWEN_TOKENIZER_VOCAB && config.architecture !== 'llama') return loadBundledQwenTokenizer();
-  throw new AppError(ErrorCode.MODEL, `no tokenizer.json in ${dir}, and vocab size ${config.vocabSize} matches no built-in tokenizer`);
 }
 
 export function countParameters(config: ModelConfig): number {

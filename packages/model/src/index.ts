@@ -76,7 +76,6 @@ export {
   modelGenerate,
   resolveConfigArg,
   parseTokenList,
-  tokenizerFor,
   countParameters,
   type ModelInitArgs,
   type ModelInitResult,
@@ -96,5 +95,5 @@ export {
   type Adapter,
 } from './peft-adapter.ts';
 export { trainByteLevelBpe, byteLevelAlphabet, BpeTrainerOptionsSchema, type BpeTrainerOptions, type TrainedBpe } from './bpe-trainer.ts';
-export { modelFingerprint, hasThinkTemplate, loadChatFormat } from './model-dir.ts';
+export { modelFingerprint, hasThinkTemplate, loadChatFormat, tokenizerFor } from './model-dir.ts';
 export { modelTokenizer, type ModelTokenizerArgs, type ModelTokenizerResult } from './tokenizer-command.ts';

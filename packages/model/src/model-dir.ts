@@ -3,7 +3,9 @@ import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, s
 import { join } from 'node:path';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { ChatFormat } from './chat-template.ts';
-import { tokenizerFor } from './commands.ts';
+import { ByteTokenizer, BYTE_TOKENIZER_VOCAB_SIZE } from './byte-tokenizer.ts';
+import { loadBundledQwenTokenizer, loadHfTokenizer } from './hf-tokenizer.ts';
+import type { TextTokenizer } from './tokenizer.ts';
 import type { ModelConfig } from './config.ts';
 import { readModelConfig } from './weights.ts';
 
@@ -83,4 +85,15 @@ export async function loadChatFormat(dir: string, options: { thinking?: boolean;
   const tokenizer = await tokenizerFor(dir, config);
   const think = hasThinkTemplate(dir);
   return new ChatFormat(tokenizer, { enableThinking: options.thinking ?? false, noThinkBlock: !think });
+}
+
+/** Real Qwen vocabulary size of tokenizer.json (the embedding is padded to 151,936 rows). */
+export const QWEN_TOKENIZER_VOCAB = 151_669;
+
+/** The tokenizer for a model directory (tokenizer.json, else the byte tokenizer for vocab 272, else the bundled Qwen tokenizer for Qwen-vocabulary models). */
+export async function tokenizerFor(dir: string, config: ModelConfig): Promise<TextTokenizer> {
+  if (existsSync(join(dir, 'tokenizer.json'))) return loadHfTokenizer(dir);
+  if (config.vocabSize === BYTE_TOKENIZER_VOCAB_SIZE) return new ByteTokenizer();
+  if (config.vocabSize >= QWEN_TOKENIZER_VOCAB && config.architecture !== 'llama') return loadBundledQwenTokenizer();
+  throw new AppError(ErrorCode.MODEL, `no tokenizer.json in ${dir}, and vocab size ${config.vocabSize} matches no built-in tokenizer`);
 }

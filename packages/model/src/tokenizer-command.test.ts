@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ByteTokenizer } from './byte-tokenizer.ts';
-import { modelInit, tokenizerFor } from './commands.ts';
+import { modelInit } from './commands.ts';
+import { tokenizerFor } from './model-dir.ts';
 import { readModelConfig } from './weights.ts';
 import { modelTokenizer } from './tokenizer-command.ts';
 
