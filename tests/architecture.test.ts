@@ -151,6 +151,12 @@ describe('architecture: the import graph between workspaces', () => {
     expect(cycles).toEqual([]);
   });
 
+  it('every Lua script of the Redis transport lives in redis-scripts.ts', () => {
+    const home = path.join('packages', 'rollout', 'src', 'transport', 'redis-scripts.ts');
+    const elsewhere = workspaceDirs.flatMap((w) => sourceFiles(w.src)).filter((f) => !/\.test\.ts$/.test(f) && path.relative(root, f) !== home && /redis\.call\(/.test(readFileSync(f, 'utf8')));
+    expect(elsewhere.map((f) => path.relative(root, f))).toEqual([]);
+  });
+
   it('finds a file cycle when there is one (the checker itself can fail)', () => {
     const files = new Map([
       ['/x/a.ts', "import { b } from './b.ts';\nimport type { C } from './c.ts';"],

@@ -81,13 +81,6 @@ function belongsToAny(blobKey: string, keys: readonly string[]): boolean {
 }
 
 /** KEYS: lease; ARGV: owner, ttl ms. Take a free lease or renew our own (1); another owner holds it (0). */
-const LEASE_SCRIPT = `
-local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-`;
-
 interface RunQueues {
   episodes: Queue;
   groups: Queue;
@@ -487,13 +480,13 @@ export class BullmqTransport implements Transport {
    */
   async acquireTrainerLease(runId: string, owner: string, ttlMs: number): Promise<boolean> {
     const key = this.#keys(runId).trainerLease;
-    const result = await this.#redis.eval(LEASE_SCRIPT, 1, key, owner, ttlMs);
+    const result = await this.#redis.sqlenvAcquireLease(key, owner, ttlMs);
     return result === 1;
   }
 
   /** Give the lease up, if this owner still holds it. */
   async releaseTrainerLease(runId: string, owner: string): Promise<void> {
-    await this.#redis.eval(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`, 1, this.#keys(runId).trainerLease, owner);
+    await this.#redis.sqlenvReleaseLease(this.#keys(runId).trainerLease, owner);
   }
 
   async drainTrash(runId: string): Promise<number> {

@@ -115,6 +115,28 @@ if tonumber(ARGV[1]) > current then redis.call('HSET', KEYS[1], 'admitted', ARGV
 return 1
 `;
 
+/**
+ * Take a lease (the run's trainer lease) for ARGV[2] ms, or renew it for the owner that holds it.
+ * KEYS: lease; ARGV: owner, ttlMs
+ * Returns 1 when this owner holds the lease now, 0 when another does.
+ */
+export const ACQUIRE_LEASE = `
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`;
+
+/**
+ * Give a lease up, only if this owner still holds it (a lease that expired and was taken by another
+ * trainer is left alone).
+ * KEYS: lease; ARGV: owner
+ */
+export const RELEASE_LEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
+
 /** A client with the scripts above defined as commands. */
 export type ScriptRedis = Redis & {
   sqlenvStoreTrajectory(trajectoryKey: string, completed: string, consumedGroups: string, attempts: string, state: string, value: Buffer, slot: number, groupSeq: number, blobKey: string): Promise<number>;
@@ -142,6 +164,8 @@ export type ScriptRedis = Redis & {
     batchCorrect: number,
   ): Promise<number>;
   sqlenvAdvanceAdmitted(state: string, count: number): Promise<number>;
+  sqlenvAcquireLease(lease: string, owner: string, ttlMs: number): Promise<number>;
+  sqlenvReleaseLease(lease: string, owner: string): Promise<number>;
 };
 
 /** Define the scripts on a client (ioredis loads each once, then calls it by SHA). */
@@ -150,5 +174,7 @@ export function defineScripts(redis: Redis): ScriptRedis {
   redis.defineCommand('sqlenvRecordScored', { numberOfKeys: 3, lua: RECORD_SCORED });
   redis.defineCommand('sqlenvCommit', { numberOfKeys: 9, lua: COMMIT });
   redis.defineCommand('sqlenvAdvanceAdmitted', { numberOfKeys: 1, lua: ADVANCE_ADMITTED });
+  redis.defineCommand('sqlenvAcquireLease', { numberOfKeys: 1, lua: ACQUIRE_LEASE });
+  redis.defineCommand('sqlenvReleaseLease', { numberOfKeys: 1, lua: RELEASE_LEASE });
   return redis as ScriptRedis;
 }
