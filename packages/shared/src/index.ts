@@ -6,3 +6,4 @@ export { withShutdownSignal } from './shutdown-signal.ts';
 export { processCpuMs } from './process-cpu.ts';
 export { PhaseProgress, progressMode, progressLine, barCells, formatDuration, etaSeconds, type ProgressMode } from './progress.ts';
 export { ensurePrivateDir, readTrustedFile, writeExclusiveTemp, writePrivateFile, type PrivateDirOptions } from './private-dir.ts';
+export { WorkerRpc, startRpcWorker, type WorkerRpcOptions } from './worker-rpc.ts';

@@ -1,6 +1,5 @@
 import * as ort from 'onnxruntime-node';
-import type { Worker } from 'node:worker_threads';
-import { AppError, ErrorCode, startWorker, toAppError, type Logger } from '@sqlenv/shared';
+import { AppError, ErrorCode, startRpcWorker, toAppError, WorkerRpc, type Logger } from '@sqlenv/shared';
 import type { BuiltModel, ValueSpec } from '../graph-core.ts';
 import type { TensorData } from '../tensor-data.ts';
 import { modelBytes, type ModelFile, type ModelSource } from './model-files.ts';
@@ -103,95 +102,50 @@ class DirectSession implements GraphSession {
   }
 }
 
-interface Pending {
-  resolve: (outputs: Record<string, TensorData>) => void;
-  reject: (error: AppError) => void;
-}
-
 class WorkerSession implements GraphSession {
-  private nextId = 0;
-  private readonly pending = new Map<number, Pending>();
-  private closed = false;
-  private crashed: AppError | undefined;
-
   private constructor(
-    private readonly worker: Worker,
+    private readonly rpc: WorkerRpc<WorkerRequest, WorkerReply>,
     readonly inputNames: readonly string[],
     readonly outputNames: readonly string[],
     private readonly inputs: readonly ValueSpec[] | undefined,
     readonly config: ResolvedSessionConfig,
     readonly placement: PlacementReport | undefined,
-    log: Logger,
-  ) {
-    worker.on('message', (reply: WorkerReply) => this.onReply(reply));
-    const fail = (error: AppError): void => {
-      if (this.closed) return;
-      this.crashed = error;
-      log.error({ err: error }, 'session worker died');
-      for (const p of this.pending.values()) p.reject(error);
-      this.pending.clear();
-    };
-    worker.on('error', (e) => fail(new AppError(ErrorCode.EXECUTOR_CRASHED, `session worker failed: ${e.message}`, { cause: e })));
-    worker.on('exit', (code) => fail(new AppError(ErrorCode.EXECUTOR_CRASHED, `session worker exited with code ${code}`)));
-  }
+  ) {}
 
   static async create(source: Loadable, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig, placement: PlacementReport | undefined, log: Logger): Promise<WorkerSession> {
     // Structured clone: plain buffers are copied, SharedArrayBuffers shared, a path is just a string.
     const setup: WorkerSetup = { model: source.model, options };
-    const worker = startWorker(new URL('./session-worker.ts', import.meta.url), { data: setup });
-    let onMessage: ((reply: WorkerReply) => void) | undefined;
-    let onError: ((e: Error) => void) | undefined;
-    const ready = await new Promise<Extract<WorkerReply, { type: 'ready' }>>((resolve, reject) => {
-      onMessage = (reply: WorkerReply): void => {
-        if (reply.type === 'ready') resolve(reply);
-        else if (reply.type === 'init-error') reject(sessionCreateError(config, new Error(reply.message)));
-        else reject(new AppError(ErrorCode.INTERNAL, `session worker: expected 'ready', got '${reply.type}'`));
-      };
-      onError = (e: Error): void => reject(new AppError(ErrorCode.EXECUTOR_CRASHED, `session worker failed to start: ${e.message}`, { cause: e }));
-      worker.once('message', onMessage);
-      worker.once('error', onError);
-    }).catch(async (error: unknown) => {
-      await worker.terminate();
-      throw toAppError(error, ErrorCode.RUNTIME);
+    const { worker, ready } = await startRpcWorker(new URL('./session-worker.ts', import.meta.url), setup, 'session worker', (message) => {
+      const reply = message as WorkerReply;
+      if (reply.type === 'ready') return reply;
+      if (reply.type === 'init-error') throw sessionCreateError(config, new Error(reply.message));
+      throw new AppError(ErrorCode.INTERNAL, `session worker: expected 'ready', got '${reply.type}'`);
     });
-    // Remove only our listeners: removeAllListeners() would also drop the Worker's own
-    // 'newListener' bookkeeping that refs its message port, and replies would never arrive.
-    if (onError) worker.off('error', onError);
-    if (onMessage) worker.off('message', onMessage);
-    return new WorkerSession(worker, ready.inputNames, ready.outputNames, source.inputs, config, placement, log);
+    const rpc = new WorkerRpc<WorkerRequest, WorkerReply>(worker, {
+      name: 'session worker',
+      replyId: (reply) => (reply.type === 'result' || reply.type === 'run-error' ? reply.id : undefined),
+      replyError: (reply) => (reply.type === 'run-error' ? new AppError(ErrorCode.RUNTIME, reply.message) : undefined),
+      logger: log,
+    });
+    return new WorkerSession(rpc, ready.inputNames, ready.outputNames, source.inputs, config, placement);
   }
 
-  run<K extends string = string>(feeds: Feeds, options: RunOptions<K> = {}): Promise<Record<K, TensorData>> {
-    if (this.closed) return Promise.reject(new AppError(ErrorCode.RUNTIME, 'run: the session is closed'));
-    if (this.crashed) return Promise.reject(this.crashed);
+  async run<K extends string = string>(feeds: Feeds, options: RunOptions<K> = {}): Promise<Record<K, TensorData>> {
+    if (this.rpc.closed) throw new AppError(ErrorCode.RUNTIME, 'run: the session is closed');
+    const crashed = this.rpc.crashed;
+    if (crashed !== undefined) throw crashed;
     try {
       checkFeeds(feeds, this.inputs);
     } catch (error) {
-      return Promise.reject(toAppError(error));
+      throw toAppError(error);
     }
-    const id = this.nextId++;
-    return new Promise<Record<K, TensorData>>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (o: Record<string, TensorData>) => void, reject });
-      // Feeds are copied (structured clone): the caller keeps its buffers.
-      const request: WorkerRequest = { type: 'run', id, feeds, ...(options.outputs ? { outputs: [...options.outputs] } : {}) };
-      this.worker.postMessage(request);
-    });
-  }
-
-  private onReply(reply: WorkerReply): void {
-    if (reply.type !== 'result' && reply.type !== 'run-error') return;
-    const p = this.pending.get(reply.id);
-    if (!p) return;
-    this.pending.delete(reply.id);
-    if (reply.type === 'result') p.resolve(reply.outputs);
-    else p.reject(new AppError(ErrorCode.RUNTIME, reply.message));
+    // Feeds are copied (structured clone): the caller keeps its buffers.
+    const reply = await this.rpc.call((id) => ({ type: 'run', id, feeds, ...(options.outputs ? { outputs: [...options.outputs] } : {}) }));
+    if (reply.type !== 'result') throw new AppError(ErrorCode.INTERNAL, `session worker: expected 'result', got '${reply.type}'`);
+    return reply.outputs as Record<K, TensorData>;
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    for (const p of this.pending.values()) p.reject(new AppError(ErrorCode.ABORTED, 'session closed while a run was pending'));
-    this.pending.clear();
-    await this.worker.terminate();
+    await this.rpc.close('session closed while a run was pending');
   }
 }
