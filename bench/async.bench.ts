@@ -32,7 +32,7 @@ import { fileURLToPath } from 'node:url';
 import { createRng, mixSeeds, type Policy, type PolicyEpisode, type TokenRecordingEpisode, type TurnTokens } from '@sqlenv/agents';
 import { RolloutRunSpecSchema, type SqlAction } from '@sqlenv/protocol';
 import { BullmqTransport, readRunMetrics, RolloutWorker, RunRecorder, runCoordinator, runTrainer, writeRunReport, writeRunSpec, type PolicyUpdater, type TrainingBatch, type UpdateStats } from '@sqlenv/rollout';
-import { TOY_QUESTIONS, toyEnvironments } from '../packages/rollout/src/test-fixtures/toy-environment.ts';
+import { TOY_QUESTIONS, toyEnvironments } from '@sqlenv/rollout/testing';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';

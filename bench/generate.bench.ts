@@ -99,7 +99,7 @@ const QWEN_LAYOUTS = ['no-prepack', 'file', 'in-place', 'default'] as const;
 const qwenArg = process.argv.indexOf('--qwen3-0.6b');
 let qwen: { layout: string; loadAverage: number; result: Record<string, number> }[] | undefined;
 if (qwenArg > 0 && process.argv[qwenArg + 1] !== undefined) {
-  const script = fileURLToPath(new URL('../packages/model/src/test-fixtures/heavy-generate.ts', import.meta.url));
+  const script = fileURLToPath(new URL('../packages/model/src/testing/heavy-generate.ts', import.meta.url));
   qwen = QWEN_LAYOUTS.map((layout) => {
     const loadAverage = Number((loadavg()[0] ?? 0).toFixed(1));
     const stdout = execFileSync(process.execPath, ['--import', 'tsx', script, process.argv[qwenArg + 1] as string, '1', '32', '16', layout], { encoding: 'utf8' });

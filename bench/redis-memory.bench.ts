@@ -15,8 +15,7 @@ import { Redis } from 'ioredis';
 import type { Policy, PolicyEpisode } from '@sqlenv/agents';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { BullmqTransport, RolloutWorker, runCoordinator, scoreGroup, type TurnTokens } from '@sqlenv/rollout';
-import { startPrivateRedis } from '../packages/rollout/src/test-fixtures/private-redis.ts';
-import { TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '../packages/rollout/src/test-fixtures/toy-environment.ts';
+import { startPrivateRedis, TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '@sqlenv/rollout/testing';
 
 const EPISODES = Number(process.env['BENCH_EPISODES'] ?? 1000);
 const GROUP_SIZE = 8;

@@ -36,7 +36,7 @@ import { runInNewContext } from 'node:vm';
 import WebSocket from 'ws';
 import { processCpuMs } from '@sqlenv/shared';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
-import { createEnvServer } from '../apps/env-server/src/env-server.ts';
+import { createEnvServer } from '@sqlenv/env-server';
 
 /** How long after its window a run may take to finish its last requests before it is reported as stalled. */
 const STALL_GRACE_MS = 30_000;

@@ -12,7 +12,7 @@ import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
-import { QueryRunner, QueryLimitsSchema, SqlExecutor } from '../packages/sql-env/src/sandbox/index.ts';
+import { QueryRunner, QueryLimitsSchema, SqlExecutor } from '@sqlenv/sql-env';
 
 const { values: args } = parseArgs({ options: { seconds: { type: 'string', default: '3' }, pool: { type: 'string', default: '2' }, depth: { type: 'string', default: '16' } } });
 const seconds = Number(args.seconds);

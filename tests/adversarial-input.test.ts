@@ -2,8 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAgentPrompt, parseToolCall } from '@sqlenv/agents';
 import { MAX_ARGUMENT_CHARS, ObservationFrameSchema, type ActionType, type Cell, type SqlAction } from '@sqlenv/protocol';
 import { verifyAnswer, type GoldAnswer, type SqlEnvRuntime } from '@sqlenv/sql-env';
-import { RawWs, startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, firstOracleEpisode, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { RawWs, startHarness, type Harness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
 
 // Every entry point that applies regular expressions (or any other text
 // processing) to agent- or client-supplied text must take time linear in it:

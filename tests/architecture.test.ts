@@ -151,6 +151,20 @@ describe('architecture: the import graph between workspaces', () => {
     expect(cycles).toEqual([]);
   });
 
+  it('tests/ and bench/ import workspaces by name (`@sqlenv/x`, test helpers as `@sqlenv/x/testing`), never by a path into their sources', () => {
+    const deep = ['tests', 'bench'].flatMap((d) => sourceFiles(path.join(root, d))).flatMap((f) =>
+      importSpecifiers(readFileSync(f, 'utf8'))
+        .filter((s) => /^(\.\.\/)+(packages|apps)\//.test(s))
+        .map((s) => `${path.relative(root, f)}: ${s}`),
+    );
+    expect(deep).toEqual([]);
+  });
+
+  it('test helpers live in folders named testing/ (no test-fixtures, test-support or test-utils)', () => {
+    const odd = workspaceDirs.flatMap((w) => sourceFiles(w.src)).map((f) => path.relative(root, f)).filter((f) => /(^|\/)(test-fixtures|test-support)\/|test-utils\.ts$/.test(f));
+    expect(odd).toEqual([]);
+  });
+
   it('every Lua script of the Redis transport lives in redis-scripts.ts', () => {
     const home = path.join('packages', 'rollout', 'src', 'transport', 'redis-scripts.ts');
     const elsewhere = workspaceDirs.flatMap((w) => sourceFiles(w.src)).filter((f) => !/\.test\.ts$/.test(f) && path.relative(root, f) !== home && /redis\.call\(/.test(readFileSync(f, 'utf8')));

@@ -3,8 +3,7 @@ import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { evaluate, OraclePolicy } from '@sqlenv/agents';
 import { SQLEnvClient } from '@sqlenv/client';
-import { startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, firstOracleEpisode, oracleEpisodes, RUNAWAY_SQL, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { startHarness, type Harness, createTestRuntime, firstOracleEpisode, oracleEpisodes, RUNAWAY_SQL, type OracleEpisode } from '@sqlenv/env-server/testing';
 
 // The TypeScript client against the real server: typed calls, errors as AppError codes.
 

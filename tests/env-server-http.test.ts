@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { EpisodeStateSchema, HttpStepResponseSchema, StepResultSchema, SqlActionSchema, toJsonSchema } from '@sqlenv/protocol';
-import { CatalogDocumentSchema } from '../apps/env-server/src/catalog.ts';
-import { RawWs, startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, firstOracleEpisode, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { CatalogDocumentSchema } from '@sqlenv/env-server';
+import { RawWs, startHarness, type Harness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
 
 // The HTTP face of the server: OpenEnv's routes and shapes, plus the session-id extension.
 

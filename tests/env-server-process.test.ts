@@ -5,8 +5,7 @@ import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { ErrorFrameSchema, ObservationFrameSchema } from '@sqlenv/protocol';
-import { RawWs } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, firstOracleEpisode, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { RawWs, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
 
 // The server as a real process: the Docker entrypoint (main.ts) configured by env vars,
 // a stock-OpenEnv-style Python client against it, and SIGTERM shutdown.

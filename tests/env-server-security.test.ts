@@ -5,9 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Logger } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
-import { parseServeConfig, startServer, type RunningServer } from '../apps/env-server/src/serve-command.ts';
-import { RawWs, startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, firstOracleEpisode, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { parseServeConfig, startServer, type RunningServer } from '@sqlenv/env-server';
+import { RawWs, startHarness, type Harness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
 
 // What the server promises a machine it runs on: browsers on other sites cannot drive it (Host and
 // Origin allow-list), an evaluated client cannot probe the gold answer through the reward, and

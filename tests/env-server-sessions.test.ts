@@ -3,8 +3,7 @@ import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { ErrorFrameSchema, ObservationFrameSchema, StateReplyFrameSchema } from '@sqlenv/protocol';
 import { SQLEnvClient } from '@sqlenv/client';
-import { RawWs, startHarness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, firstOracleEpisode, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { RawWs, startHarness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
 
 // Session lifetime under pressure: capacity never drops a live session, and an idle one
 // loses its episode but not its client (RL trainers keep a pool of connections for hours).

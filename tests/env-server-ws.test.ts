@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { ErrorFrameSchema, McpReplyFrameSchema, ObservationFrameSchema, StateReplyFrameSchema } from '@sqlenv/protocol';
-import { RawWs, startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, firstOracleEpisode, RUNAWAY_SQL, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { RawWs, startHarness, type Harness, createTestRuntime, firstOracleEpisode, RUNAWAY_SQL, type OracleEpisode } from '@sqlenv/env-server/testing';
 
 // Conformance of /ws with apps/env-server/README.md, against the real SQL environment.
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
+import { startApp, stopAll, waitFor, type AppProcess } from '@sqlenv/rollout/testing';
 
 /**
  * The startup check of the model-running apps (docs/operations.md, "The GPU host"): a worker or

@@ -15,10 +15,10 @@ import type { ChatFormat } from '@sqlenv/model';
 import { InferenceEngine, loadChatFormat, loadModel, modelInit, presetConfig, Scorer, writeRandomCheckpoint } from '@sqlenv/model';
 import { sequenceFromTurns, type SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type SqlEnvRuntime } from '@sqlenv/sql-env';
-import { writeTinySpider } from '../packages/sql-env/src/test-fixtures/tiny-spider.ts';
-import { writeSftData } from '../apps/cli/src/commands/sft-data.ts';
+import { writeTinySpider } from '@sqlenv/sql-env/testing';
+import { writeSftData } from '@sqlenv/cli';
 import { SQLEnvClient } from '@sqlenv/client';
-import { startHarness } from '../apps/env-server/src/test-support/server-harness.ts';
+import { startHarness } from '@sqlenv/env-server/testing';
 
 /**
  * The LLM agent on the real environment (a small Spider-layout dataset, real

@@ -7,9 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeOptimizerState } from '@sqlenv/grpo';
 import { decodeAdapter, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
 import { BullmqTransport, type RunSummary } from '@sqlenv/rollout';
-import { writeTinySpider } from '../packages/sql-env/src/test-fixtures/tiny-spider.ts';
-import { logTail, startApp, stopAll, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
-import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
+import { writeTinySpider } from '@sqlenv/sql-env/testing';
+import { logTail, startApp, stopAll, type AppProcess, deleteKeysUnder } from '@sqlenv/rollout/testing';
 
 /**
  * The model policy across processes: coordinator + 2 workers + trainer (the

@@ -26,7 +26,7 @@ import {
   type PolicyUpdater,
   type TrainingBatch,
 } from '@sqlenv/rollout';
-import { writeTinySpider } from '../packages/sql-env/src/test-fixtures/tiny-spider.ts';
+import { writeTinySpider } from '@sqlenv/sql-env/testing';
 
 /**
  * Adapter hot swap through the real seam: a trainer publishes one hand-made

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { DirectoryBlobStore, RedisBlobStore } from '@sqlenv/rollout';
-import { startPrivateRedis } from '../packages/rollout/src/test-fixtures/private-redis.ts';
+import { startPrivateRedis } from '@sqlenv/rollout/testing';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'sqlenv-blobs-'));
 const redis = new Redis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
@@ -88,7 +88,7 @@ describe('RedisBlobStore with chunks in Redis (the default: no shared filesystem
 
   it('carries an adapter-sized blob (40 MB) from one process to another through Redis alone', async () => {
     const bytes = 40 * 1024 * 1024;
-    const writer = path.join(root, 'packages/rollout/src/test-fixtures/blob-writer.ts');
+    const writer = path.join(root, 'packages/rollout/src/testing/blob-writer.ts');
     const big = new RedisBlobStore(redis, { redisKey: (key) => `${prefix}:${key}`, maxInlineBytes: 256 * 1024 });
     const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', writer, process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379', prefix, 'run/weights/v1', String(bytes), '7'], { cwd: root, maxBuffer: 1 << 20 });
     const written = JSON.parse(stdout.trim()) as { sha256: string; bytes: number };

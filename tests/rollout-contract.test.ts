@@ -22,8 +22,7 @@ import {
   type RunSummary,
   type Transport,
 } from '@sqlenv/rollout';
-import { TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '../packages/rollout/src/test-fixtures/toy-environment.ts';
-import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
+import { TOY_QUESTIONS, ToyPolicy, toyEnvironments, deleteKeysUnder } from '@sqlenv/rollout/testing';
 
 /**
  * The transport contract: the same coordinator / worker / trainer logic, run

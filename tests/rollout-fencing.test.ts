@@ -8,8 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EpisodeResult } from '@sqlenv/protocol';
 import type { RunSummary } from '@sqlenv/rollout';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
-import { logTail, startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
-import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
+import { logTail, startApp, stopAll, waitFor, type AppProcess, deleteKeysUnder } from '@sqlenv/rollout/testing';
 
 /**
  * A worker paused past its job lock (SIGSTOP: a long GC, a VM pause) resumes and finishes episodes
@@ -38,7 +37,7 @@ interface StoreEvent {
 }
 
 function samplingWorker(name: string): { child: ChildProcess; events: () => StoreEvent[]; stderr: () => string } {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'packages/rollout/src/test-fixtures/sampling-worker.ts'), REDIS_URL, keyBase, runId, name, '1000', '500'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'packages/rollout/src/testing/sampling-worker.ts'), REDIS_URL, keyBase, runId, name, '1000', '500'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let out = '';
   let err = '';

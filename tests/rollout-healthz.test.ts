@@ -1,6 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, startPrivateRedis, type PrivateRedis } from '../packages/rollout/src/test-fixtures/private-redis.ts';
-import { logTail, startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
+import { freePort, startPrivateRedis, type PrivateRedis, logTail, startApp, stopAll, waitFor, type AppProcess } from '@sqlenv/rollout/testing';
 
 /**
  * The compose healthchecks call /healthz: it must turn 503 when the app loses Redis (and 200 again

@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunSummary } from '@sqlenv/rollout';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
-import { logTail, startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
+import { logTail, startApp, stopAll, waitFor, type AppProcess } from '@sqlenv/rollout/testing';
 
 /**
  * Redis goes away mid-run: a private redis-server (nothing on disk) behind a

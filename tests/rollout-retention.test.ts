@@ -4,8 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { BullmqTransport, RolloutWorker, runCoordinator, runsCommand, runTrainer, StatsPolicyUpdater, type BullmqTransportConfigInput } from '@sqlenv/rollout';
-import { startPrivateRedis, type PrivateRedis } from '../packages/rollout/src/test-fixtures/private-redis.ts';
-import { TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '../packages/rollout/src/test-fixtures/toy-environment.ts';
+import { startPrivateRedis, type PrivateRedis, TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '@sqlenv/rollout/testing';
 
 /**
  * Runs clean up after themselves (docs/operations.md, "Clean-up"): a long run's Redis memory stays

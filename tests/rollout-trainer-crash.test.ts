@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunSummary } from '@sqlenv/rollout';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
-import { logTail, startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
+import { logTail, startApp, stopAll, waitFor, type AppProcess } from '@sqlenv/rollout/testing';
 
 /**
  * A trainer killed between writing the weights of version v and committing them: the commit never
@@ -48,7 +48,7 @@ describe('a trainer killed between its weights write and its commit', () => {
     apps.push(coordinator, worker);
     const logs = (): string => apps.map((a) => logTail(a)).join('\n');
 
-    const dying = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'packages/rollout/src/test-fixtures/dying-trainer.ts'), REDIS_URL, keyBase, runId, '3'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+    const dying = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'packages/rollout/src/testing/dying-trainer.ts'), REDIS_URL, keyBase, runId, '3'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     dying.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     const signal = await new Promise<string | null>((resolve) => dying.once('exit', (_code, sig) => resolve(sig)));

@@ -4,8 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunSummary } from '@sqlenv/rollout';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
-import { logTail, startApp, stopAll, waitFor, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
-import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
+import { logTail, startApp, stopAll, waitFor, type AppProcess, deleteKeysUnder } from '@sqlenv/rollout/testing';
 
 /**
  * Two runs at once on one fleet, the way docker-compose.yml runs them: two workers and two trainers

@@ -7,8 +7,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { BullmqTransport, readRunMetrics, RolloutWorker, runCoordinator, trainerCommand } from '@sqlenv/rollout';
-import { TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '../packages/rollout/src/test-fixtures/toy-environment.ts';
-import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
+import { TOY_QUESTIONS, ToyPolicy, toyEnvironments, deleteKeysUnder } from '@sqlenv/rollout/testing';
 
 /**
  * `sqlenv trainer --run-dir`: the distributed trainer (over Redis, BullMQ) leaves the same run

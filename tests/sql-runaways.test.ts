@@ -12,7 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, type AppError } from '@sqlenv/shared';
 import { SqlExecutor } from '@sqlenv/sql-env';
-import { makeTestDb } from '../packages/sql-env/src/sandbox/testing/make-test-db.ts';
+import { makeTestDb } from '@sqlenv/sql-env/testing';
 
 const RUNAWAY_SQL = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
 /** Long, so that no load can make a runaway end before the quick queries are done. */

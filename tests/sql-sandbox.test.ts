@@ -14,8 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode, processCpuMs } from '@sqlenv/shared';
 import { SqlExecutor, type QueryResult } from '@sqlenv/sql-env';
-import { executorChildEntry } from '../packages/sql-env/src/sandbox/child-entry.ts';
-import { makeTestDb } from '../packages/sql-env/src/sandbox/testing/make-test-db.ts';
+import { executorChildEntry, makeTestDb } from '@sqlenv/sql-env/testing';
 
 const TIMEOUT_MS = 300;
 /** The bound the sandbox promises: refused, or cut off within its timeout plus this slack. */

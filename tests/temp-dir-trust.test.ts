@@ -11,7 +11,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeTestDb } from '../packages/sql-env/src/sandbox/testing/make-test-db.ts';
+import { makeTestDb } from '@sqlenv/sql-env/testing';
 
 const FIXTURE = new URL('../packages/sql-env/src/sandbox/testing/one-query.ts', import.meta.url).pathname;
 /** A uid that is not ours (nobody), for planting a directory as "another user" when the tests run as root. */

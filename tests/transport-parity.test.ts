@@ -7,8 +7,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeAdapter, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
 import { readRunMetrics, trainCommand, type RunSummary } from '@sqlenv/rollout';
-import { logTail, startApp, stopAll, type AppProcess } from '../packages/rollout/src/test-fixtures/app-processes.ts';
-import { deleteKeysUnder } from '../packages/rollout/src/test-fixtures/redis-keys.ts';
+import { logTail, startApp, stopAll, type AppProcess, deleteKeysUnder } from '@sqlenv/rollout/testing';
 
 /**
  * The result of a model run must not depend on the transport: with max_staleness 0 and the same

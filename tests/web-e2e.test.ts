@@ -3,8 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
-import { startHarness, type Harness } from '../apps/env-server/src/test-support/server-harness.ts';
-import { createTestRuntime, firstOracleEpisode, type OracleEpisode } from '../apps/env-server/src/test-support/test-runtime.ts';
+import { startHarness, type Harness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
 
 // The /web page in real headless Chromium: a person's oracle episode, click by click.
 

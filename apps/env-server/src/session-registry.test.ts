@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, isAppError } from '@sqlenv/shared';
 import { SessionRegistry, type EndReason } from './session-registry.ts';
-import { createFakeRuntime } from './test-support/fake-runtime.ts';
+import { createFakeRuntime } from './testing/fake-runtime.ts';
 
 describe('SessionRegistry', () => {
   it('refuses past capacity with CAPACITY and details for the error frame', () => {

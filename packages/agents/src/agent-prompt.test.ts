@@ -22,7 +22,7 @@ interface JinjaCase {
 
 /** The real chat template (Qwen3's tokenizer_config.json) rendered by jinja2, as transformers does. */
 function renderWithJinja(cases: JinjaCase[]): string[] {
-  const run = spawnSync(PYTHON, [new URL('./test-fixtures/render-chat-template.py', import.meta.url).pathname], {
+  const run = spawnSync(PYTHON, [new URL('./testing/render-chat-template.py', import.meta.url).pathname], {
     input: JSON.stringify({ template_file: bundledQwenTokenizerPaths().tokenizerConfig, cases }),
     encoding: 'utf8',
     timeout: 60_000,

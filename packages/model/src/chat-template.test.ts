@@ -11,7 +11,7 @@ interface Fixture {
   cases: Record<'tools_first_turn' | 'tools_conversation' | 'no_tools' | 'tools_no_system', string>;
 }
 const fixture = JSON.parse(
-  readFileSync(new URL('./test-fixtures/qwen3-chat-template.json', import.meta.url), 'utf8'),
+  readFileSync(new URL('./testing/qwen3-chat-template.json', import.meta.url), 'utf8'),
 ) as Fixture;
 const conversation: ChatMessage[] = fixture.conversation.map((m) =>
   m.role === 'assistant'

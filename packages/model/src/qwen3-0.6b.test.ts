@@ -15,7 +15,7 @@ describe.skipIf(!heavy)('Qwen3-0.6B shapes (random weights)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sqlenv-qwen3-0.6b-'));
     try {
       writeRandomCheckpoint(dir, presetConfig('qwen3-0.6b'), { seed: 1, dtype: 'BF16' });
-      const script = fileURLToPath(new URL('./test-fixtures/heavy-generate.ts', import.meta.url));
+      const script = fileURLToPath(new URL('./testing/heavy-generate.ts', import.meta.url));
       const stdout = execFileSync(process.execPath, ['--import', 'tsx', script, dir, '1', '32', '8', 'no-prepack'], { encoding: 'utf8', timeout: 900_000 });
       const report = JSON.parse(stdout.trim().split('\n').at(-1) as string) as { generatedTokens: number; maxRssBytes: number };
       expect(report.generatedTokens).toBe(8);

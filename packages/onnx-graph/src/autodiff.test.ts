@@ -7,7 +7,7 @@ import { Graph } from './graph.ts';
 import type { GradInput } from './grad-cases.ts';
 import { gradCheck, relativeError, sampleInputs } from './grad-check.ts';
 import { tensor, toNumbers } from './tensor-data.ts';
-import { randn, rng, runOnce } from './test-utils.ts';
+import { randn, rng, runOnce } from './testing/run-once.ts';
 
 type Build = (g: Graph, x: readonly Tensor[]) => Tensor;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Graph } from './graph.ts';
-import { runOnce } from './test-utils.ts';
+import { runOnce } from './testing/run-once.ts';
 import { tensor, toNumbers } from './tensor-data.ts';
 
 describe('Loop', () => {

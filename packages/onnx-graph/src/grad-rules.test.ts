@@ -6,7 +6,7 @@ import { OP_GRADIENT, type DifferentiableOp } from './ops.ts';
 import { gradients } from './autodiff.ts';
 import { Graph } from './graph.ts';
 import { tensor } from './tensor-data.ts';
-import { rng, randn } from './test-utils.ts';
+import { rng, randn } from './testing/run-once.ts';
 
 const cases = (Object.keys(GRAD_CASES) as DifferentiableOp[]).flatMap((op) => GRAD_CASES[op].map((c, i) => ({ op, c, seed: 1000 + i + op.length * 31 })));
 

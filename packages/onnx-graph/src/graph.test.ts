@@ -3,7 +3,7 @@ import { AppError, ErrorCode } from '@sqlenv/shared';
 import { causalMask, logSoftmaxLse, rmsNorm } from './composites.ts';
 import { Graph } from './graph.ts';
 import { halfBitsToFloat, floatToHalfBits, tensor, toNumbers } from './tensor-data.ts';
-import { runOnce } from './test-utils.ts';
+import { runOnce } from './testing/run-once.ts';
 
 function graphError(fn: () => unknown): AppError {
   try {

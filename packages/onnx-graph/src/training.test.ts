@@ -4,7 +4,7 @@ import { crossEntropy, linear } from './composites.ts';
 import { Graph } from './graph.ts';
 import { createSession } from './runtime/session.ts';
 import { tensor, toNumbers, type TensorData } from './tensor-data.ts';
-import { randn, rng } from './test-utils.ts';
+import { randn, rng } from './testing/run-once.ts';
 
 /**
  * End-to-end: a 2-16-2 tanh MLP learns XOR-style quadrants with plain SGD,

@@ -4,7 +4,7 @@ import { AppError, ErrorCode, toAppError } from './app-error.ts';
 
 describe('startWorker', () => {
   it('runs a TypeScript worker module and passes it data', async () => {
-    const worker = startWorker(new URL('./test-fixtures/echo-worker.ts', import.meta.url), { data: { n: 41 } });
+    const worker = startWorker(new URL('./testing/echo-worker.ts', import.meta.url), { data: { n: 41 } });
     const reply = await new Promise((resolve, reject) => {
       worker.once('message', resolve);
       worker.once('error', reject);

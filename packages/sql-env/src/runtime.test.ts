@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { createSqlEnvRuntime } from './runtime.ts';
-import { writeTinySpider } from './test-fixtures/tiny-spider.ts';
+import { writeTinySpider } from './testing/tiny-spider.ts';
 
 let cacheDir: string;
 beforeAll(async () => {

@@ -8,7 +8,7 @@ import { attention, rmsNorm } from '../composites.ts';
 import { Graph } from '../graph.ts';
 import { encodeModel } from '../onnx-writer.ts';
 import { tensor, type TensorData } from '../tensor-data.ts';
-import { randn, rng } from '../test-utils.ts';
+import { randn, rng } from '../testing/run-once.ts';
 import { saveModel } from './model-files.ts';
 import { parsePlacementLog } from './placement.ts';
 import { createSession } from './session.ts';

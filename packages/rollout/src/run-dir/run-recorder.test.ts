@@ -6,7 +6,7 @@ import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, encodeAdapter, initLoraWeigh
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { runCoordinator } from '../coordinator.ts';
 import { RolloutWorker } from '../rollout-worker.ts';
-import { TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '../test-fixtures/toy-environment.ts';
+import { TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '../testing/toy-environment.ts';
 import { runTrainer, type PolicyUpdater, type TrainingBatch } from '../trainer.ts';
 import { InProcessTransport } from '../transport/in-process-transport.ts';
 import { readRunMetrics, RunRecorder, saveAdapterVersion } from './run-directory.ts';

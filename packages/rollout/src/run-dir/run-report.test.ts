@@ -8,7 +8,7 @@ import { renderRunReport, pickEvalPair } from './run-report.ts';
 import { runMetricsLine, trajectoryMetrics, type RunMetricsLine } from './run-metrics.ts';
 import { readSavedEvals, savedEvalFromReport, writeSavedEval, type SavedEval } from './saved-eval.ts';
 import { escapeHtml, formatTick, lineChart, niceTicks } from './svg-chart.ts';
-import { toyEnvironments } from '../test-fixtures/toy-environment.ts';
+import { toyEnvironments } from '../testing/toy-environment.ts';
 import type { BatchStats } from '../batch-stats.ts';
 
 function trajectory(versions: number[], actions: string[], completionTokens: number): Trajectory {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { builtinCacheName, builtinDatasetDir, readBuiltinManifest } from './builtin-dataset-dir.ts';
 import { DEFAULT_BUILTIN_SEED } from './generate-builtin-dataset.ts';
 
-const childScript = fileURLToPath(new URL('./test-fixtures/cache-child.ts', import.meta.url));
+const childScript = fileURLToPath(new URL('./testing/cache-child.ts', import.meta.url));
 
 let scratch: string;
 

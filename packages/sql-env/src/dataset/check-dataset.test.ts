@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlExecutor } from '../sandbox/index.ts';
-import { writeTinySpider } from '../test-fixtures/tiny-spider.ts';
+import { writeTinySpider } from '../testing/tiny-spider.ts';
 import { checkDataset } from './check-dataset.ts';
 
 let executor: SqlExecutor;

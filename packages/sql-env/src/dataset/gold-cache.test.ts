@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { SqlExecutor } from '../sandbox/index.ts';
-import { writeTinySpider } from '../test-fixtures/tiny-spider.ts';
+import { writeTinySpider } from '../testing/tiny-spider.ts';
 import { verifyAnswer } from '../verifier/index.ts';
 import { defaultCacheDir, loadDataset } from './load-dataset.ts';
 

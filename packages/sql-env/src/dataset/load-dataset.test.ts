@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { SqlExecutor } from '../sandbox/index.ts';
-import { writeTinySpider } from '../test-fixtures/tiny-spider.ts';
+import { writeTinySpider } from '../testing/tiny-spider.ts';
 import { loadDataset } from './load-dataset.ts';
 
 /** An executor that counts the queries it was asked to run (to see the gold cache work). */

