@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseRunId } from '@sqlenv/protocol';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
 import { RunAdmin, type RunDetails, type RunListing } from '../transport/run-admin.ts';
@@ -40,7 +41,8 @@ export async function runsCommand(argv: readonly string[], io: RolloutCommandIo)
     const options = readOptions(flags, io.env ?? {}, runsOptionSpecs, RunsOptionsSchema);
     admin = new RunAdmin({ redisUrl: options.redisUrl, keyBase: options.keyBase, ...(options.spillDir === undefined ? {} : { spillDir: options.spillDir }) });
     const out = (value: unknown, text: string): void => void io.stdout.write(options.json ? `${JSON.stringify(value)}\n` : text);
-    const runId = positionals[0];
+    // A run id is a name, never a pattern: 'myrun*' is refused here, before Redis is asked anything.
+    const runId = positionals[0] === undefined ? undefined : parseRunId(positionals[0], `runs ${action ?? ''}`);
     switch (action) {
       case 'list': {
         const runs = await admin.list();

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { RunIdSchema } from '@sqlenv/protocol';
 import { createRootLogger, type Logger } from '@sqlenv/shared';
 import { RolloutMetrics } from '../metrics.ts';
 import { transportHealthCheck, type HealthCheck } from '../health.ts';
@@ -34,7 +35,7 @@ export const trainerOptionSpecs: Record<string, OptionSpec> = {
 const TrainerOptionsSchema = z
   .object({
     /** Train this run and exit when it is done; without it, serve every active run that has no trainer. */
-    runId: z.string().min(1).optional(),
+    runId: RunIdSchema.optional(),
     /** How long to wait for the coordinator to register the run, in milliseconds. */
     runWaitMs: z.coerce.number().int().positive().default(600_000),
     /** Time to live of the trainer lease (renewed every third of it), in milliseconds; a dead trainer's run is free after this. */

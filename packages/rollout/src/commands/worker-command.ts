@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { RunIdSchema } from '@sqlenv/protocol';
 import { createRootLogger } from '@sqlenv/shared';
 import { RolloutMetrics } from '../metrics.ts';
 import { RolloutWorker } from '../rollout-worker.ts';
@@ -27,7 +28,7 @@ export const workerOptionSpecs: Record<string, OptionSpec> = {
 const WorkerOptionsSchema = z
   .object({
     /** Serve only this run, and exit when it is done; without it, serve every run until SIGTERM. */
-    runId: z.string().optional(),
+    runId: RunIdSchema.optional(),
     /** Episodes in flight per run in this process. */
     concurrency: z.coerce.number().int().positive().default(16),
     envUrl: z.string().optional(),

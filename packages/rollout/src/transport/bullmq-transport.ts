@@ -22,7 +22,7 @@ import { DirectoryBlobStore, type BlobStore } from '../store/blob-store.ts';
 import { RedisBlobStore, redisWriteError } from '../store/redis-blob-store.ts';
 import { encodeTrajectory, trajectoryKey, TrajectoryStore } from '../store/trajectory-store.ts';
 import { defineScripts, type ScriptRedis } from './redis-scripts.ts';
-import { episodeSlot, EPISODES, execBatch, GROUPS, groupFlow, RunKeys } from './run-keys.ts';
+import { episodeSlot, EPISODES, execBatch, GROUPS, groupFlow, redisGlobLiteral, RunKeys } from './run-keys.ts';
 import { weightsToPrune } from './weights-retention.ts';
 import type {
   CommitResult,
@@ -541,7 +541,7 @@ export class BullmqTransport implements Transport {
     const found = new Set<string>();
     let cursor = '0';
     do {
-      const [next, batch] = await this.#redis.scan(cursor, 'MATCH', `${this.#blobKey(prefix)}*`, 'COUNT', 1000);
+      const [next, batch] = await this.#redis.scan(cursor, 'MATCH', `${redisGlobLiteral(this.#blobKey(prefix))}*`, 'COUNT', 1000);
       cursor = next;
       // Chunk keys ('<blob key>#<id>:<i>') belong to their blob.
       for (const redisKey of batch) if (!redisKey.includes('#')) found.add(`${prefix.slice(0, slash)}/${redisKey.slice(runPrefix.length)}`);
