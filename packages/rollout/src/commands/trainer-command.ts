@@ -18,7 +18,7 @@ import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } 
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 
-export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--model DIR] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P]';
+export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--model DIR] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
 
 export const trainerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
