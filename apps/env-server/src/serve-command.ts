@@ -33,6 +33,9 @@ Options:
  * command-line flags (flags win). Throws AppError VALIDATION naming the bad value.
  */
 export function parseServeConfig(argv: readonly string[], env: Record<string, string | undefined>): ServeConfig | 'help' {
+  // Help before anything is parsed: `--help` next to a wrong option still prints the usage.
+  const optionsEnd = argv.indexOf('--');
+  if ((optionsEnd === -1 ? argv : argv.slice(0, optionsEnd)).some((arg) => arg === '--help' || arg === '-h')) return 'help';
   const { values } = parseArgs({
     args: [...argv],
     strict: true,

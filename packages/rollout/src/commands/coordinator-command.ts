@@ -6,7 +6,7 @@ import { RolloutMetrics } from '../metrics.ts';
 import { transportHealthCheck, type HealthCheck } from '../health.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { BullmqTransport } from '../transport/bullmq-transport.ts';
-import { readOptions, reportCommandError, type RolloutCommandIo } from './command-io.ts';
+import { printUsage, readOptions, reportCommandError, wantsHelp, type RolloutCommandIo } from './command-io.ts';
 import { RuntimeCache, scheduledQuestions } from './run-resources.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
@@ -22,6 +22,7 @@ const CoordinatorOptionsSchema = SpecOptionsSchema.extend(TransportOptionsSchema
  * bound, wait for the trainer to finish it, print ONE JSON line (RunSummary).
  */
 export async function coordinatorCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  if (wantsHelp(argv)) return printUsage(io, coordinatorUsage);
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
   let health: HealthCheck | undefined;

@@ -3,7 +3,7 @@ import { parseRunId } from '@sqlenv/protocol';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
 import { RunAdmin, type RunDetails, type RunListing } from '../transport/run-admin.ts';
-import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { booleanText } from './shared-options.ts';
 
 export const runsUsage = 'sqlenv runs list|show RUN|delete RUN [--force]|checkpoint RUN NAME [--version V] [--redis URL] [--key-base B] [--json]';
@@ -34,6 +34,7 @@ const RunsOptionsSchema = z.object({
  * - `checkpoint RUN NAME [--version V]`: pin committed weights so retention never deletes them.
  */
 export async function runsCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  if (wantsHelp(argv)) return printUsage(io, runsUsage);
   const [action, ...rest] = argv;
   let admin: RunAdmin | undefined;
   try {

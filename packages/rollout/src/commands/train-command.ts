@@ -21,7 +21,7 @@ import { InProcessTransport } from '../transport/in-process-transport.ts';
 import { BullmqTransport } from '../transport/bullmq-transport.ts';
 import type { Transport } from '../transport/transport.ts';
 import { booleanText, runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
-import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { createRunResolver, RuntimeCache, runtimeOptionsFrom, scheduledQuestions } from './run-resources.ts';
 import { renderProgress, sparkline } from './progress.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
@@ -102,6 +102,7 @@ const TrainOptionsSchema = SpecOptionsSchema.extend({
  * summary at the end (`--json`: the RunSummary as one JSON line).
  */
 export async function trainCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  if (wantsHelp(argv)) return printUsage(io, trainUsage);
   let transport: Transport | undefined;
   let runtimes: RuntimeCache | undefined;
   let worker: RolloutWorker | undefined;

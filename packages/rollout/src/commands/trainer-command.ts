@@ -13,7 +13,7 @@ import { writeRunReport, writeRunSpec } from '../run-dir/run-report.ts';
 import { join } from 'node:path';
 import { RunAdmin } from '../transport/run-admin.ts';
 import { BullmqTransport, BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
-import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
@@ -84,6 +84,7 @@ async function withUpdater<T>(
  * run trained. Restartable at any point: it resumes from the committed version and weights.
  */
 export async function trainerCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  if (wantsHelp(argv)) return printUsage(io, trainerUsage);
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
   let health: HealthCheck | undefined;

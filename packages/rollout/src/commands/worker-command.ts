@@ -8,7 +8,7 @@ import { transportHealthCheck, type HealthCheck } from '../health.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { BullmqTransport } from '../transport/bullmq-transport.ts';
 import { Wakeup } from '../wakeup.ts';
-import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
 import { createRunResolver, RuntimeCache, runtimeOptionsFrom } from './run-resources.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
@@ -47,6 +47,7 @@ const WorkerOptionsSchema = z
  * On SIGTERM it stops taking jobs and finishes the ones in flight.
  */
 export async function workerCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  if (wantsHelp(argv)) return printUsage(io, workerUsage);
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
   let health: HealthCheck | undefined;
