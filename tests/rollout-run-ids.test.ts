@@ -164,6 +164,18 @@ describe('run ids in the admin commands', () => {
     expect(second.map((r) => r.run_id).sort()).toEqual([...RUNS]);
     expect(await snapshotAll()).toEqual(before);
   });
+
+  it('discovers active runs past a name in the active-run set that is no run id', async () => {
+    await redis.sadd(`${keyBase}:runs`, 'myrun*', '../x');
+    const before = await snapshotAll();
+    const transport = new BullmqTransport({ redisUrl: REDIS_URL, keyBase });
+    try {
+      expect(await transport.activeRuns()).toEqual([...RUNS]);
+    } finally {
+      await transport.close();
+    }
+    expect(await snapshotAll()).toEqual(before);
+  });
 });
 
 describe('run ids where the distributed apps take them', () => {

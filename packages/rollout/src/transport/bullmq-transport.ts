@@ -7,6 +7,7 @@ import {
   GroupJobSchema,
   RolloutNoticeSchema,
   RolloutRunSpecSchema,
+  RunIdSchema,
   ScoredGroupSchema,
   type EpisodeJob,
   type EpisodeResult,
@@ -231,7 +232,11 @@ export class BullmqTransport implements Transport {
   }
 
   async activeRuns(): Promise<string[]> {
-    const ids = await this.#redis.smembers(this.#runsKey);
+    const members = await this.#redis.smembers(this.#runsKey);
+    // Only registerRun writes this set, with validated ids; a name that is no run id (written by
+    // something else) is left out rather than stopping every worker's discovery.
+    const ids = members.filter((id) => RunIdSchema.safeParse(id).success);
+    if (ids.length < members.length) this.#logger.warn({ ignored: members.filter((id) => !ids.includes(id)) }, 'active-run set holds names that are no run ids; ignored');
     if (ids.length === 0) return [];
     const done = await Promise.all(ids.map((id) => this.#redis.hget(this.#keys(id).state, 'done')));
     // Finished runs leave the set, so every worker's discovery costs O(active runs), not O(runs ever).
