@@ -162,7 +162,7 @@ describe('a database directory that is a symlink to outside the dataset', () => 
     }
   });
 
-  it('a symlinked database file counts too; a symlink that stays inside is fine', async () => {
+  it('a symlinked database file counts too; a symlink that stays inside, or a symlinked dataset directory, is fine', async () => {
     const fileLink = await writeDataset('symlinked-file', ['filelink']);
     await mkdir(join(fileLink, 'database', 'filelink'), { recursive: true });
     writeSecretDatabase(join(root, 'outside.sqlite'));
@@ -176,6 +176,10 @@ describe('a database directory that is a symlink to outside the dataset', () => 
     const ok = await sqlenv(['eval', '--dataset', inside, '--policy', 'oracle', '--episodes', 'all', '--json']);
     expect(ok.code, ok.stderr).toBe(0);
     expect(JSON.parse(ok.stdout.trim().split('\n').at(-1) ?? '{}')).toMatchObject({ episodes: 1, success_rate: 1 });
+    // The dataset directory itself may be a symlink: its real path is the boundary.
+    await symlink(inside, join(root, 'dataset-link'), 'dir');
+    const viaLink = await sqlenv(['eval', '--dataset', join(root, 'dataset-link'), '--policy', 'oracle', '--episodes', 'all', '--json']);
+    expect(viaLink.code, viaLink.stderr).toBe(0);
   });
 });
 
