@@ -204,7 +204,7 @@ describe('database files that are missing or empty', () => {
   it('eval --episodes all refuses the dataset, naming each missing or empty file', async () => {
     const result = await sqlenv(['eval', '--dataset', dir, '--policy', 'oracle', '--episodes', 'all']);
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/DATASET: \S+: 2 database file\(s\) missing or empty: ghost \(\S+ghost\.sqlite does not exist; 1 questions\), hollow \(\S+hollow\.sqlite is empty \(0 bytes\); 2 questions\)\. .*--skip-missing-dbs/);
+    expect(result.stderr).toMatch(/DATASET: \S+: 2 database file\(s\) missing or empty: ghost \(\S+ghost\.sqlite does not exist; 1 question\), hollow \(\S+hollow\.sqlite is empty \(0 bytes\); 2 questions\)\. .*--skip-missing-dbs/);
     const check = await sqlenv(['datasets', 'check', dir]);
     expect(check.code).toBe(1);
     expect(check.stdout).toMatch(/\[missing_database\] .*hollow.sqlite hollow: questions refer to db_id 'hollow' but \S+ is empty \(0 bytes\)/);

@@ -132,10 +132,10 @@ describe('loadDataset on malformed directories', () => {
   it('refuses a database file that is missing or empty, naming each, unless asked to skip them', async () => {
     const dir = await writeTinySpider({ missingDatabase: true });
     const cacheDir = join(scratch, 'missing');
-    await expectDatasetError(loadDataset(dir, { executor, cacheDir }), /1 database file\(s\) missing or empty: ghost \(\S+ghost\.sqlite does not exist; 1 questions\)\. .*--skip-missing-dbs/);
+    await expectDatasetError(loadDataset(dir, { executor, cacheDir }), /1 database file\(s\) missing or empty: ghost \(\S+ghost\.sqlite does not exist; 1 question\)\. .*--skip-missing-dbs/);
     // A 0-byte file opens in SQLite as a database without tables: as good as missing.
     await writeFile(join(dir, 'database', 'music', 'music.sqlite'), '');
-    await expectDatasetError(loadDataset(dir, { executor, cacheDir }), /2 database file\(s\) missing or empty: .*music \(\S+music\.sqlite is empty \(0 bytes\); 1 questions\)/);
+    await expectDatasetError(loadDataset(dir, { executor, cacheDir }), /2 database file\(s\) missing or empty: .*music \(\S+music\.sqlite is empty \(0 bytes\); 1 question\)/);
     const dataset = await loadDataset(dir, { executor, cacheDir, skipMissingDbs: true });
     expect(dataset.skippedDatabases.map((s) => [s.db_id, s.questions])).toEqual([['ghost', 1], ['music', 1]]);
     expect(dataset.skippedDatabases[1]?.reason).toMatch(/is empty \(0 bytes\)/);

@@ -194,7 +194,7 @@ async function readDatabases(dir: string, pending: readonly PendingQuestion[], s
     databases.set(dbId, { dbId, path: file.path, tables, tableIndex: buildTableIndex(tables.map((t) => t.name)), knownNames });
   }
   if (unusable.length > 0 && !skipMissing) {
-    const list = unusable.map((s) => `${s.db_id} (${s.reason}; ${s.questions} questions)`).join(', ');
+    const list = unusable.map((s) => `${s.db_id} (${s.reason}; ${s.questions} question${s.questions === 1 ? '' : 's'})`).join(', ');
     throw new AppError(ErrorCode.DATASET, `${dir}: ${unusable.length} database file(s) missing or empty: ${list}. Restore them, or skip them with --skip-missing-dbs (SQLENV_SKIP_MISSING_DBS=1)`, {
       details: { file: dir, missing: unusable },
     });
