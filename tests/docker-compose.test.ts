@@ -130,6 +130,8 @@ describe('docker-compose.yml (GPU host) and docker-compose.cpu.yml (CPU host)', 
       const service = services(gpu)[name];
       const port = service?.environment?.['METRICS_PORT'];
       expect(JSON.stringify(service?.['healthcheck'])).toContain(`127.0.0.1:${String(port)}/healthz`);
+      // The apps bind loopback by default; Prometheus on the compose network needs every interface.
+      for (const file of [gpu, cpu]) expect(services(file)[name]?.environment?.['SQLENV_METRICS_HOST'], name).toBe('0.0.0.0');
     }
     expect(services(gpu)['redis']?.['command']).toEqual(['redis-server', '--maxmemory', '0', '--maxmemory-policy', 'noeviction', '--appendonly', 'yes']);
   });

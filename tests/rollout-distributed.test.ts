@@ -74,7 +74,7 @@ function envWorker(name: string): AppProcess {
     SQLENV_STALLED_INTERVAL_MS: '1000',
     SQLENV_POLL_MS: '100',
     METRICS_PORT: String(envWorkerMetricsPort),
-    METRICS_HOST: '127.0.0.1',
+    SQLENV_METRICS_HOST: '127.0.0.1',
   });
   apps.push(app);
   return app;

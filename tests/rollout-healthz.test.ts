@@ -31,7 +31,7 @@ describe('/healthz of a rollout app', () => {
     const worker = startApp('worker', 'healthz-worker', [], {
       REDIS_URL: redis.url,
       METRICS_PORT: String(port),
-      METRICS_HOST: '127.0.0.1',
+      SQLENV_METRICS_HOST: '127.0.0.1',
       SQLENV_DISCOVERY_MS: '200',
       SQLENV_EXECUTOR_POOL_SIZE: '1',
     });

@@ -12,6 +12,10 @@ import { learnUsage } from './commands/learn.ts';
 export interface Command {
   summary: string;
   usage: string;
+  /** Sub-commands (`model init`, `runs delete`): `--help` after any of them prints the usage too. */
+  subcommands?: readonly string[];
+  /** The command prints its own, longer `--help` (sqlenv serve); otherwise main() prints `usage`. */
+  ownHelp?: boolean;
   run(argv: string[], io: CommandIo): Promise<number>;
 }
 
@@ -19,8 +23,9 @@ export interface Command {
 export const commands: Record<string, Command> = {
   eval: { summary: 'evaluate a policy (oracle, random, or a model) on a dataset', usage: evalUsage, run: evalCommand },
   play: { summary: 'play one episode in the terminal (or a scripted one)', usage: playUsage, run: playCommand },
-  datasets: { summary: 'validate a Spider-layout dataset directory', usage: datasetsUsage, run: datasetsCommand },
+  datasets: { summary: 'validate a Spider-layout dataset directory', usage: datasetsUsage, subcommands: ['check', 'builtin'], run: datasetsCommand },
   serve: {
+    ownHelp: true,
     summary: 'run the OpenEnv-compatible server (WebSocket /ws, HTTP, /web, /docs)',
     usage: 'sqlenv serve [--port 8000] [--host 127.0.0.1] [--dataset builtin|<dir>] [--api-key K] [--mode eval|train] [--allowed-hosts H,...] (sqlenv serve --help)',
     run: async (argv, io) => {
@@ -28,7 +33,7 @@ export const commands: Record<string, Command> = {
       return serveCommand(argv, { stdout: (text) => void io.stdout.write(text), stderr: (text) => void io.stderr.write(text) });
     },
   },
-  model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, run: modelCommand },
+  model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, subcommands: ['init', 'tokenizer', 'logits', 'generate'], run: modelCommand },
   'sft-data': { summary: "write the oracle's episodes as SFT data in the LLM agent's prompt and tool-call format", usage: sftDataUsage, run: sftDataCommand },
   sft: rolloutCommand('supervised fine-tuning of a LoRA adapter on assistant tokens (writes a PEFT adapter directory)', sftUsage, (m) => m.sftCommand),
   learn: {
@@ -41,7 +46,7 @@ export const commands: Record<string, Command> = {
   worker: rolloutCommand('distributed run: play episode jobs from Redis until SIGTERM', workerUsage, (m) => m.workerCommand),
   trainer: rolloutCommand('distributed run: consume scored groups, update and publish the policy', trainerUsage, (m) => m.trainerCommand),
   report: rolloutCommand('rebuild a run directory\'s report.html from metrics.jsonl and evals/', reportUsage, (m) => m.reportCommand),
-  runs: rolloutCommand('distributed runs in Redis: list, show, delete, pin a checkpoint', runsUsage, (m) => m.runsCommand),
+  runs: { ...rolloutCommand('distributed runs in Redis: list, show, delete, pin a checkpoint', runsUsage, (m) => m.runsCommand), subcommands: ['list', 'show', 'delete', 'checkpoint'] },
 };
 
 

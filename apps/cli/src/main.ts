@@ -1,3 +1,4 @@
+import { wantsHelp } from '@sqlenv/rollout';
 import { AppError, createRootLogger, ErrorCode, isAppError } from '@sqlenv/shared';
 import { ExitCode, UsageError } from './cli-error.ts';
 import type { CommandIo } from './io.ts';
@@ -25,6 +26,11 @@ export async function main(argv: string[], ioOverrides: Partial<CommandIo> = {})
   if (command === undefined) {
     io.stderr.write(`sqlenv: unknown command '${name}' (try 'sqlenv --help')\n`);
     return ExitCode.USAGE;
+  }
+  // Every command and sub-command answers --help with its usage, whatever else is on the line.
+  if (command.ownHelp !== true && wantsHelp(rest)) {
+    io.stdout.write(`sqlenv ${name}: ${command.summary}\n\nusage: ${command.usage}\n`);
+    return ExitCode.OK;
   }
   try {
     return await command.run(rest, io);

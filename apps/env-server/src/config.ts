@@ -52,6 +52,8 @@ export const ServeConfigSchema = EnvServerLimitsSchema.extend({
   mode: z.enum(['eval', 'train']).default('eval'),
   /** Where the builtin dataset is generated; the sql-env default when unset. */
   cacheDir: z.string().min(1).optional(),
+  /** Serve without the databases whose file is missing or empty (logged) instead of refusing to start. */
+  skipMissingDbs: z.boolean().default(false),
   /** SQL executor child processes (the sql-env default when unset). */
   executorPoolSize: z.number().int().positive().max(64).optional(),
   /** The SQL executor's in-process fast path bound in ms (0 = every query through a child; the sql-env default when unset). */
@@ -74,6 +76,7 @@ export const ServeEnvSchema = z
     HOST: z.string().optional(),
     SQLENV_DATASET: z.string().optional(),
     SQLENV_CACHE_DIR: z.string().optional(),
+    SQLENV_SKIP_MISSING_DBS: envBoolean.optional(),
     SQLENV_API_KEY: z.string().optional(),
     SQLENV_ALLOWED_HOSTS: z.string().optional(),
     SQLENV_MODE: z.string().optional(),
@@ -92,6 +95,7 @@ export const ServeEnvSchema = z
       host: env.HOST,
       dataset: env.SQLENV_DATASET,
       cacheDir: env.SQLENV_CACHE_DIR,
+      skipMissingDbs: env.SQLENV_SKIP_MISSING_DBS,
       // An empty SQLENV_API_KEY (common in compose files) means "no auth", not "empty token".
       apiKey: env.SQLENV_API_KEY === '' ? undefined : env.SQLENV_API_KEY,
       allowedHosts: env.SQLENV_ALLOWED_HOSTS === undefined ? undefined : splitList(env.SQLENV_ALLOWED_HOSTS),

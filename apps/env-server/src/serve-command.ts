@@ -14,6 +14,8 @@ Options:
   --host <addr>          address to bind (default 127.0.0.1; env HOST; 0.0.0.0 exposes it)
   --dataset <builtin|dir> builtin dataset or a Spider-layout directory (env SQLENV_DATASET)
   --cache-dir <dir>      where the builtin dataset is generated (env SQLENV_CACHE_DIR)
+  --skip-missing-dbs     serve without databases whose file is missing or empty, listing them;
+                         without it such a dataset is refused (env SQLENV_SKIP_MISSING_DBS=1)
   --api-key <key>        require "Authorization: Bearer <key>" (env SQLENV_API_KEY)
   --mode <eval|train>    eval (default): clients see only the terminal reward; train: the shaped
                          reward RL trainers need (env SQLENV_MODE)
@@ -31,6 +33,9 @@ Options:
  * command-line flags (flags win). Throws AppError VALIDATION naming the bad value.
  */
 export function parseServeConfig(argv: readonly string[], env: Record<string, string | undefined>): ServeConfig | 'help' {
+  // Help before anything is parsed: `--help` next to a wrong option still prints the usage.
+  const optionsEnd = argv.indexOf('--');
+  if ((optionsEnd === -1 ? argv : argv.slice(0, optionsEnd)).some((arg) => arg === '--help' || arg === '-h')) return 'help';
   const { values } = parseArgs({
     args: [...argv],
     strict: true,
@@ -40,6 +45,7 @@ export function parseServeConfig(argv: readonly string[], env: Record<string, st
       host: { type: 'string' },
       dataset: { type: 'string' },
       'cache-dir': { type: 'string' },
+      'skip-missing-dbs': { type: 'boolean' },
       'api-key': { type: 'string' },
       mode: { type: 'string' },
       'allowed-hosts': { type: 'string' },
@@ -60,6 +66,7 @@ export function parseServeConfig(argv: readonly string[], env: Record<string, st
       host: values.host,
       dataset: values.dataset,
       cacheDir: values['cache-dir'],
+      skipMissingDbs: values['skip-missing-dbs'],
       apiKey: values['api-key'],
       mode: values.mode,
       allowedHosts: values['allowed-hosts'] === undefined ? undefined : splitList(values['allowed-hosts']),
@@ -81,13 +88,13 @@ export interface RunningServer {
 
 /** Load the dataset, start the executor pool and the server; the server owns (and closes) the runtime. */
 export async function startServer(config: ServeConfig, logger: Logger): Promise<RunningServer> {
-  const { port, host, dataset, cacheDir, mode, executorPoolSize, executorInProcessMaxMs, logLevel: _logLevel, ...limits } = config;
+  const { port, host, dataset, cacheDir, skipMissingDbs, mode, executorPoolSize, executorInProcessMaxMs, logLevel: _logLevel, ...limits } = config;
   const executor = {
     ...(executorPoolSize === undefined ? {} : { poolSize: executorPoolSize }),
     ...(executorInProcessMaxMs === undefined ? {} : { inProcessMaxMs: executorInProcessMaxMs }),
   };
-  const runtime = await createSqlEnvRuntime({ dataset, ...(cacheDir === undefined ? {} : { cacheDir }), executor, env: { rewardMode: mode }, logger });
-  logger.info({ dataset: runtime.dataset.name, databases: runtime.dataset.databases.size, questions: runtime.dataset.questions.length }, 'dataset loaded');
+  const runtime = await createSqlEnvRuntime({ dataset, ...(cacheDir === undefined ? {} : { cacheDir }), executor, env: { rewardMode: mode }, datasetLoad: { skipMissingDbs }, logger });
+  logger.info({ dataset: runtime.dataset.name, databases: runtime.dataset.databases.size, questions: runtime.dataset.questions.length, skippedDatabases: runtime.dataset.skippedDatabases.map((s) => s.db_id) }, 'dataset loaded');
   const server = createEnvServer({ runtime, ownsRuntime: true, logger, ...limits });
   try {
     const address = await server.listen(port, host);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AppError, ErrorCode } from '@sqlenv/shared';
 import { SplitName } from './question.ts';
 
 /**
@@ -9,10 +10,21 @@ import { SplitName } from './question.ts';
  * never trajectories: those live in the trajectory store.
  */
 
-/** Run ids end up in Redis keys, queue prefixes and job ids: keep them to a safe alphabet. */
-export const RunIdSchema = z
-  .string()
-  .regex(/^[A-Za-z0-9_-]{1,64}$/, 'run id: 1–64 characters of A–Z a–z 0–9 _ -');
+/**
+ * Run ids end up in Redis keys, SCAN patterns, queue prefixes, job ids and directory names: keep
+ * them to an alphabet with no glob character (`* ? [ ] \`), no path separator and no `.`, so an id
+ * can only ever name itself. Every place a run id enters (command line, environment, job payload,
+ * run spec, Redis keys that list runs) goes through this one schema.
+ */
+export const RUN_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+export const RunIdSchema = z.string().regex(RUN_ID_PATTERN, 'run id: 1–64 characters of A–Z a–z 0–9 _ -');
+
+/** A run id from `source` (an option, a variable, a Redis entry), or AppError VALIDATION naming both. */
+export function parseRunId(value: unknown, source: string): string {
+  const parsed = RunIdSchema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw new AppError(ErrorCode.VALIDATION, `${source}: ${JSON.stringify(value)} is not a run id (1–64 characters of A–Z a–z 0–9 _ -; no wildcards)`);
+}
 
 export const AdvantageMode = { GRPO: 'grpo', DR_GRPO: 'dr_grpo' } as const;
 export type AdvantageMode = (typeof AdvantageMode)[keyof typeof AdvantageMode];

@@ -95,6 +95,8 @@ export {
   scheduledQuestions,
   POLICY_NAMES,
   environmentVariables,
+  printUsage,
+  wantsHelp,
   type RolloutCommandIo,
 } from './commands/index.ts';
 export { createModelResources, type ModelResources, type ModelResourcesOptions } from './commands/model-resources.ts';

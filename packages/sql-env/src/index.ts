@@ -1,6 +1,6 @@
 // The public API of @sqlenv/sql-env. Each folder owner adds the exports of their folder here.
 export { EnvConfigSchema, parseEnvConfig, type EnvConfig, type EnvConfigInput, type RewardMode } from './config/env-config.ts';
-export type { Dataset, DatabaseInfo, DatabaseTable, DatabaseColumn, GoldFailure } from './dataset/dataset.ts';
+export type { Dataset, DatabaseInfo, DatabaseTable, DatabaseColumn, GoldFailure, SkippedDatabase } from './dataset/dataset.ts';
 export { GoldFailureReason } from './dataset/dataset.ts';
 export { loadDataset, defaultCacheDir, DatasetLoadConfigSchema, type DatasetLoadConfig, type LoadDatasetOptions } from './dataset/load-dataset.ts';
 export { checkDataset, DatasetProblemKind, type DatasetCheckReport, type DatasetProblem, type CheckDatasetOptions } from './dataset/check-dataset.ts';

@@ -3,18 +3,18 @@ import { z } from 'zod';
 import { createBaselinePolicy, evaluate, TranscriptCollector, type EvaluationReport, type Policy, type TurnEvent } from '@sqlenv/agents';
 import type { ModelResources } from '@sqlenv/rollout';
 import { SplitName } from '@sqlenv/protocol';
-import { createSqlEnvRuntime, type Dataset } from '@sqlenv/sql-env';
+import type { Dataset } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
 import { PhaseProgress, progressMode } from '@sqlenv/shared';
 import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../args.ts';
-import { cacheDir } from '../paths.ts';
+import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 import { UsageError } from '../cli-error.ts';
 import { formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
 import { precisionSuccessRate } from '../precision-success-rate.ts';
 
-const EvalFlags = ModelFlags.extend({
+const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   policy: z.enum(['oracle', 'random', 'model']).default('oracle'),
   dataset: z.string().min(1).default('builtin'),
   split: SplitName.optional(),
@@ -33,7 +33,7 @@ const EvalFlags = ModelFlags.extend({
   'eval-version': intFlag.optional(),
 });
 
-export const evalUsage = `sqlenv eval [--policy oracle|random|model] [--dataset builtin|<dir>] [--split train|dev]
+export const evalUsage = `sqlenv eval [--policy oracle|random|model] [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev]
             [--episodes N|all] [--seed S] [--concurrency C] [--url ws://host:port] [--mode eval|train] [--json] [--verbose]
             [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
              [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl]]
@@ -61,12 +61,13 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       'eval-name': { type: 'string' },
       'eval-version': { type: 'string' },
       ...modelFlagOptions,
+      ...datasetFlagOptions,
     },
     EvalFlags,
   );
   const save = saveEvalTarget(flags);
   // Evaluation by default: the progress shaping scores queries against the gold rows, so a policy that saw it could probe answers.
-  const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), env: { rewardMode: flags.mode }, logger: io.logger });
+  const runtime = await openSqlRuntime({ dataset: flags.dataset, env: { rewardMode: flags.mode } }, skipMissingDbs(flags['skip-missing-dbs']), io);
   let model: ModelResources | undefined;
   const trajectories = flags.trajectories === undefined ? undefined : createWriteStream(flags.trajectories);
   try {

@@ -6,19 +6,20 @@ import { PhaseProgress } from '@sqlenv/shared';
 import { intFlag, parseFlags, positiveIntFlag } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
+import { DatasetFlags, datasetFlagOptions, skipMissingDbs } from '../dataset-flags.ts';
 import { writeSftData } from './sft-data.ts';
 
 /** The checkpoint `npm start` begins from: made by this project's `sqlenv sft --full` (models/README.md says how). */
 export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-tiny', import.meta.url));
 
-export const learnUsage = `sqlenv learn [--model DIR] [--dataset builtin|DIR] [--run-dir DIR] [--seed S]
+export const learnUsage = `sqlenv learn [--model DIR] [--dataset builtin|DIR [--skip-missing-dbs]] [--run-dir DIR] [--seed S]
             [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
             [--episodes N] [--group-size G] [--groups-per-batch B] [--temperature T] [--lr X] [--lora-rank R]
             [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]`;
 
 const number = z.coerce.number();
 
-const LearnFlags = z.object({
+const LearnFlags = DatasetFlags.extend({
   model: z.string().min(1).default(DEFAULT_LEARN_MODEL),
   dataset: z.string().min(1).default('builtin'),
   'run-dir': z.string().min(1).optional(),
@@ -101,9 +102,12 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       'eval-questions': { type: 'string' },
       redis: { type: 'string' },
       'local-worker': { type: 'string' },
+      ...datasetFlagOptions,
     },
     LearnFlags,
   );
+  // Resolved once (flag, else SQLENV_SKIP_MISSING_DBS) and handed to every phase that loads the dataset.
+  const skipMissing = skipMissingDbs(flags['skip-missing-dbs']);
   if (!existsSync(join(flags.model, 'config.json'))) {
     throw new UsageError(`--model ${flags.model}: no config.json there (the default checkpoint ships in the repository's models/ directory)`);
   }
@@ -121,7 +125,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     const data = join(runDir, 'sft', 'train.jsonl');
     mkdirSync(join(runDir, 'sft'), { recursive: true });
     const written = await writeSftData(
-      { dataset: flags.dataset, split: 'train', model: flags.model, out: data, episodes: 'all', seed: flags.seed, format: 'messages', thinking: false },
+      { dataset: flags.dataset, 'skip-missing-dbs': skipMissing, split: 'train', model: flags.model, out: data, episodes: 'all', seed: flags.seed, format: 'messages', thinking: false },
       io,
     );
     say(`SFT data: ${written.lines} oracle episodes of the train split (${written.skipped.length} skipped), ${written.meanTokens.toFixed(0)} tokens each on average`);
@@ -161,7 +165,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
 
   // Phases 2–4: evaluation before, GRPO, evaluation after (sqlenv train with held-out evaluations).
   const rollout = await import('@sqlenv/rollout');
-  const trainArgs = grpoArgs(flags, policyModel, adapter, runDir, tty);
+  const trainArgs = [...grpoArgs(flags, policyModel, adapter, runDir, tty), ...(skipMissing ? ['--skip-missing-dbs'] : [])];
   say(`GRPO: sqlenv train ${trainArgs.join(' ')}`);
   const code = await rollout.trainCommand(trainArgs, { stdout: io.stderr, stderr: io.stderr, env: {}, logger: io.logger });
   const evals = rollout.readSavedEvals(runDir);

@@ -2,16 +2,15 @@ import { createInterface } from 'node:readline/promises';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { SplitName, SqlActionSchema, actionTypes, type SqlAction, type StepResult } from '@sqlenv/protocol';
-import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { formatZodIssues } from '@sqlenv/shared';
 import { intFlag, parseFlags } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
-import { cacheDir } from '../paths.ts';
+import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
 import { formatTurn, ModelFlags, modelFlagOptions, startModelPolicy } from '../model-policy.ts';
 import { runEpisode } from '@sqlenv/agents';
 
-const PlayFlags = ModelFlags.extend({
+const PlayFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   policy: z.enum(['human', 'model']).default('human'),
   dataset: z.string().min(1).default('builtin'),
   split: SplitName.optional(),
@@ -21,7 +20,7 @@ const PlayFlags = ModelFlags.extend({
   json: z.boolean().default(false),
 });
 
-export const playUsage = `sqlenv play [--dataset builtin|<dir>] [--split train|dev] [--question-id Q] [--seed S]
+export const playUsage = `sqlenv play [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev] [--question-id Q] [--seed S]
             [--actions FILE.jsonl --json]
             sqlenv play --policy model --model DIR [--adapter DIR] [--temperature T] [--max-new-tokens N] ... [--json]`;
 
@@ -44,12 +43,13 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
       json: { type: 'boolean' },
       policy: { type: 'string' },
       ...modelFlagOptions,
+      ...datasetFlagOptions,
     },
     PlayFlags,
   );
   if (flags.policy === 'model') return playModel(flags, io);
   const scripted = flags.actions === undefined ? undefined : await readActionsFile(flags.actions);
-  const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), logger: io.logger });
+  const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
   const env = runtime.createEnvironment();
   try {
     const resetOptions = {
@@ -97,7 +97,7 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
 
 /** The model plays one episode; each turn is printed as it happens (what it wrote, the action, the observation, the reward). */
 async function playModel(flags: z.infer<typeof PlayFlags>, io: CommandIo): Promise<number> {
-  const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), logger: io.logger });
+  const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
   const env = runtime.createEnvironment();
   const model = await startModelPolicy(flags, { maxBatchSize: 1, logger: io.logger }).catch(async (error: unknown) => {
     await runtime.close();

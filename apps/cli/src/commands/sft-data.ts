@@ -2,13 +2,12 @@ import { createWriteStream } from 'node:fs';
 import { z } from 'zod';
 import { LlmPolicy, loadAgentPrompt, OraclePolicy, PolicyCompletionSource, runEpisode, type LlmEpisode } from '@sqlenv/agents';
 import { RunModelSpecSchema, sequenceFromTurns, SplitName } from '@sqlenv/protocol';
-import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../args.ts';
-import { cacheDir } from '../paths.ts';
+import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 
-const SftDataFlags = z.object({
+const SftDataFlags = DatasetFlags.extend({
   dataset: z.string().min(1).default('builtin'),
   split: SplitName.optional(),
   model: z.string().min(1),
@@ -22,7 +21,7 @@ const SftDataFlags = z.object({
 });
 export type SftDataFlags = z.infer<typeof SftDataFlags>;
 
-export const sftDataUsage = `sqlenv sft-data --model DIR --out F.jsonl [--dataset builtin|<dir>] [--split train|dev] [--episodes N|all]
+export const sftDataUsage = `sqlenv sft-data --model DIR --out F.jsonl [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev] [--episodes N|all]
             [--format ids|messages] [--prompt FILE] [--thinking] [--context-tokens N] [--seed S]`;
 
 export interface SftDataSummary {
@@ -57,6 +56,7 @@ export async function sftDataCommand(argv: string[], io: CommandIo): Promise<num
       prompt: { type: 'string' },
       thinking: { type: 'boolean' },
       'context-tokens': { type: 'string' },
+      ...datasetFlagOptions,
     },
     SftDataFlags,
   );
@@ -68,12 +68,12 @@ export async function sftDataCommand(argv: string[], io: CommandIo): Promise<num
   return 0;
 }
 
-export async function writeSftData(flags: SftDataFlags, io: Pick<CommandIo, 'logger'>): Promise<SftDataSummary> {
+export async function writeSftData(flags: SftDataFlags, io: Pick<CommandIo, 'logger'> & Partial<Pick<CommandIo, 'stderr'>>): Promise<SftDataSummary> {
   const model = await import('@sqlenv/model');
   const config = model.readModelConfig(flags.model);
   const chat = await model.loadChatFormat(flags.model, { thinking: flags.thinking, config });
   const prompt = loadAgentPrompt(flags.prompt);
-  const runtime = await createSqlEnvRuntime({ dataset: flags.dataset, cacheDir: cacheDir(), logger: io.logger });
+  const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
   const out = createWriteStream(flags.out);
   const summary: SftDataSummary = { lines: 0, skipped: [], meanTokens: 0, maxTokens: 0 };
   try {

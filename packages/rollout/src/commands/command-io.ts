@@ -55,6 +55,22 @@ export function reportCommandError(io: RolloutCommandIo, command: string, error:
   return appError?.code === ErrorCode.VALIDATION ? 2 : 1;
 }
 
+/**
+ * `--help` or `-h` among a command's arguments (before a `--` that ends the options): the command
+ * prints its usage and exits 0 instead of parsing anything (apps' own entry points go through here;
+ * `sqlenv` answers before it calls the command).
+ */
+export function wantsHelp(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).some((arg) => arg === '--help' || arg === '-h');
+}
+
+/** Print `usage` for `--help`; the exit code of a help request. */
+export function printUsage(io: Pick<RolloutCommandIo, 'stdout'>, usage: string): number {
+  io.stdout.write(`usage: ${usage}\n`);
+  return 0;
+}
+
 /** Resolves when the signal aborts (never, without a signal). */
 export function aborted(signal: AbortSignal | undefined): Promise<void> {
   if (!signal) return new Promise<void>(() => undefined);

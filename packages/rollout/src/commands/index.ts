@@ -5,6 +5,6 @@ export { trainCommand, trainUsage, formatSummary } from './train-command.ts';
 export { runsCommand, runsUsage } from './runs-command.ts';
 export { reportCommand, reportUsage } from './report-command.ts';
 export { runSftCommand, sftCommand, SftOptionsSchema, sftUsage, type SftOptions, type SftSummary } from './sft-command.ts';
-export type { RolloutCommandIo } from './command-io.ts';
+export { printUsage, wantsHelp, type RolloutCommandIo } from './command-io.ts';
 export { createPolicy, createRunResolver, remoteEnvironments, RuntimeCache, scheduledQuestions, POLICY_NAMES } from './run-resources.ts';
 export { environmentVariables } from './environment-variables.ts';

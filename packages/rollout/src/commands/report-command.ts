@@ -4,12 +4,13 @@ import { AppError, ErrorCode } from '@sqlenv/shared';
 import { readRunMetrics, RUN_METRICS_FILE } from '../run-dir/run-directory.ts';
 import { writeRunReport } from '../run-dir/run-report.ts';
 import { EVALS_DIR, readSavedEvals } from '../run-dir/saved-eval.ts';
-import { reportCommandError, type RolloutCommandIo } from './command-io.ts';
+import { printUsage, reportCommandError, wantsHelp, type RolloutCommandIo } from './command-io.ts';
 
 export const reportUsage = 'sqlenv report RUN_DIR';
 
 /** `sqlenv report RUN_DIR`: rebuild RUN_DIR/report.html from metrics.jsonl and evals/; prints its path. */
 export function reportCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  if (wantsHelp(argv)) return Promise.resolve(printUsage(io, reportUsage));
   try {
     if (argv.length !== 1 || argv[0] === undefined || argv[0].startsWith('-')) throw new AppError(ErrorCode.VALIDATION, `usage: ${reportUsage}`);
     const runDir = argv[0];

@@ -26,15 +26,18 @@ export interface RuntimeOptions {
   cacheDir?: string;
   executorPoolSize?: number;
   executorInProcessMaxMs?: number;
+  /** Load datasets without their missing or empty database files (see DatasetLoadConfigSchema). */
+  skipMissingDbs?: boolean;
   logger?: Logger;
 }
 
 /** RuntimeOptions from parsed command options (unset ones left to the sql-env defaults). */
-export function runtimeOptionsFrom(options: { cacheDir?: string | undefined; executorPoolSize?: number | undefined; executorInProcessMaxMs?: number | undefined }, logger: Logger): RuntimeOptions {
+export function runtimeOptionsFrom(options: { cacheDir?: string | undefined; executorPoolSize?: number | undefined; executorInProcessMaxMs?: number | undefined; skipMissingDbs?: boolean | undefined }, logger: Logger): RuntimeOptions {
   return {
     ...(options.cacheDir === undefined ? {} : { cacheDir: options.cacheDir }),
     ...(options.executorPoolSize === undefined ? {} : { executorPoolSize: options.executorPoolSize }),
     ...(options.executorInProcessMaxMs === undefined ? {} : { executorInProcessMaxMs: options.executorInProcessMaxMs }),
+    ...(options.skipMissingDbs === undefined ? {} : { skipMissingDbs: options.skipMissingDbs }),
     logger,
   };
 }
@@ -58,6 +61,7 @@ export class RuntimeCache {
           ...(this.#options.executorPoolSize === undefined ? {} : { poolSize: this.#options.executorPoolSize }),
           ...(this.#options.executorInProcessMaxMs === undefined ? {} : { inProcessMaxMs: this.#options.executorInProcessMaxMs }),
         },
+        datasetLoad: { skipMissingDbs: this.#options.skipMissingDbs ?? false },
         logger: this.#options.logger ?? silentLogger,
       });
       // A failed load is not cached: the next run may find the dataset fixed.

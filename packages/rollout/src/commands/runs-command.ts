@@ -1,8 +1,9 @@
 import { z } from 'zod';
+import { parseRunId } from '@sqlenv/protocol';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
 import { RunAdmin, type RunDetails, type RunListing } from '../transport/run-admin.ts';
-import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { booleanText } from './shared-options.ts';
 
 export const runsUsage = 'sqlenv runs list|show RUN|delete RUN [--force]|checkpoint RUN NAME [--version V] [--redis URL] [--key-base B] [--json]';
@@ -33,6 +34,7 @@ const RunsOptionsSchema = z.object({
  * - `checkpoint RUN NAME [--version V]`: pin committed weights so retention never deletes them.
  */
 export async function runsCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  if (wantsHelp(argv)) return printUsage(io, runsUsage);
   const [action, ...rest] = argv;
   let admin: RunAdmin | undefined;
   try {
@@ -40,7 +42,8 @@ export async function runsCommand(argv: readonly string[], io: RolloutCommandIo)
     const options = readOptions(flags, io.env ?? {}, runsOptionSpecs, RunsOptionsSchema);
     admin = new RunAdmin({ redisUrl: options.redisUrl, keyBase: options.keyBase, ...(options.spillDir === undefined ? {} : { spillDir: options.spillDir }) });
     const out = (value: unknown, text: string): void => void io.stdout.write(options.json ? `${JSON.stringify(value)}\n` : text);
-    const runId = positionals[0];
+    // A run id is a name, never a pattern: 'myrun*' is refused here, before Redis is asked anything.
+    const runId = positionals[0] === undefined ? undefined : parseRunId(positionals[0], `runs ${action ?? ''}`);
     switch (action) {
       case 'list': {
         const runs = await admin.list();

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LoraConfig } from '@sqlenv/model';
 import type { SftStepReport } from '@sqlenv/grpo';
-import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 
 export const sftUsage = `sqlenv sft --model DIR --data F.jsonl --steps N --out DIR [--adapter-init DIR] [--lr X] [--optimizer adamw|sgd]
             [--schedule constant|cosine] [--warmup-steps W] [--min-lr-ratio R] [--weight-decay D]
@@ -94,6 +94,7 @@ export interface SftSummary {
  * --out as a PEFT directory (adapter_config.json + adapter_model.safetensors).
  */
 export async function sftCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  if (wantsHelp(argv)) return printUsage(io, sftUsage);
   try {
     const options = readOptions(argv, {}, sftOptionSpecs, SftOptionsSchema);
     await runSftCommand(options, io, io.signal === undefined ? {} : { signal: io.signal });

@@ -13,7 +13,7 @@ export const transportOptionSpecs: Record<string, OptionSpec> = {
   'stalled-interval-ms': { key: 'stalledIntervalMs', env: 'SQLENV_STALLED_INTERVAL_MS' },
   'max-stalled-count': { key: 'maxStalledCount', env: 'SQLENV_MAX_STALLED_COUNT' },
   'metrics-port': { key: 'metricsPort', env: 'METRICS_PORT' },
-  'metrics-host': { key: 'metricsHost', env: 'METRICS_HOST' },
+  'metrics-host': { key: 'metricsHost', env: 'SQLENV_METRICS_HOST' },
   'log-level': { key: 'logLevel', env: 'LOG_LEVEL' },
   'poll-ms': { key: 'pollMs', env: 'SQLENV_POLL_MS' },
   'health-ping-timeout-ms': { key: 'healthPingTimeoutMs', env: 'SQLENV_HEALTH_PING_TIMEOUT_MS' },
@@ -21,6 +21,9 @@ export const transportOptionSpecs: Record<string, OptionSpec> = {
 };
 
 const int = z.coerce.number().int();
+
+/** "true" / "false" / "1" / "0" from a flag or an environment variable. */
+export const booleanText = z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]);
 
 /** Transport fields are left undefined when not given: BullmqTransportConfigSchema holds their defaults. */
 export const TransportOptionsSchema = z.object({
@@ -34,7 +37,12 @@ export const TransportOptionsSchema = z.object({
   maxStalledCount: int.nonnegative().optional(),
   /** Serve /metrics and /status on this port (0 = any free port); none when unset. */
   metricsPort: int.min(0).max(65_535).optional(),
-  metricsHost: z.string().default('0.0.0.0'),
+  /**
+   * Address the status server binds. Loopback by default: /status shows the run spec and nothing
+   * on it asks for credentials, so serving it to the network is an explicit choice (containers set
+   * 0.0.0.0 so Prometheus and the compose healthcheck reach it; docs/security.md, "Metrics endpoint").
+   */
+  metricsHost: z.string().min(1).default('127.0.0.1'),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Fallback poll interval of the control loops, in milliseconds (notices wake them sooner). */
   pollMs: int.positive().default(250),
@@ -60,16 +68,16 @@ export const runtimeOptionSpecs: Record<string, OptionSpec> = {
   'cache-dir': { key: 'cacheDir', env: 'SQLENV_CACHE_DIR' },
   'executor-pool-size': { key: 'executorPoolSize', env: 'SQLENV_EXECUTOR_POOL_SIZE' },
   'executor-in-process-max-ms': { key: 'executorInProcessMaxMs', env: 'SQLENV_EXECUTOR_IN_PROCESS_MAX_MS' },
+  'skip-missing-dbs': { key: 'skipMissingDbs', env: 'SQLENV_SKIP_MISSING_DBS', flag: true },
 };
 
 export const RuntimeOptionsSchema = z.object({
   cacheDir: z.string().optional(),
   executorPoolSize: int.positive().optional(),
   executorInProcessMaxMs: z.coerce.number().min(0).max(100).optional(),
+  /** Play without the databases whose file is missing or empty (they are logged) instead of refusing the dataset. */
+  skipMissingDbs: booleanText.optional(),
 });
-
-/** "true" / "false" / "1" / "0" from a flag or an environment variable. */
-export const booleanText = z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]);
 
 /** A flag that takes a JSON object of settings (`--learner`, `--reward`): the object, or AppError VALIDATION naming the flag and an example. */
 export function jsonObjectOption(text: string, flag: string, example: string): Record<string, unknown> {

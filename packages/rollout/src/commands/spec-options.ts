@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RolloutRunSpecSchema, type RolloutRunSpec, type RunModelSpec } from '@sqlenv/protocol';
+import { RolloutRunSpecSchema, RunIdSchema, type RolloutRunSpec, type RunModelSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { parseRewardConfig } from '@sqlenv/sql-env';
 import type { OptionSpec } from './command-io.ts';
@@ -30,7 +30,7 @@ const int = z.coerce.number().int();
 
 /** Text → typed spec fields; undefined stays undefined so the spec schema applies its defaults. */
 export const SpecOptionsSchema = z.object({
-  run_id: z.string().optional(),
+  run_id: RunIdSchema.optional(),
   dataset: z.string().optional(),
   split: z.string().optional(),
   policy: z.string().optional(),

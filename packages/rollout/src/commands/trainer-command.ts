@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { RunIdSchema } from '@sqlenv/protocol';
 import { createRootLogger, type Logger } from '@sqlenv/shared';
 import { RolloutMetrics } from '../metrics.ts';
 import { transportHealthCheck, type HealthCheck } from '../health.ts';
@@ -12,12 +13,12 @@ import { writeRunReport, writeRunSpec } from '../run-dir/run-report.ts';
 import { join } from 'node:path';
 import { RunAdmin } from '../transport/run-admin.ts';
 import { BullmqTransport, BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
-import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 
-export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--model DIR] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P]';
+export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--model DIR] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
 
 export const trainerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
@@ -34,7 +35,7 @@ export const trainerOptionSpecs: Record<string, OptionSpec> = {
 const TrainerOptionsSchema = z
   .object({
     /** Train this run and exit when it is done; without it, serve every active run that has no trainer. */
-    runId: z.string().min(1).optional(),
+    runId: RunIdSchema.optional(),
     /** How long to wait for the coordinator to register the run, in milliseconds. */
     runWaitMs: z.coerce.number().int().positive().default(600_000),
     /** Time to live of the trainer lease (renewed every third of it), in milliseconds; a dead trainer's run is free after this. */
@@ -83,6 +84,7 @@ async function withUpdater<T>(
  * run trained. Restartable at any point: it resumes from the committed version and weights.
  */
 export async function trainerCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  if (wantsHelp(argv)) return printUsage(io, trainerUsage);
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
   let health: HealthCheck | undefined;

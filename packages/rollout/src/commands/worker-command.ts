@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { RunIdSchema } from '@sqlenv/protocol';
 import { createRootLogger } from '@sqlenv/shared';
 import { RolloutMetrics } from '../metrics.ts';
 import { RolloutWorker } from '../rollout-worker.ts';
@@ -7,13 +8,13 @@ import { transportHealthCheck, type HealthCheck } from '../health.ts';
 import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { BullmqTransport } from '../transport/bullmq-transport.ts';
 import { Wakeup } from '../wakeup.ts';
-import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
 import { createRunResolver, RuntimeCache, runtimeOptionsFrom } from './run-resources.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 
-export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--model DIR] [--env-url ws://HOST:8000] [--metrics-port P]';
+export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--skip-missing-dbs] [--model DIR] [--env-url ws://HOST:8000] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
 
 export const workerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
@@ -27,7 +28,7 @@ export const workerOptionSpecs: Record<string, OptionSpec> = {
 const WorkerOptionsSchema = z
   .object({
     /** Serve only this run, and exit when it is done; without it, serve every run until SIGTERM. */
-    runId: z.string().optional(),
+    runId: RunIdSchema.optional(),
     /** Episodes in flight per run in this process. */
     concurrency: z.coerce.number().int().positive().default(16),
     envUrl: z.string().optional(),
@@ -46,6 +47,7 @@ const WorkerOptionsSchema = z
  * On SIGTERM it stops taking jobs and finishes the ones in flight.
  */
 export async function workerCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+  if (wantsHelp(argv)) return printUsage(io, workerUsage);
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
   let health: HealthCheck | undefined;

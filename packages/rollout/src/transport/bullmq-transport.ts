@@ -7,6 +7,7 @@ import {
   GroupJobSchema,
   RolloutNoticeSchema,
   RolloutRunSpecSchema,
+  RunIdSchema,
   ScoredGroupSchema,
   type EpisodeJob,
   type EpisodeResult,
@@ -22,7 +23,7 @@ import { DirectoryBlobStore, type BlobStore } from '../store/blob-store.ts';
 import { RedisBlobStore, redisWriteError } from '../store/redis-blob-store.ts';
 import { encodeTrajectory, trajectoryKey, TrajectoryStore } from '../store/trajectory-store.ts';
 import { defineScripts, type ScriptRedis } from './redis-scripts.ts';
-import { episodeSlot, EPISODES, execBatch, GROUPS, groupFlow, RunKeys } from './run-keys.ts';
+import { episodeSlot, EPISODES, execBatch, GROUPS, groupFlow, redisGlobLiteral, RunKeys } from './run-keys.ts';
 import { weightsToPrune } from './weights-retention.ts';
 import type {
   CommitResult,
@@ -224,7 +225,11 @@ export class BullmqTransport implements Transport {
   }
 
   async activeRuns(): Promise<string[]> {
-    const ids = await this.#redis.smembers(this.#runsKey);
+    const members = await this.#redis.smembers(this.#runsKey);
+    // Only registerRun writes this set, with validated ids; a name that is no run id (written by
+    // something else) is left out rather than stopping every worker's discovery.
+    const ids = members.filter((id) => RunIdSchema.safeParse(id).success);
+    if (ids.length < members.length) this.#logger.warn({ ignored: members.filter((id) => !ids.includes(id)) }, 'active-run set holds names that are no run ids; ignored');
     if (ids.length === 0) return [];
     const done = await Promise.all(ids.map((id) => this.#redis.hget(this.#keys(id).state, 'done')));
     // Finished runs leave the set, so every worker's discovery costs O(active runs), not O(runs ever).
@@ -534,7 +539,7 @@ export class BullmqTransport implements Transport {
     const found = new Set<string>();
     let cursor = '0';
     do {
-      const [next, batch] = await this.#redis.scan(cursor, 'MATCH', `${this.#blobKey(prefix)}*`, 'COUNT', 1000);
+      const [next, batch] = await this.#redis.scan(cursor, 'MATCH', `${redisGlobLiteral(this.#blobKey(prefix))}*`, 'COUNT', 1000);
       cursor = next;
       // Chunk keys ('<blob key>#<id>:<i>') belong to their blob.
       for (const redisKey of batch) if (!redisKey.includes('#')) found.add(`${prefix.slice(0, slash)}/${redisKey.slice(runPrefix.length)}`);

@@ -1,14 +1,19 @@
 import { Redis } from 'ioredis';
-import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
+import { RolloutRunSpecSchema, RunIdSchema, type RolloutRunSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { DirectoryBlobStore } from '../store/blob-store.ts';
+import { BullmqTransportConfigSchema } from './bullmq-transport.ts';
 import { RunKeys } from './run-keys.ts';
 
 export interface RunListing {
   run_id: string;
   registered_at: string;
-  /** 'active' (not done), 'done', or 'expired' (its keys are gone; the listing entry is removed). */
-  state: 'active' | 'done' | 'expired';
+  /**
+   * 'active' (not done), 'done', 'expired' (its keys are gone; the listing entry is removed), or
+   * 'invalid': the listing holds a name that is not a run id (written by something else), which no
+   * admin command turns into a key pattern; `runs delete` cannot name it, so the listing forgets it.
+   */
+  state: 'active' | 'done' | 'expired' | 'invalid';
   policy_version: number;
   episodes: number | null;
   /** Seconds until a finished run's keys expire (null: no expiry set). */
@@ -41,7 +46,8 @@ export class RunAdmin {
   constructor(options: { redisUrl: string; keyBase: string; spillDir?: string }) {
     this.#redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3, connectionName: 'sqlenv-runs' });
     this.#redis.on('error', () => undefined);
-    this.#keyBase = options.keyBase;
+    // The key base starts every SCAN pattern: the transport's schema keeps it to a glob-free alphabet.
+    this.#keyBase = BullmqTransportConfigSchema.shape.keyBase.parse(options.keyBase);
     this.#spill = options.spillDir === undefined ? undefined : new DirectoryBlobStore(options.spillDir);
   }
 
@@ -53,10 +59,14 @@ export class RunAdmin {
     const entries = await this.#redis.zrange(this.#allRuns, 0, -1, 'WITHSCORES');
     const out: RunListing[] = [];
     for (let i = 0; i + 1 < entries.length; i += 2) {
-      const listing = await this.#listing(entries[i] as string, Number(entries[i + 1]));
+      const runId = entries[i] as string;
+      const registeredMs = Number(entries[i + 1]);
+      const listing = RunIdSchema.safeParse(runId).success
+        ? await this.#listing(runId, registeredMs)
+        : { run_id: runId, registered_at: new Date(registeredMs).toISOString(), state: 'invalid' as const, policy_version: 0, episodes: null, expires_in_s: null };
       out.push(listing);
-      // An expired run's entry goes with it (its keys are already gone).
-      if (listing.state === 'expired') await this.#redis.zrem(this.#allRuns, listing.run_id);
+      // An expired run's entry goes with it (its keys are already gone), and so does a name that is no run id.
+      if (listing.state === 'expired' || listing.state === 'invalid') await this.#redis.zrem(this.#allRuns, listing.run_id);
     }
     return out;
   }
@@ -144,7 +154,7 @@ export class RunAdmin {
     const found: string[] = [];
     let cursor = '0';
     do {
-      const [next, batch] = await this.#redis.scan(cursor, 'MATCH', keys.pattern.replace(/[[\]?\\]/g, '\\$&'), 'COUNT', 1000);
+      const [next, batch] = await this.#redis.scan(cursor, 'MATCH', keys.pattern, 'COUNT', 1000);
       cursor = next;
       found.push(...batch);
     } while (cursor !== '0');

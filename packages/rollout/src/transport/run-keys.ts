@@ -1,17 +1,27 @@
 import type { FlowJob } from 'bullmq';
 import type { ChainableCommander } from 'ioredis';
-import type { EpisodeJob, GroupJob, RolloutRunSpec } from '@sqlenv/protocol';
+import { parseRunId, type EpisodeJob, type GroupJob, type RolloutRunSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 
 /** Queue names inside a run's prefix. */
 export const EPISODES = 'episodes';
 export const GROUPS = 'groups';
 
+/**
+ * A literal string as a Redis glob pattern (SCAN/KEYS MATCH) that matches only itself: every
+ * character the matcher treats specially gets a backslash. Redis reads `\x` as a literal x for any
+ * x, so escaping more than needed is harmless, escaping less lets `*` in a name match other keys.
+ */
+export function redisGlobLiteral(text: string): string {
+  return text.replace(/[\\*?[\]^-]/g, '\\$&');
+}
+
 /** Redis keys of one run; all in the run's hash slot. */
 export class RunKeys {
   readonly prefix: string;
+  /** `runId` is checked here too: no key of any run is derived from an id that is not one. */
   constructor(keyBase: string, runId: string) {
-    this.prefix = `${keyBase}:{${runId}}`;
+    this.prefix = `${keyBase}:{${parseRunId(runId, 'run id')}}`;
   }
   get spec(): string {
     return `${this.prefix}:spec`;
@@ -69,9 +79,9 @@ export class RunKeys {
   get trainerLease(): string {
     return `${this.prefix}:trainer-lease`;
   }
-  /** Every key of the run starts with this (SCAN pattern for `runs delete` / expiry). */
+  /** SCAN pattern of every key of the run (`runs show/delete`, expiry): the prefix as a literal, then `*`. */
   get pattern(): string {
-    return `${this.prefix}:*`;
+    return `${redisGlobLiteral(this.prefix)}:*`;
   }
 }
 

@@ -18,6 +18,7 @@ afterAll(async () => {
 describe('checkDataset', () => {
   it('lists every problem of a directory: missing databases, tables.json mismatches, gold failures', async () => {
     const dir = await writeTinySpider({
+      missingDatabase: true,
       tablesJson: [
         { db_id: 'shop', table_names_original: ['singer', 'order items', 'select', 'MixedCase'] },
         { db_id: 'music', table_names_original: ['album', 'track'] },

@@ -6,13 +6,15 @@ import { isAppError, silentLogger, toAppError, type Logger } from '@sqlenv/share
 import { readSchema, SqlExecutor } from '../sandbox/index.ts';
 import { GoldFailureReason } from './dataset.ts';
 import { loadDataset, type DatasetLoadConfig } from './load-dataset.ts';
-import { DATABASE_DIR, databasePath, isDirectory, isFile, questionFiles, readJsonFile, SpiderExampleSchema, SpiderTablesEntrySchema, TABLES_FILE } from './spider-files.ts';
+import { DATABASE_DIR, dbIdProblem, isDirectory, isFile, questionFiles, readJsonFile, resolveDatabaseFile, SpiderExampleSchema, SpiderTablesEntrySchema, TABLES_FILE } from './spider-files.ts';
 
 export const DatasetProblemKind = {
   MISSING_DIRECTORY: 'missing_directory',
   NO_QUESTION_FILE: 'no_question_file',
   BAD_FILE: 'bad_file',
   MISSING_DATABASE: 'missing_database',
+  /** A db_id that is not a plain name, or a database file that resolves outside the dataset (symlinks followed): never opened. */
+  UNSAFE_PATH: 'unsafe_path',
   UNREADABLE_DATABASE: 'unreadable_database',
   TABLES_JSON_MISMATCH: 'tables_json_mismatch',
   GOLD_FAILURE: 'gold_failure',
@@ -95,39 +97,49 @@ export async function checkDataset(dir: string, options: CheckDatasetOptions = {
     problem({ kind: DatasetProblemKind.NO_QUESTION_FILE, severity: 'error', message: `no question file (expected one of ${questionFiles.map((q) => q.file).join(', ')})`, file: absolute });
   }
 
-  const realTables = await checkDatabases(absolute, referenced, problem);
+  const { tables: realTables, unsafe } = await checkDatabases(absolute, referenced, problem);
   report.databases = realTables.size;
   await checkTablesJson(absolute, realTables, problem);
 
-  if (loadable) await checkGold(absolute, options, report);
+  // A dataset that reaches outside itself is not loaded at all (the load would refuse it anyway).
+  if (loadable && !unsafe) await checkGold(absolute, options, report);
   report.ok = !report.problems.some((p) => p.severity === 'error');
   return report;
 }
 
-/** Each referenced db_id needs a readable SQLite file; returns the table names of the readable ones (all present, referenced or not). */
-async function checkDatabases(dir: string, referenced: ReadonlySet<string>, problem: (p: DatasetProblem) => void): Promise<Map<string, string[]>> {
+/**
+ * Each referenced db_id needs a plain name and a readable, non-empty SQLite file inside the dataset;
+ * returns the table names of the readable ones (all present, referenced or not), and whether any
+ * db_id or database directory reaches outside the dataset.
+ */
+async function checkDatabases(dir: string, referenced: ReadonlySet<string>, problem: (p: DatasetProblem) => void): Promise<{ tables: Map<string, string[]>; unsafe: boolean }> {
   const present = new Set<string>();
   try {
-    for (const entry of await readdir(join(dir, DATABASE_DIR), { withFileTypes: true })) if (entry.isDirectory()) present.add(entry.name);
+    // Symlinked directories count as present: one that points outside the dataset is reported.
+    for (const entry of await readdir(join(dir, DATABASE_DIR), { withFileTypes: true })) if (entry.isDirectory() || entry.isSymbolicLink()) present.add(entry.name);
   } catch {
     // Reported above as a missing database/ folder.
   }
   const tables = new Map<string, string[]>();
+  let unsafe = false;
   for (const dbId of new Set([...referenced, ...present])) {
-    const path = databasePath(dir, dbId);
-    if (!(await isFile(path))) {
-      if (referenced.has(dbId)) {
-        problem({ kind: DatasetProblemKind.MISSING_DATABASE, severity: 'error', message: `questions refer to db_id '${dbId}' but ${path} does not exist`, file: path, db_id: dbId });
+    const file = await resolveDatabaseFile(dir, dbId);
+    if (!file.ok) {
+      if (file.kind === 'unsafe') {
+        unsafe = true;
+        problem({ kind: DatasetProblemKind.UNSAFE_PATH, severity: 'error', message: `refused, not opened: ${file.reason}`, file: file.path, db_id: dbId });
+      } else if (referenced.has(dbId)) {
+        problem({ kind: DatasetProblemKind.MISSING_DATABASE, severity: 'error', message: `questions refer to db_id '${dbId}' but ${file.reason}`, file: file.path, db_id: dbId });
       }
       continue;
     }
     try {
-      tables.set(dbId, readSchema(path).map((t) => t.name));
+      tables.set(dbId, readSchema(file.path).map((t) => t.name));
     } catch (error) {
-      problem({ kind: DatasetProblemKind.UNREADABLE_DATABASE, severity: 'error', message: `cannot read ${path}: ${toAppError(error).message}`, file: path, db_id: dbId });
+      problem({ kind: DatasetProblemKind.UNREADABLE_DATABASE, severity: 'error', message: `cannot read ${file.path}: ${toAppError(error).message}`, file: file.path, db_id: dbId });
     }
   }
-  return tables;
+  return { tables, unsafe };
 }
 
 /** tables.json (optional) must describe the same tables as the SQLite files (compared case-insensitively). */
@@ -142,6 +154,11 @@ async function checkTablesJson(dir: string, realTables: ReadonlyMap<string, stri
     return;
   }
   for (const entry of entries) {
+    const nameProblem = dbIdProblem(entry.db_id);
+    if (nameProblem !== undefined) {
+      problem({ kind: DatasetProblemKind.UNSAFE_PATH, severity: 'error', message: `tables.json entry db_id ${JSON.stringify(entry.db_id)} is not a plain name: ${nameProblem}`, file: path, db_id: entry.db_id });
+      continue;
+    }
     const real = realTables.get(entry.db_id);
     if (real === undefined) {
       problem({ kind: DatasetProblemKind.TABLES_JSON_MISMATCH, severity: 'warning', message: `tables.json describes db_id '${entry.db_id}', which has no readable database file`, file: path, db_id: entry.db_id });
@@ -163,7 +180,8 @@ async function checkGold(dir: string, options: CheckDatasetOptions, report: Data
   const { executor: given, logger = silentLogger, ...loadOptions } = options;
   const executor = given ?? new SqlExecutor({ logger });
   try {
-    const dataset = await loadDataset(dir, { ...loadOptions, executor, logger });
+    // Missing and empty database files are reported above; the gold queries of the others are still checked.
+    const dataset = await loadDataset(dir, { ...loadOptions, skipMissingDbs: true, executor, logger });
     report.playable = dataset.questions.length;
     report.splits = [...dataset.splits];
     // Missing database files were reported above, once per database rather than once per question.

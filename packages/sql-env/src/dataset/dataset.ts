@@ -64,6 +64,16 @@ export interface GoldFailure {
   message: string;
 }
 
+/** A database left out of a dataset loaded with `skipMissingDbs`, and why. */
+export interface SkippedDatabase {
+  db_id: string;
+  /** Where its SQLite file was expected. */
+  path: string;
+  reason: string;
+  /** Questions that refer to it (all left out, as `missing_database` failures). */
+  questions: number;
+}
+
 export interface Dataset {
   /** 'builtin' or the directory's base name. */
   readonly name: string;
@@ -78,6 +88,8 @@ export interface Dataset {
   readonly defaultSplit: SplitName;
   /** Questions left out of `questions`, with the reason. */
   readonly failures: readonly GoldFailure[];
+  /** Databases left out because their file is missing or empty (only when loaded with skipMissingDbs). */
+  readonly skippedDatabases: readonly SkippedDatabase[];
   /** A playable question by id. */
   question(questionId: string): QuestionRecord | undefined;
   /** Playable questions of a split (optionally of one database), in dataset order. Cached per key. */

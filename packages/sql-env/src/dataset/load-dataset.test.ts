@@ -37,8 +37,8 @@ async function expectDatasetError(promise: Promise<unknown>, fragment: RegExp): 
 
 describe('loadDataset on a Spider-layout directory', () => {
   it('precomputes gold answers and derives types, tables and difficulty', async () => {
-    const dir = await writeTinySpider();
-    const dataset = await loadDataset(dir, { executor, cacheDir: join(scratch, 'a') });
+    const dir = await writeTinySpider({ missingDatabase: true });
+    const dataset = await loadDataset(dir, { executor, cacheDir: join(scratch, 'a'), skipMissingDbs: true });
     expect(dataset.splits).toEqual(['train', 'dev']);
     expect(dataset.defaultSplit).toBe('train');
     expect(dataset.questions.map((q) => q.question_id)).toEqual(['shop_train_0', 'shop_train_1', 'shop_train_2', 'shop_train_3', 'shop_train_6', 'shop_train_7', 'music_dev_0']);
@@ -63,8 +63,8 @@ describe('loadDataset on a Spider-layout directory', () => {
   });
 
   it('reports unplayable questions with reasons instead of dropping them silently', async () => {
-    const dir = await writeTinySpider();
-    const dataset = await loadDataset(dir, { executor, cacheDir: join(scratch, 'b') });
+    const dir = await writeTinySpider({ missingDatabase: true });
+    const dataset = await loadDataset(dir, { executor, cacheDir: join(scratch, 'b'), skipMissingDbs: true });
     const reasons = Object.fromEntries(dataset.failures.map((f) => [f.question_id, f.reason]));
     expect(reasons).toEqual({ shop_train_4: 'sql_error', ghost_train_5: 'missing_database' });
     expect(dataset.failures.find((f) => f.question_id === 'shop_train_4')?.message).toMatch(/no such column/);
@@ -127,6 +127,19 @@ describe('loadDataset on malformed directories', () => {
     await expectDatasetError(loadDataset(dir, { executor, cacheDir: scratch }), /train_spider\.json: invalid JSON/);
     await writeFile(join(dir, 'train_spider.json'), JSON.stringify([{ db_id: 'shop', question: 'q' }]));
     await expectDatasetError(loadDataset(dir, { executor, cacheDir: scratch }), /train_spider\.json: unexpected content: 0\.query/);
+  });
+
+  it('refuses a database file that is missing or empty, naming each, unless asked to skip them', async () => {
+    const dir = await writeTinySpider({ missingDatabase: true });
+    const cacheDir = join(scratch, 'missing');
+    await expectDatasetError(loadDataset(dir, { executor, cacheDir }), /1 database file\(s\) missing or empty: ghost \(\S+ghost\.sqlite does not exist; 1 question\)\. .*--skip-missing-dbs/);
+    // A 0-byte file opens in SQLite as a database without tables: as good as missing.
+    await writeFile(join(dir, 'database', 'music', 'music.sqlite'), '');
+    await expectDatasetError(loadDataset(dir, { executor, cacheDir }), /2 database file\(s\) missing or empty: .*music \(\S+music\.sqlite is empty \(0 bytes\); 1 question\)/);
+    const dataset = await loadDataset(dir, { executor, cacheDir, skipMissingDbs: true });
+    expect(dataset.skippedDatabases.map((s) => [s.db_id, s.questions])).toEqual([['ghost', 1], ['music', 1]]);
+    expect(dataset.skippedDatabases[1]?.reason).toMatch(/is empty \(0 bytes\)/);
+    expect(dataset.splits).toEqual(['train']);
   });
 
   it('fails when no question is playable', async () => {

@@ -8,10 +8,10 @@ import { builtinDatasetDir } from '../builtin/index.ts';
 import { deriveAnswerType, formatGoldAnswer } from '../verifier/index.ts';
 import { buildTableIndex } from '../env/resolve-table.ts';
 import { isDoubleQuotedStringError, singleQuoteStrings } from '../env/double-quoted-strings.ts';
-import type { Dataset, DatabaseInfo, GoldFailure } from './dataset.ts';
+import type { Dataset, DatabaseInfo, GoldFailure, SkippedDatabase } from './dataset.ts';
 import { GoldFailureReason } from './dataset.ts';
 import { goldCacheKey, goldCachePath, goldFingerprint, goldKey, pruneGoldCache, readGoldCache, writeGoldCache, type GoldEntry } from './gold-cache.ts';
-import { databasePath, isFile, readQuestionFiles, type QuestionFile } from './spider-files.ts';
+import { readQuestionFiles, resolveDatabaseFile, type QuestionFile } from './spider-files.ts';
 import { deriveDifficulty, extraSelectCount, tablesInvolved } from './sql-analysis.ts';
 
 /** Loader settings; defaults live here only. */
@@ -28,6 +28,12 @@ export const DatasetLoadConfigSchema = z.strictObject({
    * another user owns it or group/others may write to it.
    */
   cacheDir: z.string().min(1).optional(),
+  /**
+   * Play without the databases whose file is missing or empty (their questions are left out and
+   * listed in `skippedDatabases`) instead of refusing the dataset. Off by default: a dataset that
+   * silently loses databases runs fewer questions than asked for and still exits 0.
+   */
+  skipMissingDbs: z.boolean().default(false),
 });
 export type DatasetLoadConfig = z.infer<typeof DatasetLoadConfigSchema>;
 
@@ -60,6 +66,8 @@ interface PendingQuestion {
   split: SplitName;
   questionText: string;
   goldSql: string;
+  /** The question file it came from (named when its db_id is refused). */
+  file: string;
 }
 
 /**
@@ -81,7 +89,7 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
 
   const files = await readQuestionFiles(dir);
   const pending = numberQuestions(files);
-  const databases = await readDatabases(dir, pending, logger);
+  const { databases, skipped } = await readDatabases(dir, pending, config.skipMissingDbs, logger);
   const schemasMs = Math.round(performance.now() - startedMs);
 
   const fingerprint = await goldFingerprint({
@@ -132,7 +140,7 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
   if (emptyGold.length > 0) {
     logger.info({ count: emptyGold.length, examples: emptyGold.slice(0, 5).map((q) => q.question_id) }, 'questions whose gold result is empty: expected answer "none"');
   }
-  return createDataset(name, dir, databases, questions, failures);
+  return createDataset(name, dir, databases, questions, failures, skipped);
 }
 
 /** Question ids `{db_id}_{split}_{index}`; the index counts within a split across its files. */
@@ -149,31 +157,50 @@ function numberQuestions(files: readonly QuestionFile[]): PendingQuestion[] {
         split: file.split,
         questionText: example.question,
         goldSql: example.query,
+        file: file.path,
       });
     }
   }
   return pending;
 }
 
-/** Schemas of every database some question refers to (missing files become failures later). */
-async function readDatabases(dir: string, pending: readonly PendingQuestion[], logger: Logger): Promise<Map<string, DatabaseInfo>> {
+/**
+ * Schemas of every database some question refers to. A db_id that is not a plain name, or whose
+ * file lies outside the dataset (symlinks followed), refuses the dataset (UNSAFE_PATH); a missing
+ * or empty file refuses it too (DATASET), unless `skipMissing`: then that database is skipped, its
+ * questions become `missing_database` failures, and the skipped ones are returned.
+ */
+async function readDatabases(dir: string, pending: readonly PendingQuestion[], skipMissing: boolean, logger: Logger): Promise<{ databases: Map<string, DatabaseInfo>; skipped: SkippedDatabase[] }> {
   const databases = new Map<string, DatabaseInfo>();
+  const unusable: SkippedDatabase[] = [];
   for (const dbId of new Set(pending.map((q) => q.dbId))) {
-    const path = databasePath(dir, dbId);
-    if (!(await isFile(path))) {
-      logger.warn({ dbId, path }, 'database file missing');
+    const file = await resolveDatabaseFile(dir, dbId);
+    if (!file.ok) {
+      const asking = pending.filter((q) => q.dbId === dbId);
+      if (file.kind === 'unsafe') {
+        const sources = [...new Set(asking.map((q) => q.file))].join(', ');
+        throw new AppError(ErrorCode.UNSAFE_PATH, `${sources}: ${file.reason}; a db_id must name a directory under ${dir}/database/`, { details: { file: sources, db_id: dbId } });
+      }
+      unusable.push({ db_id: dbId, path: file.path, reason: file.reason, questions: asking.length });
       continue;
     }
     let tables;
     try {
-      tables = readSchema(path);
+      tables = readSchema(file.path);
     } catch (cause) {
-      throw new AppError(ErrorCode.DATASET, `${path}: cannot read the database schema (${(cause as Error).message})`, { cause, details: { file: path } });
+      throw new AppError(ErrorCode.DATASET, `${file.path}: cannot read the database schema (${(cause as Error).message})`, { cause, details: { file: file.path } });
     }
     const knownNames = new Set(tables.flatMap((t) => [t.name, ...t.columns.map((c) => c.name)]).map((n) => n.toLowerCase()));
-    databases.set(dbId, { dbId, path, tables, tableIndex: buildTableIndex(tables.map((t) => t.name)), knownNames });
+    databases.set(dbId, { dbId, path: file.path, tables, tableIndex: buildTableIndex(tables.map((t) => t.name)), knownNames });
   }
-  return databases;
+  if (unusable.length > 0 && !skipMissing) {
+    const list = unusable.map((s) => `${s.db_id} (${s.reason}; ${s.questions} question${s.questions === 1 ? '' : 's'})`).join(', ');
+    throw new AppError(ErrorCode.DATASET, `${dir}: ${unusable.length} database file(s) missing or empty: ${list}. Restore them, or skip them with --skip-missing-dbs (SQLENV_SKIP_MISSING_DBS=1)`, {
+      details: { file: dir, missing: unusable },
+    });
+  }
+  if (unusable.length > 0) logger.warn({ skipped: unusable }, 'databases skipped (skipMissingDbs): their questions are left out');
+  return { databases, skipped: unusable };
 }
 
 /**
@@ -308,6 +335,7 @@ function createDataset(
   databases: ReadonlyMap<string, DatabaseInfo>,
   questions: readonly QuestionRecord[],
   failures: readonly GoldFailure[],
+  skippedDatabases: readonly SkippedDatabase[],
 ): Dataset {
   const byId = new Map(questions.map((q) => [q.question_id, q]));
   const splits = (['train', 'dev'] as const).filter((split) => questions.some((q) => q.split === split));
@@ -321,6 +349,7 @@ function createDataset(
     splits,
     defaultSplit,
     failures,
+    skippedDatabases,
     question: (questionId) => byId.get(questionId),
     questionsOf(split, dbId) {
       // Only known databases get a cache entry, so arbitrary client input cannot grow the map.

@@ -1,5 +1,5 @@
-import { readFile, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile, realpath, stat } from 'node:fs/promises';
+import { isAbsolute, join, relative, sep } from 'node:path';
 import { z } from 'zod';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import type { SplitName } from '@sqlenv/protocol';
@@ -21,6 +21,52 @@ export const DATABASE_DIR = 'database';
 
 export function databasePath(datasetDir: string, dbId: string): string {
   return join(datasetDir, DATABASE_DIR, dbId, `${dbId}.sqlite`);
+}
+
+/**
+ * Why a db_id cannot name a database, or undefined for a plain name. A db_id becomes two path
+ * segments (`database/<db_id>/<db_id>.sqlite`), so a separator or `..` in it would reach files
+ * outside the dataset; NUL would be cut by the OS.
+ */
+export function dbIdProblem(dbId: string): string | undefined {
+  if (dbId.includes('\0')) return 'it contains a NUL character';
+  if (/[/\\]/.test(dbId)) return 'it contains a path separator';
+  if (dbId.includes('..')) return "it contains '..'";
+  if (dbId === '.') return "it is '.'";
+  return undefined;
+}
+
+/** Where a db_id's SQLite file is, or why it cannot be opened. */
+export type DatabaseFile =
+  | { ok: true; dbId: string; path: string }
+  | { ok: false; dbId: string; path: string; kind: 'unsafe' | 'missing' | 'empty'; reason: string };
+
+/**
+ * Resolve a db_id to its SQLite file inside the dataset directory. 'unsafe': the db_id is not a
+ * plain name, or the file's real path (symlinks followed) lies outside the dataset directory's
+ * real path; 'missing': no such file (or not a regular file); 'empty': a 0-byte file, which SQLite
+ * would open as a database without tables. An ok result carries the real path: the file that was
+ * checked is the file that is opened.
+ */
+export async function resolveDatabaseFile(datasetDir: string, dbId: string): Promise<DatabaseFile> {
+  const path = databasePath(datasetDir, dbId);
+  const problem = dbIdProblem(dbId);
+  if (problem !== undefined) return { ok: false, dbId, path, kind: 'unsafe', reason: `db_id ${JSON.stringify(dbId)} is not a plain name: ${problem}` };
+  let real: string;
+  try {
+    real = await realpath(path);
+  } catch {
+    return { ok: false, dbId, path, kind: 'missing', reason: `${path} does not exist` };
+  }
+  const root = await realpath(datasetDir);
+  const inside = relative(root, real);
+  if (inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside)) {
+    return { ok: false, dbId, path, kind: 'unsafe', reason: `${path} resolves to ${real}, outside the dataset directory ${root} (a symlink?)` };
+  }
+  const info = await stat(real);
+  if (!info.isFile()) return { ok: false, dbId, path, kind: 'missing', reason: `${path} is not a file` };
+  if (info.size === 0) return { ok: false, dbId, path, kind: 'empty', reason: `${path} is empty (0 bytes)` };
+  return { ok: true, dbId, path: real };
 }
 
 /** One Spider example. Real Spider files carry more fields (tokens, parsed SQL); they are ignored. */

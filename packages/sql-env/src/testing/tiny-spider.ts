@@ -7,8 +7,10 @@ import Database from 'better-sqlite3';
  * A small Spider-layout dataset for tests, written into a fresh temp dir:
  * names that need quoting (`Order Items`, `select`, `MixedCase`), a 50-row
  * table for row truncation, long text for the character cap, and questions
- * that must fail to load (empty result, bad SQL, missing database), and gold
- * SQL with a double-quoted string (Spider style).
+ * that must fail to load (empty result, bad SQL), and gold SQL with a
+ * double-quoted string (Spider style). With `missingDatabase`, question 5 of
+ * train refers to a database that does not exist (`ghost`): such a dataset
+ * loads only with skipMissingDbs.
  */
 export const tinyQuestions = {
   train: [
@@ -24,7 +26,7 @@ export const tinyQuestions = {
   dev: [{ db_id: 'music', question: 'How many albums are there?', query: 'SELECT count(*) FROM album' }],
 };
 
-export async function writeTinySpider(options: { tablesJson?: unknown } = {}): Promise<string> {
+export async function writeTinySpider(options: { tablesJson?: unknown; missingDatabase?: boolean } = {}): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'sqlenv-tiny-'));
   await mkdir(join(dir, 'database', 'shop'), { recursive: true });
   await mkdir(join(dir, 'database', 'music'), { recursive: true });
@@ -49,7 +51,8 @@ export async function writeTinySpider(options: { tablesJson?: unknown } = {}): P
   music.exec("CREATE TABLE album (id INTEGER PRIMARY KEY, title TEXT); INSERT INTO album VALUES (1, 'Blue'), (2, 'Red');");
   music.close();
 
-  await writeFile(join(dir, 'train_spider.json'), JSON.stringify(tinyQuestions.train));
+  const train = options.missingDatabase === true ? tinyQuestions.train : tinyQuestions.train.filter((q) => q.db_id !== 'ghost');
+  await writeFile(join(dir, 'train_spider.json'), JSON.stringify(train));
   await writeFile(join(dir, 'dev.json'), JSON.stringify(tinyQuestions.dev));
   if (options.tablesJson !== undefined) await writeFile(join(dir, 'tables.json'), JSON.stringify(options.tablesJson));
   return dir;
