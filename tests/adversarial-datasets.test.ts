@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../apps/cli/src/main.ts';
+import { main } from '@sqlenv/cli';
 import { silentLogger } from '@sqlenv/shared';
 
 /**

@@ -4,8 +4,7 @@ import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { coordinatorCommand, reportCommand, runsCommand, sftCommand, trainCommand, trainerCommand, workerCommand, type RolloutCommandIo } from '@sqlenv/rollout';
 import { silentLogger } from '@sqlenv/shared';
-import { commands } from '../apps/cli/src/commands.ts';
-import { main } from '../apps/cli/src/main.ts';
+import { commands, main } from '@sqlenv/cli';
 
 /**
  * `--help` on every command and sub-command prints its usage and exits 0. The list is walked from

@@ -3,9 +3,8 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
-import { BullmqTransport, RunAdmin, runsCommand, trainerCommand, workerCommand } from '@sqlenv/rollout';
+import { BullmqTransport, RunAdmin, runsCommand, trainerCommand, workerCommand, redisGlobLiteral } from '@sqlenv/rollout';
 import { deleteKeysUnder } from '@sqlenv/rollout/testing';
-import { redisGlobLiteral } from '../packages/rollout/src/transport/run-keys.ts';
 
 /**
  * A run id names one run and nothing else (docs/security.md, "Run ids and admin commands"): an id

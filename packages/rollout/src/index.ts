@@ -102,3 +102,4 @@ export {
 export { createModelResources, type ModelResources, type ModelResourcesOptions } from './commands/model-resources.ts';
 export { modelSpecFrom, runModelSpec, ModelSpecOptionsSchema, type ModelSpecOptions } from './commands/model-options.ts';
 export { WeightsFollower, type ApplyWeights, type WeightsFollowerOptions } from './weights-follower.ts';
+export { redisGlobLiteral } from './transport/run-keys.ts';
