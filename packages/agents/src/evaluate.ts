@@ -139,8 +139,7 @@ export async function evaluate(
     }
   };
   await Promise.all(Array.from({ length: concurrency }, runLane));
-  // A question is the one asked for, also for an episode whose reset failed (its record has no id).
-  return summarise(policy.name, records, (record) => options.questionIds?.[record.index] ?? record.question_id ?? `episode ${record.index}`);
+  return summarise(policy.name, records);
 }
 
 async function playEpisode(
@@ -155,7 +154,9 @@ async function playEpisode(
   const record: EpisodeRecord = {
     index,
     episode_id: null,
-    question_id: null,
+    // The question asked for, kept when the reset fails or the environment does not report it, so
+    // the episode still counts for its question (pass@k, before/after pairing).
+    question_id: reset.question_id ?? null,
     db_id: null,
     seed: reset.seed ?? index,
     success: false,
@@ -178,7 +179,7 @@ async function playEpisode(
     const first = await env.reset(reset);
     const state = await env.state();
     record.episode_id = state.episode_id;
-    record.question_id = state.question_id;
+    record.question_id = state.question_id ?? record.question_id;
     record.db_id = state.db_id;
     const actor = policy.begin({
       episodeId: state.episode_id ?? `episode-${index}`,
@@ -211,13 +212,13 @@ async function playEpisode(
   return record;
 }
 
-function summarise(policyName: string, records: EpisodeRecord[], questionOf: (record: EpisodeRecord) => string): EvaluationReport {
+function summarise(policyName: string, records: EpisodeRecord[]): EvaluationReport {
   const n = records.length;
   const mean = (values: number[]): number => (values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length);
   const turns = records.reduce((n, r) => n + r.turns.length, 0);
   const scored = records.filter((r) => finalPotential(r) !== null);
   const reached = scored.filter((r) => finalPotential(r) === 1);
-  const outcomes = records.map((r) => ({ question: questionOf(r), success: r.success }));
+  const outcomes = records.map((r) => ({ question: r.question_id ?? `episode ${r.index}`, success: r.success }));
   return {
     policy: policyName,
     episodes: n,
