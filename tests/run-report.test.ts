@@ -36,8 +36,11 @@ describe.skipIf(!haveChromium)('run report in headless Chromium', () => {
     const stderr = sink();
     const code = await trainCommand(['--policy', 'random', '--episodes', '64', '--eval-episodes', '6', '--run-dir', runDir, '--json', '--log-level', 'silent'], { stdout, stderr, env: {} });
     expect(code, stderr.text()).toBe(0);
-    const summary = JSON.parse(stdout.text().trim().split('\n').at(-1) ?? '{}') as { report: string; policy_version: number };
+    const summary = JSON.parse(stdout.text().trim().split('\n').at(-1) ?? '{}') as { report: string; policy_version: number; paired: unknown; evals: Record<string, { pass_at_k: unknown }> };
     expect(summary.report).toBe(join(runDir, 'report.html'));
+    // The paired test over the six questions both evaluations played (one seed each, so pass@1 only).
+    expect(summary.paired).toMatchObject({ questions: 6, episodes: 6, improved: false });
+    expect(summary.evals['before']?.pass_at_k).toMatchObject({ '4': null, '8': null });
 
     // Model output is untrusted: put markup into a transcript and a question, then rebuild the report.
     const afterPath = join(runDir, 'evals', 'after.json');
@@ -96,6 +99,8 @@ describe.skipIf(!haveChromium)('run report in headless Chromium', () => {
 
     // Before vs after: a row per evaluated episode, and side-by-side transcripts of the same questions.
     expect(await page.locator('table[data-table="before-after"] tbody tr').count()).toBe(6);
+    // The paired test sits above the table: the random policy cannot be shown to have improved.
+    expect(await page.locator('p[data-paired="not-improved"]').textContent()).toMatch(/Paired difference after − before: [+−]\d+\.\d points/);
     const pairs = page.locator('details.pair');
     expect(await pairs.count()).toBe(6);
     expect(await pairs.first().locator('.side').count()).toBe(2);

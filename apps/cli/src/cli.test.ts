@@ -49,6 +49,22 @@ describe('sqlenv CLI', () => {
     expect(summary).toHaveProperty('mean_steps');
   });
 
+  it('eval --seeds K plays every question K times with its own seed, so pass@k is computable, and saves it', async () => {
+    const runDir = path.join(scratch, 'seeds-run');
+    const { code, stdout, stderr } = await run(['eval', '--policy', 'oracle', '--split', 'dev', '--episodes', '3', '--seeds', '8', '--seed', '2', '--json', '--save-eval', runDir, '--eval-name', 'oracle']);
+    expect(code, stderr).toBe(0);
+    const summary = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+    expect(summary).toMatchObject({ episodes: 24, questions: 3, pass_at_k: { '1': 1, '4': 1, '8': 1 } });
+    const saved = JSON.parse(await readFile(path.join(runDir, 'evals', 'oracle.json'), 'utf8')) as { pass_at_k: unknown; episodes: Array<{ question_id: string; seed: number }> };
+    expect(saved.pass_at_k).toEqual({ '1': 1, '4': 1, '8': 1 });
+    // Three questions, each at eight different seeds (episode i resets with 2 + i).
+    expect(new Set(saved.episodes.map((ep) => ep.question_id)).size).toBe(3);
+    expect(saved.episodes.map((ep) => ep.seed)).toEqual(Array.from({ length: 24 }, (_, i) => 2 + i));
+    // One sample per question (the default): pass@4 and pass@8 have no estimate, and the report says why.
+    const single = await run(['eval', '--policy', 'oracle', '--split', 'dev', '--episodes', '3']);
+    expect(single.stdout).toMatch(/^ {2}pass@k {9}pass@1 100\.0 %, pass@4 —, pass@8 — \(3 questions × 1 samples; — : some question has fewer than k, see --seeds\)$/m);
+  });
+
   it('eval prints both success rates in its report: the environment\'s and with precise floats', async () => {
     const { code, stdout } = await run(['eval', '--policy', 'oracle', '--episodes', '4', '--seed', '5']);
     expect(code).toBe(0);

@@ -6,11 +6,14 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseModelConfig, writeRandomCheckpoint } from '@sqlenv/model';
 import { readRunMetrics, readSavedEvals } from '@sqlenv/rollout';
+import { DEFAULT_LEARN_MODEL } from './commands/learn.ts';
 
 /**
- * `sqlenv learn` (what `npm start` runs) end to end on a random tiny model, shortened: SFT steps,
- * both held-out evaluations, GRPO versions, the report and the final JSON line. Whether a real run
- * improves is the README's measured figure (a 15-minute run), not a unit test's.
+ * `sqlenv learn` (what `npm start` runs) end to end, shortened: SFT steps, both held-out
+ * evaluations, GRPO updates, the report and the final JSON line. The main case starts from the
+ * shipped checkpoint, whose sampled episodes differ in reward, so GRPO has groups to learn from and
+ * must have updated the policy; the others use a random tiny model. Whether a real run improves is
+ * the README's measured figure (a 15-minute run), not a unit test's.
  */
 const bin = fileURLToPath(new URL('../bin/sqlenv.js', import.meta.url));
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'sqlenv-learn-'));
@@ -39,18 +42,29 @@ beforeAll(() => {
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('sqlenv learn', () => {
-  it('runs SFT, the two evaluations and GRPO, writes the run directory and prints one JSON line last', async () => {
+  it('runs SFT, the two evaluations and GRPO updates, writes the run directory and prints one JSON line last', async () => {
     const { code, stdout, stderr } = await run([
-      'learn', '--model', modelDir, '--run-dir', runDir, '--sft-steps', '3', '--sft-batch-size', '2',
-      '--episodes', '8', '--group-size', '4', '--groups-per-batch', '2', '--max-new-tokens', '8', '--concurrency', '4',
-      '--eval-questions', '3', '--eval-seeds', '2', '--temperature', '1.5', '--lr', '0.01',
+      'learn', '--model', DEFAULT_LEARN_MODEL, '--run-dir', runDir, '--sft-steps', '3', '--sft-batch-size', '2',
+      '--episodes', '8', '--group-size', '4', '--groups-per-batch', '2', '--max-new-tokens', '64', '--concurrency', '8',
+      '--eval-questions', '3', '--eval-seeds', '2', '--temperature', '1.5', '--lr', '0.001',
       '--advantage', 'dr_grpo', '--negative-weight', '0.5', '--reward', '{"answerSimilarityScale":0.3}',
     ]);
     expect(code, stderr).toBe(0);
     // The GRPO settings reach the run's spec.
     expect(JSON.parse(readFileSync(path.join(runDir, 'run.json'), 'utf8'))).toMatchObject({ advantage: 'dr_grpo', negative_advantage_weight: 0.5, reward: { answerSimilarityScale: 0.3 } });
     const result = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
-    expect(Object.keys(result)).toEqual(expect.arrayContaining(['success_before', 'success_after', 'ci95_before', 'ci95_after', 'sft_success', 'minutes', 'report']));
+    expect(Object.keys(result)).toEqual(expect.arrayContaining(['success_before', 'success_after', 'ci95_before', 'ci95_after', 'sft_success', 'minutes', 'report', 'diff', 'diff_ci95', 'improved']));
+    // The paired test: diff is after − before over the same episodes, inside its interval; improved iff the interval is above 0.
+    const [diffLow, diffHigh] = result['diff_ci95'] as [number, number];
+    expect(result['diff']).toBeCloseTo((result['success_after'] as number) - (result['success_before'] as number), 3);
+    expect(diffLow).toBeLessThanOrEqual(result['diff'] as number);
+    expect(diffHigh).toBeGreaterThanOrEqual(result['diff'] as number);
+    expect(result['improved']).toBe(diffLow > 0);
+    // Two seeds per question: pass@1 is the success rate, pass@4 and pass@8 have no estimate.
+    expect(result['pass_at_k_before']).toEqual({ '1': result['success_before'], '4': null, '8': null });
+    expect(result['pass_at_k_after']).toEqual({ '1': result['success_after'], '4': null, '8': null });
+    expect(stderr).toMatch(/^ {2}paired {4}after − before [+−]\d+\.\d points \(95 % CI [+−]\d+\.\d … [+−]\d+\.\d, bootstrap over 3 questions, 6 episode pairs\): (not )?improved$/m);
+    expect(stderr).toMatch(/eval after +v\d+: .*pass@1\/4\/8 \d+\.\d\/—\/— %/);
     for (const [rate, ci] of [['success_before', 'ci95_before'], ['success_after', 'ci95_after']] as const) {
       const [low, high] = result[ci] as [number, number];
       expect(low).toBeLessThanOrEqual(result[rate] as number);
@@ -72,15 +86,25 @@ describe('sqlenv learn', () => {
     const keys = (name: string): string[] => (evals.find((e) => e.name === name)?.episodes ?? []).map((ep) => `${ep.question_id}#${ep.seed}`);
     expect(keys('after')).toEqual(keys('before'));
     expect(new Set((evals[0]?.episodes ?? []).map((ep) => ep.question_id)).size).toBe(3);
-    // GRPO played its 8 episodes (a random model's groups may all be zero-variance: then no update).
+    // GRPO played its 8 episodes and updated the policy: at least one version with the learner's numbers and
+    // its adapter, and the 'after' evaluation ran that version.
     expect(stderr).toContain('8 completed, 0 failed, 8 consumed by the trainer (0 lost, 0 duplicated)');
-    expect(readRunMetrics(runDir).length).toBeLessThanOrEqual(1);
+    const versions = readRunMetrics(runDir);
+    expect(versions.length).toBeGreaterThanOrEqual(1);
+    for (const v of versions) {
+      expect(v.loss).not.toBeNull();
+      expect(Number.isFinite(v.grad_norm)).toBe(true);
+    }
+    const last = versions.at(-1)?.version ?? 0;
+    expect(stderr).toMatch(new RegExp(`policy {4}version ${last} after ${last} batches`));
+    expect(evals.find((e) => e.name === 'after')?.version).toBe(last);
+    expect(existsSync(path.join(runDir, 'adapters', `v${last}`))).toBe(true);
     expect(stderr).toContain('SFT data:');
     // Not a terminal: every phase reports its progress as lines (a tenth at a time), with ETA.
     expect(stderr).toMatch(/^SFT \[█+\] 3\/3 steps .*ETA 0s$/m);
     expect(stderr).toMatch(/^Evaluation before \(v0, dev\) \[.*\] 6\/6 .*ETA 0s$/m);
     expect(stderr).toMatch(/^Evaluation after \(v\d+, dev\) \[.*\] 6\/6 .*ETA 0s$/m);
-    expect(stderr).toMatch(/^\[█+\] 8\/8 ep · v\d+ .*ETA 0s$/m);
+    expect(stderr).toMatch(/^\[█+\] 8\/8 ep · v[1-9]\d* .*ETA 0s$/m);
     expect(stderr).toContain('GRPO: sqlenv train');
   }, 420_000);
 

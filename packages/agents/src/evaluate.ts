@@ -1,6 +1,7 @@
 import type { EpisodeDoneReason, EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult, TrajectoryOutcome, TrajectoryStep, TrajectoryTurn } from '@sqlenv/protocol';
 import { toAppError } from '@sqlenv/shared';
 import type { Policy } from './policy.ts';
+import { passAtKs, type PassAtK } from './pass-at-k.ts';
 import { createRng } from './prng.ts';
 import { runEpisode, type TurnEvent } from './run-episode.ts';
 
@@ -90,6 +91,15 @@ export interface EvaluationReport {
    * copies a result it has into its answer. 1 − this is the failure that no better SQL can fix.
    */
   answer_given_gold_rows: number | null;
+  /**
+   * pass@k for k = 1, 4, 8 (keys "1", "4", "8"): the share of questions solved by at least one of k
+   * samples, estimated without bias from every sample of each question and averaged over questions;
+   * null where some question was played fewer than k times. pass@k − pass@1 is what a policy
+   * samples but does not reliably produce: the most that sharpening it (e.g. by RL) can add.
+   */
+  pass_at_k: PassAtK;
+  /** Distinct questions played (pass@k's denominator). */
+  questions: number;
   records: EpisodeRecord[];
 }
 
@@ -144,7 +154,9 @@ async function playEpisode(
   const record: EpisodeRecord = {
     index,
     episode_id: null,
-    question_id: null,
+    // The question asked for, kept when the reset fails or the environment does not report it, so
+    // the episode still counts for its question (pass@k, before/after pairing).
+    question_id: reset.question_id ?? null,
     db_id: null,
     seed: reset.seed ?? index,
     success: false,
@@ -167,7 +179,7 @@ async function playEpisode(
     const first = await env.reset(reset);
     const state = await env.state();
     record.episode_id = state.episode_id;
-    record.question_id = state.question_id;
+    record.question_id = state.question_id ?? record.question_id;
     record.db_id = state.db_id;
     const actor = policy.begin({
       episodeId: state.episode_id ?? `episode-${index}`,
@@ -206,6 +218,7 @@ function summarise(policyName: string, records: EpisodeRecord[]): EvaluationRepo
   const turns = records.reduce((n, r) => n + r.turns.length, 0);
   const scored = records.filter((r) => finalPotential(r) !== null);
   const reached = scored.filter((r) => finalPotential(r) === 1);
+  const outcomes = records.map((r) => ({ question: r.question_id ?? `episode ${r.index}`, success: r.success }));
   return {
     policy: policyName,
     episodes: n,
@@ -218,6 +231,8 @@ function summarise(policyName: string, records: EpisodeRecord[]): EvaluationRepo
     mean_generated_tokens: mean(records.map((r) => r.generated_tokens)),
     gold_rows_rate: scored.length === 0 ? null : reached.length / scored.length,
     answer_given_gold_rows: reached.length === 0 ? null : mean(reached.map((r) => (r.success ? 1 : 0))),
+    pass_at_k: passAtKs(outcomes),
+    questions: new Set(outcomes.map((o) => o.question)).size,
     records,
   };
 }

@@ -13,6 +13,8 @@ export {
 export { OraclePolicy, type QuestionLookup } from './oracle-policy.ts';
 export { RandomPolicy, type RandomPolicyOptions } from './random-policy.ts';
 export { evaluate, drawQuestionIds, type EvaluateOptions, type EvaluationEnvironment, type EvaluationReport, type EpisodeRecord } from './evaluate.ts';
+export { PASS_AT_K, passAtK, passAtKs, passAtKEstimate, type PassAtK, type QuestionOutcome } from './pass-at-k.ts';
+export { pairedBootstrap, pairByQuestion, type PairedBootstrapOptions, type PairedDifference, type PairedQuestion, type SeededOutcome } from './paired-bootstrap.ts';
 export { transcriptTurn, TranscriptCollector, TranscriptTurnSchema, type TranscriptTurn } from './transcript.ts';
 export { runEpisode, type EpisodeEnvironment, type EpisodeRun, type RunEpisodeOptions, type TurnEvent } from './run-episode.ts';
 export { tableNamesFromSchemaInfo } from './schema-info.ts';

@@ -4,19 +4,20 @@ import { parseFlags } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 
-export const datasetsUsage = 'sqlenv datasets check <dir> [--json] | sqlenv datasets builtin --out DIR [--seed S] [--extra-train-per-instance N [--extra-train-only]]';
+export const datasetsUsage = 'sqlenv datasets check <dir> [--json] | sqlenv datasets builtin --out DIR [--seed S] [--extra-train-per-instance N [--extra-train-only]] [--extra-dev-per-instance N]';
 
 const builtinFlags = z.object({
   out: z.string().min(1),
   seed: z.coerce.number().int().min(0).optional(),
   'extra-train-per-instance': z.coerce.number().int().min(0).optional(),
   'extra-train-only': z.boolean().default(false),
+  'extra-dev-per-instance': z.coerce.number().int().min(0).optional(),
 });
 
 /**
  * `sqlenv datasets check <dir>`: validate a Spider-layout directory and report what is wrong.
  * `sqlenv datasets builtin --out DIR`: write the built-in dataset there (optionally with extra
- * training draws of its templates; dev stays the standard held-out split).
+ * training draws of its templates, and with extra held-out draws of dev's templates for a larger dev split).
  */
 export async function datasetsCommand(argv: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = argv;
@@ -24,7 +25,7 @@ export async function datasetsCommand(argv: string[], io: CommandIo): Promise<nu
     const { flags } = parseFlags(
       'datasets builtin',
       rest,
-      { out: { type: 'string' }, seed: { type: 'string' }, 'extra-train-per-instance': { type: 'string' }, 'extra-train-only': { type: 'boolean' } },
+      { out: { type: 'string' }, seed: { type: 'string' }, 'extra-train-per-instance': { type: 'string' }, 'extra-train-only': { type: 'boolean' }, 'extra-dev-per-instance': { type: 'string' } },
       builtinFlags,
     );
     const summary = await generateBuiltinDataset({
@@ -32,6 +33,7 @@ export async function datasetsCommand(argv: string[], io: CommandIo): Promise<nu
       ...(flags.seed === undefined ? {} : { seed: flags.seed }),
       ...(flags['extra-train-per-instance'] === undefined ? {} : { extraTrainPerInstance: flags['extra-train-per-instance'] }),
       extraTrainOnly: flags['extra-train-only'],
+      ...(flags['extra-dev-per-instance'] === undefined ? {} : { extraDevPerInstance: flags['extra-dev-per-instance'] }),
     });
     const train = summary.domains.reduce((n, d) => n + d.questions.train, 0);
     const dev = summary.domains.reduce((n, d) => n + d.questions.dev, 0);

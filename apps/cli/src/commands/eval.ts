@@ -19,6 +19,8 @@ const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   dataset: z.string().min(1).default('builtin'),
   split: SplitName.optional(),
   episodes: episodesFlag.default(50),
+  /** Play every selected question this many times, each with its own seed (pass@k needs k samples of a question). */
+  seeds: positiveIntFlag.default(1),
   seed: intFlag.default(0),
   concurrency: positiveIntFlag.default(8),
   url: z.string().url().optional(),
@@ -34,7 +36,7 @@ const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
 });
 
 export const evalUsage = `sqlenv eval [--policy oracle|random|model] [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev]
-            [--episodes N|all] [--seed S] [--concurrency C] [--url ws://host:port] [--mode eval|train] [--json] [--verbose]
+            [--episodes N|all] [--seeds K] [--seed S] [--concurrency C] [--url ws://host:port] [--mode eval|train] [--json] [--verbose]
             [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
              [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl]]
             [--save-eval RUN_DIR --eval-name NAME [--eval-version N]]`;
@@ -49,6 +51,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       dataset: { type: 'string' },
       split: { type: 'string' },
       episodes: { type: 'string' },
+      seeds: { type: 'string' },
       seed: { type: 'string' },
       concurrency: { type: 'string' },
       url: { type: 'string' },
@@ -72,7 +75,9 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
   const trajectories = flags.trajectories === undefined ? undefined : createWriteStream(flags.trajectories);
   try {
     const dataset = runtime.dataset;
-    const questionIds = selectQuestionIds(dataset, { split: flags.split, episodes: flags.episodes, seed: flags.seed });
+    const drawn = selectQuestionIds(dataset, { split: flags.split, episodes: flags.episodes, seed: flags.seed });
+    // Every question once per seed, as sqlenv train's held-out evaluation plays them: episode i resets with seed + i.
+    const questionIds = Array.from({ length: flags.seeds }, () => drawn).flat();
     let policy: Policy;
     if (flags.policy === 'model') {
       model = await startModelPolicy(flags, { maxBatchSize: flags.concurrency, logger: io.logger });
@@ -171,6 +176,8 @@ function summaryJson(report: EvaluationReport, datasetFlag: string, dataset: Dat
     mean_generated_tokens: round(report.mean_generated_tokens),
     gold_rows_rate: report.gold_rows_rate === null ? null : round(report.gold_rows_rate),
     answer_given_gold_rows: report.answer_given_gold_rows === null ? null : round(report.answer_given_gold_rows),
+    questions: report.questions,
+    pass_at_k: Object.fromEntries(Object.entries(report.pass_at_k).map(([k, v]) => [k, v === null ? null : round(v)])),
     failures: report.records
       .filter((r) => !r.success)
       .slice(0, 50)
@@ -199,6 +206,7 @@ function renderReport(report: EvaluationReport, dataset: Dataset, maxFailures: n
         (report.answer_given_gold_rows === null ? '' : `; ${(100 * report.answer_given_gold_rows).toFixed(1)} % of those answered correctly`),
     );
   }
+  lines.push(`  pass@k         ${passAtKText(report)}`);
   if (report.mean_tokens > 0) {
     lines.push(`  format errors  ${(100 * report.format_error_rate).toFixed(1)} % of turns`);
     lines.push(`  tokens/episode ${report.mean_tokens.toFixed(0)} (${report.mean_generated_tokens.toFixed(0)} written by the model)`);
@@ -213,6 +221,22 @@ function renderReport(report: EvaluationReport, dataset: Dataset, maxFailures: n
     }
   }
   return `${lines.join('\n')}\n`;
+}
+
+/** "pass@1 14.0 %, pass@4 22.1 %, pass@8 — (60 questions × 1–8 samples; — : fewer than k samples of some question)". */
+function passAtKText(report: EvaluationReport): string {
+  const perQuestion = new Map<string, number>();
+  for (const r of report.records) {
+    const key = r.question_id ?? `episode ${r.index}`;
+    perQuestion.set(key, (perQuestion.get(key) ?? 0) + 1);
+  }
+  const counts = [...perQuestion.values()];
+  if (counts.length === 0) return 'no episodes';
+  const low = Math.min(...counts);
+  const high = Math.max(...counts);
+  const values = Object.entries(report.pass_at_k).map(([k, v]) => `pass@${k} ${v === null ? '—' : `${(100 * v).toFixed(1)} %`}`);
+  const missing = Object.values(report.pass_at_k).some((v) => v === null);
+  return `${values.join(', ')} (${report.questions} questions × ${low === high ? low : `${low}–${high}`} samples${missing ? '; — : some question has fewer than k, see --seeds' : ''})`;
 }
 
 function round(value: number): number {

@@ -59,8 +59,17 @@ export interface LearnResult {
   ci95_before: [number, number];
   ci95_after: [number, number];
   sft_success: number;
-  /** After GRPO above before-GRPO with the two 95 % intervals apart. */
+  /** After GRPO above before-GRPO with the two 95 % intervals apart (a far stricter test than `improved`). */
   improved_beyond_ci: boolean;
+  /** success_after − success_before over the episode pairs (same question, same seed). */
+  diff: number;
+  /** 95 % interval of diff from a paired bootstrap over questions (each question's seeds kept together). */
+  diff_ci95: [number, number];
+  /** diff_ci95's lower end above 0: GRPO raised held-out success with 95 % confidence. */
+  improved: boolean;
+  /** pass@k before and after ("1", "4", "8"; null where a question had fewer than k seeds). */
+  pass_at_k_before: Record<string, number | null>;
+  pass_at_k_after: Record<string, number | null>;
   episodes_per_eval: number;
   minutes: number;
   report: string;
@@ -177,6 +186,12 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
   }
   const b = rollout.successInterval(before);
   const a = rollout.successInterval(after);
+  const paired = rollout.pairedDifferenceOf(before, after);
+  if (paired === null) {
+    say('sqlenv learn: the two evaluations share no (question, seed) episode, so they cannot be compared');
+    return code === 0 ? 1 : code;
+  }
+  const passAtK = (saved: typeof before): Record<string, number | null> => Object.fromEntries(Object.entries(rollout.passAtKOf(saved)).map(([k, v]) => [k, v === null ? null : round(v)]));
   const result: LearnResult = {
     success_before: round(b.rate),
     success_after: round(a.rate),
@@ -184,6 +199,11 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     ci95_after: [round(a.ci95[0]), round(a.ci95[1])],
     sft_success: round(b.rate),
     improved_beyond_ci: a.ci95[0] > b.ci95[1],
+    diff: round(paired.diff),
+    diff_ci95: [round(paired.ci[0]), round(paired.ci[1])],
+    improved: paired.ci[0] > 0,
+    pass_at_k_before: passAtK(before),
+    pass_at_k_after: passAtK(after),
     episodes_per_eval: a.episodes,
     minutes: round((performance.now() - started) / 60_000, 2),
     report: join(runDir, rollout.REPORT_FILE),

@@ -15,7 +15,7 @@ import { runTrainer } from '../trainer.ts';
 import { RunRecorder } from '../run-dir/run-directory.ts';
 import { evaluateIntoRunDir } from '../run-dir/run-evaluation.ts';
 import { writeRunReport, writeRunSpec } from '../run-dir/run-report.ts';
-import { successInterval, type SavedEval } from '../run-dir/saved-eval.ts';
+import { pairedDifferenceOf, passAtKOf, successInterval, type SavedEval } from '../run-dir/saved-eval.ts';
 import type { ResolveRun } from '../rollout-worker.ts';
 import { InProcessTransport } from '../transport/in-process-transport.ts';
 import { BullmqTransport } from '../transport/bullmq-transport.ts';
@@ -185,8 +185,9 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     recorder.finish();
     if (heldOut) evals.push(await heldOut.run('after', summary.policy_version, recorder.lastWeights));
     const report = writeRunReport(runDir);
-    const evalJson = Object.fromEntries(evals.map((x) => [x.name, { version: x.version, episodes: x.episodes_count, success_rate: x.success_rate, mean_reward: x.mean_reward }]));
-    if (options.json) io.stdout.write(`${JSON.stringify({ ...summary, run_dir: runDir, report, adapters: recorder.savedAdapterVersions, evals: evalJson })}\n`);
+    const evalJson = Object.fromEntries(evals.map((x) => [x.name, { version: x.version, episodes: x.episodes_count, success_rate: x.success_rate, mean_reward: x.mean_reward, pass_at_k: passAtKOf(x) }]));
+    const paired = pairedJson(evals);
+    if (options.json) io.stdout.write(`${JSON.stringify({ ...summary, run_dir: runDir, report, adapters: recorder.savedAdapterVersions, evals: evalJson, ...(paired === undefined ? {} : { paired }) })}\n`);
     else io.stdout.write(`${formatSummary(summary, batches)}${formatRunDir(runDir, report, recorder.savedAdapterVersions, evals)}`);
     return runHealth(io, recorder.nonFiniteVersions, evals);
   } catch (error) {
@@ -205,8 +206,15 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
 function formatRunDir(runDir: string, report: string, adapters: readonly number[], evals: readonly SavedEval[]): string {
   const lines = evals.map((x) => {
     const [low, high] = successInterval(x).ci95;
-    return `  ${`eval ${x.name}`.padEnd(9)} v${x.version}: success ${(x.success_rate * 100).toFixed(1)} % (95 % CI ${(low * 100).toFixed(1)}–${(high * 100).toFixed(1)} %) of ${x.episodes_count}, reward ${x.mean_reward.toFixed(3)}, format errors ${(x.format_error_rate * 100).toFixed(1)} %${goldRows(x)}`;
+    return `  ${`eval ${x.name}`.padEnd(9)} v${x.version}: success ${(x.success_rate * 100).toFixed(1)} % (95 % CI ${(low * 100).toFixed(1)}–${(high * 100).toFixed(1)} %) of ${x.episodes_count}, reward ${x.mean_reward.toFixed(3)}, format errors ${(x.format_error_rate * 100).toFixed(1)} %${goldRows(x)}${passAtKText(x)}`;
   });
+  const paired = pairedJson(evals);
+  if (paired !== undefined) {
+    const points = (x: number): string => `${x >= 0 ? '+' : '−'}${Math.abs(100 * x).toFixed(1)}`;
+    lines.push(
+      `  paired    after − before ${points(paired.diff)} points (95 % CI ${points(paired.diff_ci95[0])} … ${points(paired.diff_ci95[1])}, bootstrap over ${paired.questions} questions, ${paired.episodes} episode pairs): ${paired.improved ? 'improved' : 'not improved'}`,
+    );
+  }
   lines.push(`  run dir   ${runDir} (metrics.jsonl${adapters.length > 0 ? `, adapters ${adapters.map((v) => `v${v}`).join(' ')}` : ''}${evals.length > 0 ? ', evals/' : ''})`);
   lines.push(`  report    ${report}`);
   return `${lines.join('\n')}\n`;
@@ -217,6 +225,34 @@ function goldRows(x: SavedEval): string {
   if (x.gold_rows_rate === undefined || x.gold_rows_rate === null) return '';
   const answered = x.answer_given_gold_rows === null || x.answer_given_gold_rows === undefined ? '' : ` (${(x.answer_given_gold_rows * 100).toFixed(1)} % of them answered right)`;
   return `, gold rows ${(x.gold_rows_rate * 100).toFixed(1)} %${answered}`;
+}
+
+/** ", pass@1/4/8 14.0/22.1/26.7 %" (— where a question had fewer than k episodes). */
+function passAtKText(x: SavedEval): string {
+  const entries = Object.entries(passAtKOf(x));
+  if (entries.length === 0) return '';
+  return `, pass@${entries.map(([k]) => k).join('/')} ${entries.map(([, v]) => (v === null ? '—' : (v * 100).toFixed(1))).join('/')} %`;
+}
+
+/** The paired before/after test of a run with both held-out evaluations (undefined otherwise). */
+interface PairedJson {
+  /** Success after − before over the episode pairs (same question, same seed). */
+  diff: number;
+  /** 95 % paired-bootstrap interval of diff over questions. */
+  diff_ci95: [number, number];
+  /** diff_ci95's lower end above 0: after beats before with 95 % confidence. */
+  improved: boolean;
+  questions: number;
+  episodes: number;
+}
+
+function pairedJson(evals: readonly SavedEval[]): PairedJson | undefined {
+  const before = evals.find((e) => e.name === 'before');
+  const after = evals.find((e) => e.name === 'after');
+  if (before === undefined || after === undefined) return undefined;
+  const paired = pairedDifferenceOf(before, after);
+  if (paired === null) return undefined;
+  return { diff: paired.diff, diff_ci95: paired.ci, improved: paired.ci[0] > 0, questions: paired.questions, episodes: paired.episodes };
 }
 
 interface HeldOutOptions {

@@ -6,7 +6,7 @@ import { evaluate, TranscriptCollector, type Policy } from '@sqlenv/agents';
 import type { Trajectory } from '@sqlenv/protocol';
 import { renderRunReport, pickEvalPair } from './run-report.ts';
 import { runMetricsLine, trajectoryMetrics, type RunMetricsLine } from './run-metrics.ts';
-import { readSavedEvals, savedEvalFromReport, writeSavedEval, type SavedEval } from './saved-eval.ts';
+import { readSavedEvals, savedEvalFromReport, writeSavedEval, type SavedEval, type SavedEvalEpisode } from './saved-eval.ts';
 import { escapeHtml, formatTick, lineChart, niceTicks } from './svg-chart.ts';
 import { toyEnvironments } from '../testing/toy-environment.ts';
 import type { BatchStats } from '../batch-stats.ts';
@@ -87,7 +87,32 @@ async function savedEval(name: string, version: number, answer: string): Promise
   return savedEvalFromReport(report, transcripts, { name, version, dataset: 'toy', split: 'dev', seeds: [5] });
 }
 
+/** A saved evaluation of `questions` questions × `seeds` seeds whose episode (q, s) is solved when solved(q, s). */
+function syntheticEval(template: SavedEval, name: string, questions: number, seeds: number, solved: (q: number, s: number) => boolean): SavedEval {
+  const ep = template.episodes[0] as SavedEvalEpisode;
+  const episodes = Array.from({ length: questions * seeds }, (_, i) => ({ ...ep, question_id: `q${i % questions}`, seed: i, correct: solved(i % questions, Math.floor(i / questions)) }));
+  const successRate = episodes.filter((x) => x.correct).length / episodes.length;
+  return { ...template, name, episodes, episodes_count: episodes.length, success_rate: successRate };
+}
+
 describe('saved evaluations and the report page', () => {
+  it('says "improved" when the paired interval lies above 0, and shows pass@8 for eight seeds', async () => {
+    const template = await savedEval('before', 0, '1');
+    const { pass_at_k: _p, ...older } = template;
+    // 60 questions × 8 seeds; after solves one more seed of every third question and loses none.
+    const before = syntheticEval(older, 'before', 60, 8, (q, s) => q < 34 && s < 2);
+    const after = { ...syntheticEval(older, 'after', 60, 8, (q, s) => (q < 34 && s < 2) || (q % 3 === 0 && s === 7)), version: 4 };
+    const html = renderRunReport({ title: 'r', metrics: [], evals: [before, after] });
+    expect(html).toContain('data-paired="improved"');
+    expect(html).toContain('<b>+4.2 points</b>');
+    expect(html).toContain('improved with 95 % confidence');
+    // before: 34 questions at 2 of 8 → pass@1 34·(2/8)/60, pass@8 34/60.
+    expect(html).toContain(`pass@1/4/8 14.2 % / ${((100 * 34 * (1 - 15 / 70)) / 60).toFixed(1)} % / 56.7 %</span>`);
+    // Worse beyond the noise says so too.
+    expect(renderRunReport({ title: 'r', metrics: [], evals: [{ ...after, name: 'before', version: 0 }, { ...before, name: 'after', version: 4 }] })).toContain('worse with 95 % confidence');
+  });
+
+
   it('saves transcripts, reads them back by version, and pairs before/after by question and seed', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sqlenv-evals-'));
     try {
@@ -115,9 +140,20 @@ describe('saved evaluations and the report page', () => {
       // The header says how often each evaluation had the gold rows and copied them, when the file has it.
       const withGold = renderRunReport({ title: 'r', metrics, evals: [{ ...before, gold_rows_rate: 0.25, answer_given_gold_rows: 0.5 }, { ...after, gold_rows_rate: 0, answer_given_gold_rows: null }] });
       expect(withGold).toContain('gold rows 25.0 %</span>, 50.0 % of them answered right');
-      expect(withGold).toContain('gold rows 0.0 %</span>)');
+      // None had the rows: no "answered right" share, pass@k next.
+      expect(withGold).toContain('gold rows 0.0 %</span>, <span title="share of questions');
       const { gold_rows_rate: _g, answer_given_gold_rows: _a, ...older } = before;
       expect(renderRunReport({ title: 'r', metrics, evals: [older, { ...after, gold_rows_rate: null }] })).not.toContain('gold rows');
+      // pass@k per evaluation (one episode per question: pass@4 and pass@8 have no estimate), and the paired test:
+      // toy_q0 gained, toy_q1 unchanged — +50 points, but two questions cannot rule out 0.
+      expect(after.pass_at_k).toEqual({ '1': 0.5, '4': null, '8': null });
+      expect(html).toContain('pass@1/4/8 0.0 % / — / —</span>');
+      expect(html).toContain('pass@1/4/8 50.0 % / — / —</span>');
+      expect(html).toContain('data-paired="not-improved"');
+      expect(html).toContain('<b>+50.0 points</b> <span class="ci" title="95 % paired bootstrap over questions, 10000 resamples">[+0.0, +100.0]</span> over 2 episode pairs of 2 questions');
+      // A file written before pass@k existed: computed from its episodes.
+      const { pass_at_k: _p, ...noPass } = after;
+      expect(renderRunReport({ title: 'r', metrics, evals: [before, noPass] })).toContain('pass@1/4/8 50.0 % / — / —</span>');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -139,6 +175,11 @@ describe('saved evaluations and the report page', () => {
       const { gold_rows_rate: _g, answer_given_gold_rows: _a, ...older } = before;
       writeFileSync(file, JSON.stringify(older));
       expect(readSavedEvals(dir)[0]?.gold_rows_rate).toBeUndefined();
+      // pass@k is checked too: a rate outside [0, 1] or a k that is not a positive integer is refused by field.
+      writeFileSync(file, JSON.stringify({ ...before, pass_at_k: { '1': 1.2 } }));
+      expect(() => readSavedEvals(dir)).toThrow(/before\.json.*pass_at_k/s);
+      writeFileSync(file, JSON.stringify({ ...before, pass_at_k: { k8: 0.5 } }));
+      expect(() => readSavedEvals(dir)).toThrow(/before\.json.*pass_at_k/s);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -4,7 +4,7 @@ import type { TranscriptTurn } from '@sqlenv/agents';
 import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
 import { readRunMetrics, REPORT_FILE } from './run-directory.ts';
 import type { RunMetricsLine } from './run-metrics.ts';
-import { readSavedEvals, successInterval, type SavedEval, type SavedEvalEpisode } from './saved-eval.ts';
+import { pairedDifferenceOf, passAtKOf, readSavedEvals, successInterval, type SavedEval, type SavedEvalEpisode } from './saved-eval.ts';
 import { escapeHtml as e, lineChart, type ChartMarker, type ChartSeries } from './svg-chart.ts';
 
 /** The run spec, kept beside the metrics so the report can say what was run. */
@@ -129,13 +129,29 @@ function goldRows(saved: SavedEval): string {
   return `, <span title="episodes whose last query returned the gold rows">gold rows ${pct(saved.gold_rows_rate)}</span>${answered}`;
 }
 
+/** ", pass@1/4/8 14.0 % / 22.1 % / 26.7 %": questions solved by at least one of k samples (— where a question had fewer than k). */
+function passAtK(saved: SavedEval): string {
+  const entries = Object.entries(passAtKOf(saved));
+  if (entries.length === 0) return '';
+  return `, <span title="share of questions solved by at least one of k samples (unbiased estimate from every sample)">pass@${entries.map(([k]) => k).join('/')} ${entries.map(([, v]) => (v === null ? '—' : pct(v))).join(' / ')}</span>`;
+}
+
+/** The paired test: after − before over the shared episodes with its 95 % bootstrap interval over questions. */
+function pairedTest(before: SavedEval, after: SavedEval): string {
+  const paired = pairedDifferenceOf(before, after);
+  if (paired === null) return `<p class="note">The two evaluations share no (question, seed) episode, so there is no paired difference.</p>`;
+  const points = (x: number): string => `${x >= 0 ? '+' : '−'}${Math.abs(100 * x).toFixed(1)}`;
+  const improved = paired.ci[0] > 0;
+  return `<p data-paired="${improved ? 'improved' : 'not-improved'}">Paired difference ${e(after.name)} − ${e(before.name)}: <b>${points(paired.diff)} points</b> <span class="ci" title="95 % paired bootstrap over questions, ${paired.resamples} resamples">[${points(paired.ci[0])}, ${points(paired.ci[1])}]</span> over ${paired.episodes} episode pairs of ${paired.questions} questions — ${improved ? '<span class="ok">improved with 95 % confidence</span>' : 'not improved with 95 % confidence'}${paired.ci[1] < 0 ? ' (<span class="no">worse with 95 % confidence</span>)' : ''}.</p>`;
+}
+
 function header(input: RunReportInput): string {
   const { metrics, evals, spec } = input;
   const last = metrics.at(-1);
   const facts = [
     spec ? `${e(spec.policy)} policy on ${e(spec.dataset)} (${e(spec.split)} split), ${spec.episodes} episodes, G=${spec.group_size}, B=${spec.groups_per_batch}, max staleness ${spec.max_staleness}, seed ${spec.seed}` : null,
     last ? `${metrics.length} policy versions recorded, last v${last.version} after ${(last.time / 1000).toFixed(1)} s; last batch reward ${num(last.reward_mean)}, success ${pct(last.success_rate)}` : 'No policy version recorded yet (metrics.jsonl is empty or missing).',
-    evals.length > 0 ? `Held-out evaluations: ${evals.map((v) => `${e(v.name)} (v${v.version}, ${v.episodes_count} episodes, success ${pct(v.success_rate)} ${ci(v)}${goldRows(v)})`).join(', ')}` : 'No saved evaluations (evals/ is empty): sqlenv eval … --save-eval RUN_DIR --eval-name NAME adds one.',
+    evals.length > 0 ? `Held-out evaluations: ${evals.map((v) => `${e(v.name)} (v${v.version}, ${v.episodes_count} episodes, success ${pct(v.success_rate)} ${ci(v)}${goldRows(v)}${passAtK(v)})`).join(', ')}` : 'No saved evaluations (evals/ is empty): sqlenv eval … --save-eval RUN_DIR --eval-name NAME adds one.',
   ].filter((f) => f !== null);
   return `<header><h1>Run report: ${e(input.title)}</h1>${facts.map((f) => `<p>${f}</p>`).join('')}</header>`;
 }
@@ -201,6 +217,7 @@ function comparison(evals: readonly SavedEval[]): string {
   const more = pairs.length - shown.length;
   return `<section><h2>Held-out questions, before vs after</h2>
 <p>${e(before.name)} (v${before.version}): ${pct(before.success_rate)} ${ci(before)} of ${before.episodes_count} · ${e(after.name)} (v${after.version}): ${pct(after.success_rate)} ${ci(after)} of ${after.episodes_count} · gained ${counts.gained}, lost ${counts.lost}, both right ${counts.both}, both wrong ${counts.neither}${counts.unmatched > 0 ? `, unmatched ${counts.unmatched}` : ''}</p>
+${pairedTest(before, after)}
 <table data-table="before-after"><thead><tr><th>question</th><th>seed</th><th>text</th><th colspan="2">${e(before.name)} v${before.version}</th><th colspan="2">${e(after.name)} v${after.version}</th></tr></thead><tbody>${rows.join('')}</tbody></table>
 </section><section><h2>Transcripts, ${e(before.name)} vs ${e(after.name)}</h2><p class="note">The same questions and seeds played by both policies; changed outcomes first${more > 0 ? `; ${more} more in evals/${e(before.name)}.json and evals/${e(after.name)}.json` : ''}.</p>${transcripts.join('\n')}</section>`;
 }

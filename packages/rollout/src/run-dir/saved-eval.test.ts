@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { successInterval, wilsonInterval } from './saved-eval.ts';
+import { pairedDifferenceOf, passAtKOf, successInterval, wilsonInterval } from './saved-eval.ts';
 
 describe('wilsonInterval', () => {
   it('matches the Wilson score interval computed by hand', () => {
@@ -26,5 +26,23 @@ describe('wilsonInterval', () => {
     const interval = successInterval({ episodes } as never);
     expect(interval).toMatchObject({ successes: 3, episodes: 4, rate: 0.75 });
     expect(interval.ci95).toEqual(wilsonInterval(3, 4));
+  });
+});
+
+describe('pass@k and the paired difference of saved evaluations', () => {
+  const episode = (question_id: string, seed: number, correct: boolean) => ({ question_id, seed, correct }) as never;
+
+  it('computes pass@k from the episodes of a file that predates it, and keeps a saved one', () => {
+    const episodes = [episode('a', 0, true), episode('a', 1, false), episode('b', 2, false), episode('b', 3, false)];
+    expect(passAtKOf({ episodes })).toEqual({ '1': 0.25, '4': null, '8': null });
+    expect(passAtKOf({ episodes, pass_at_k: { '1': 0.5 } })).toEqual({ '1': 0.5 });
+  });
+
+  it('pairs by question and seed, and is null when the two evaluations share no episode', () => {
+    const before = { episodes: [episode('a', 0, false), episode('b', 1, true), episode('c', 2, false)] };
+    const after = { episodes: [episode('a', 0, true), episode('b', 1, true), episode('c', 9, true)] };
+    // c was played at different seeds: left out. a gained, b stayed right: +1 of 2 pairs.
+    expect(pairedDifferenceOf(before, after)).toMatchObject({ diff: 0.5, questions: 2, episodes: 2, resamples: 10_000 });
+    expect(pairedDifferenceOf(before, { episodes: [episode('c', 9, true)] })).toBeNull();
   });
 });

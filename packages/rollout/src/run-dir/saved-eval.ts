@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { TranscriptTurnSchema, type EvaluationReport, type TranscriptCollector } from '@sqlenv/agents';
+import { pairByQuestion, pairedBootstrap, passAtKs, TranscriptTurnSchema, type EvaluationReport, type PairedDifference, type PassAtK, type TranscriptCollector } from '@sqlenv/agents';
 import { EpisodeDoneReason, SplitName } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 
@@ -55,6 +55,8 @@ export const SavedEvalSchema = z.strictObject({
   gold_rows_rate: z.number().min(0).max(1).nullable().optional(),
   /** Of those, the share answered correctly (null: none had the gold rows). */
   answer_given_gold_rows: z.number().min(0).max(1).nullable().optional(),
+  /** pass@k by k ("1", "4", "8"; null: some question had fewer than k episodes); absent in older files (passAtKOf recomputes it). */
+  pass_at_k: z.record(z.string().regex(/^[1-9]\d*$/, 'k is a positive integer'), z.number().min(0).max(1).nullable()).optional(),
   episodes: z.array(SavedEvalEpisodeSchema),
 });
 export type SavedEval = z.infer<typeof SavedEvalSchema>;
@@ -128,8 +130,25 @@ export function savedEvalFromReport(report: EvaluationReport, transcripts: Trans
     format_error_rate: report.format_error_rate,
     gold_rows_rate: report.gold_rows_rate,
     answer_given_gold_rows: report.answer_given_gold_rows,
+    pass_at_k: report.pass_at_k,
     episodes,
   });
+}
+
+/** A saved evaluation's pass@k: as saved, or computed from its episodes for a file that predates it. */
+export function passAtKOf(saved: Pick<SavedEval, 'pass_at_k' | 'episodes'>): PassAtK {
+  return saved.pass_at_k ?? passAtKs(saved.episodes.map((ep) => ({ question: ep.question_id, success: ep.correct })));
+}
+
+/**
+ * after − before success over the episodes two evaluations share (same question and seed), with the
+ * 95 % paired-bootstrap interval over questions (10,000 resamples, seed 0: one pair of files always
+ * gives one interval). Null when they share no episode.
+ */
+export function pairedDifferenceOf(before: Pick<SavedEval, 'episodes'>, after: Pick<SavedEval, 'episodes'>): PairedDifference | null {
+  const outcomes = (saved: Pick<SavedEval, 'episodes'>): Array<{ question: string; seed: number; success: boolean }> => saved.episodes.map((ep) => ({ question: ep.question_id, seed: ep.seed, success: ep.correct }));
+  const questions = pairByQuestion(outcomes(before), outcomes(after));
+  return questions.length === 0 ? null : pairedBootstrap(questions, { resamples: 10_000, seed: 0 });
 }
 
 function parseSavedEval(value: unknown, label = 'saved evaluation'): SavedEval {

@@ -257,3 +257,33 @@ describe('generateBuiltinDataset extra training draws', () => {
     await expect(generateBuiltinDataset({ outDir: join(scratch, 'bad-only'), extraTrainOnly: true })).rejects.toMatchObject({ code: 'VALIDATION' });
   });
 });
+
+describe('generateBuiltinDataset extra dev draws', () => {
+  it('appends new dev questions of dev\'s templates, none in train, and leaves train and the databases as they were', async () => {
+    const withTrain = join(scratch, 'extra-dev-train');
+    const withDev = join(scratch, 'extra-dev');
+    await generateBuiltinDataset({ outDir: withTrain, extraTrainPerInstance: 2 });
+    const extraDev = await generateBuiltinDataset({ outDir: withDev, extraTrainPerInstance: 2, extraDevPerInstance: 3 });
+    expect(extraDev.extraDevPerInstance).toBe(3);
+    for (const file of ['train_spider.json', 'tables.json']) expect(await readFile(join(withDev, file), 'utf8'), file).toBe(await readFile(join(withTrain, file), 'utf8'));
+    for (const { dbId } of summary.domains) expect(dumpDatabase(dbPath(withDev, dbId)), dbId).toBe(dumpDatabase(dbPath(dirA, dbId)));
+    const standardDev = await readJson<SpiderQuestion[]>(dirA, 'dev.json');
+    const dev = await readJson<SpiderQuestion[]>(withDev, 'dev.json');
+    const train = await readJson<SpiderQuestion[]>(withDev, 'train_spider.json');
+    // The standard dev questions first, unchanged; new ones after them, fewer than three per dev
+    // question (parameterless templates have no other instance, small parameter spaces run out).
+    expect(dev.slice(0, standardDev.length)).toEqual(standardDev);
+    expect(dev.length).toBeGreaterThan(standardDev.length * 2.5);
+    expect(dev.length).toBeLessThanOrEqual(standardDev.length * 4);
+    expect(extraDev.domains.reduce((n, d) => n + d.questions.dev, 0)).toBe(dev.length);
+    // Never a training question (by query or by text), never twice.
+    const trainQueries = new Set(train.map((q) => q.query));
+    const trainQuestions = new Set(train.map((q) => `${q.db_id}\n${q.question}`));
+    expect(dev.filter((q) => trainQueries.has(q.query) || trainQuestions.has(`${q.db_id}\n${q.question}`))).toEqual([]);
+    expect(new Set(dev.map((q) => q.query)).size).toBe(dev.length);
+    for (const question of dev.slice(standardDev.length, standardDev.length + 40)) {
+      const gold = runGold(withDev, question);
+      expect(gold.rows.length, question.query).toBeGreaterThan(0);
+    }
+  });
+});

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import type { DomainSpec } from './domain-spec.ts';
 import { BUILTIN_DOMAINS } from './builtin-domains.ts';
+import { buildExtraDevQuestions } from './extra-dev-questions.ts';
 import { buildQuestions, type GeneratedQuestion } from './question-builder.ts';
 import { deriveSeed, Rng } from './rng.ts';
 import { writeDatabase } from './sqlite-writer.ts';
@@ -37,6 +38,15 @@ export const BuiltinDatasetOptionsSchema = z.strictObject({
    * later RL phase on the standard train split meets new instances of known templates.
    */
   extraTrainOnly: z.boolean().default(false),
+  /**
+   * Extra held-out questions: for each template in dev, up to this many times its dev count of new
+   * draws from the same databases, appended to dev.json (the standard dev questions stay a prefix).
+   * A draw already in the dataset (train, dev, extra train) is rejected, so none is trained on by a
+   * run on this dataset; a model pre-trained on extra train draws of the same seed has not seen
+   * them only if this dataset was made with the same extraTrainPerInstance. 0 (the default) writes
+   * the standard dev split.
+   */
+  extraDevPerInstance: z.number().int().min(0).max(100).default(0),
 });
 export type BuiltinDatasetOptions = z.input<typeof BuiltinDatasetOptionsSchema>;
 
@@ -57,6 +67,8 @@ export interface BuiltinDatasetSummary {
   extraTrainPerInstance?: number;
   /** Present (true) when train_spider.json holds the extra draws only. */
   extraTrainOnly?: boolean;
+  /** Present when extra dev draws were added (see BuiltinDatasetOptionsSchema). */
+  extraDevPerInstance?: number;
   domains: BuiltinDomainSummary[];
 }
 
@@ -86,7 +98,8 @@ async function generateDomain(
   outDir: string,
   seed: number,
   extraTrainPerInstance: number,
-): Promise<{ summary: BuiltinDomainSummary; train: GeneratedQuestion[]; dev: GeneratedQuestion[]; extra: GeneratedQuestion[] }> {
+  extraDevPerInstance = 0,
+): Promise<{ summary: BuiltinDomainSummary; train: GeneratedQuestion[]; dev: GeneratedQuestion[]; extra: GeneratedQuestion[]; extraDev: GeneratedQuestion[] }> {
   const rng = new Rng(deriveSeed(seed, domain.dbId));
   const rows = domain.generateRows(rng.fork('rows'));
   const dbDir = join(outDir, 'database', domain.dbId);
@@ -96,6 +109,7 @@ async function generateDomain(
   await rm(tempPath, { force: true });
   let questions: GeneratedQuestion[];
   let extra: GeneratedQuestion[] = [];
+  let extraDev: GeneratedQuestion[] = [];
   try {
     const db = writeDatabase(tempPath, domain.tables, rows);
     try {
@@ -106,6 +120,11 @@ async function generateDomain(
           instancesPerTemplate: (n) => n * extraTrainPerInstance,
           exclude: new Set(questions.map((q) => q.query)),
         });
+      }
+      if (extraDevPerInstance > 0) {
+        // Its own stream too; the split is a pure function of the questions and its fork, so the same as below.
+        const standardDev = splitQuestions(questions, rng.fork('split')).dev;
+        extraDev = buildExtraDevQuestions(db, domain, rng.fork('extra-dev'), standardDev, new Set([...questions, ...extra].map((q) => q.query)), extraDevPerInstance);
       }
     } finally {
       db.close();
@@ -122,11 +141,12 @@ async function generateDomain(
       title: domain.title,
       summary: domain.summary,
       tables: domain.tables.map((table) => ({ name: table.name, rows: rows.get(table.name)?.length ?? 0 })),
-      questions: { train: train.length + extra.length, dev: dev.length },
+      questions: { train: train.length + extra.length, dev: dev.length + extraDev.length },
     },
     train,
     dev,
     extra,
+    extraDev,
   };
 }
 
@@ -145,18 +165,20 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
   if (!parsed.success) {
     throw new AppError(ErrorCode.VALIDATION, `invalid built-in dataset options: ${formatZodIssues(parsed.error)}`);
   }
-  const { outDir, seed, extraTrainPerInstance, extraTrainOnly } = parsed.data;
+  const { outDir, seed, extraTrainPerInstance, extraTrainOnly, extraDevPerInstance } = parsed.data;
   if (extraTrainOnly && extraTrainPerInstance === 0) throw new AppError(ErrorCode.VALIDATION, 'invalid built-in dataset options: extraTrainOnly needs extraTrainPerInstance > 0');
   await mkdir(outDir, { recursive: true });
   const train: SpiderQuestion[] = [];
   const dev: SpiderQuestion[] = [];
   const extra: SpiderQuestion[] = [];
+  const extraDev: SpiderQuestion[] = [];
   const domains: BuiltinDomainSummary[] = [];
   for (const domain of BUILTIN_DOMAINS) {
-    const generated = await generateDomain(domain, outDir, seed, extraTrainPerInstance);
+    const generated = await generateDomain(domain, outDir, seed, extraTrainPerInstance, extraDevPerInstance);
     train.push(...generated.train.map(toSpider));
     dev.push(...generated.dev.map(toSpider));
     extra.push(...generated.extra.map(toSpider));
+    extraDev.push(...generated.extraDev.map(toSpider));
     domains.push(generated.summary);
   }
   if (extraTrainOnly) for (const domain of domains) domain.questions.train = extra.filter((q) => q.db_id === domain.dbId).length;
@@ -165,12 +187,14 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
     seed,
     ...(extraTrainPerInstance > 0 ? { extraTrainPerInstance } : {}),
     ...(extraTrainOnly ? { extraTrainOnly } : {}),
+    ...(extraDevPerInstance > 0 ? { extraDevPerInstance } : {}),
     domains,
   };
   await writeFile(join(outDir, 'tables.json'), json(BUILTIN_DOMAINS.map(spiderTablesEntry)));
   // Extra draws after every standard question, so the standard train split is a prefix (or extras alone).
   await writeFile(join(outDir, 'train_spider.json'), json(extraTrainOnly ? extra : [...train, ...extra]));
-  await writeFile(join(outDir, 'dev.json'), json(dev));
+  // Likewise the extra dev draws: the standard dev split is a prefix of the larger one.
+  await writeFile(join(outDir, 'dev.json'), json([...dev, ...extraDev]));
   await writeFile(join(outDir, 'builtin-manifest.json'), json(summary));
   return summary;
 }
