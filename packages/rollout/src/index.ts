@@ -95,6 +95,13 @@ export {
   scheduledQuestions,
   POLICY_NAMES,
   environmentVariables,
+  checkExecutionProvider,
+  ExecutionOptionsSchema,
+  executionOptionSpecs,
+  modelExecutionOf,
+  parseModelExecution,
+  type ExecutionOptions,
+  type ModelExecution,
   type RolloutCommandIo,
 } from './commands/index.ts';
 export { createModelResources, type ModelResources, type ModelResourcesOptions } from './commands/model-resources.ts';

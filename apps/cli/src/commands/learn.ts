@@ -7,6 +7,8 @@ import { intFlag, parseFlags, positiveIntFlag } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 import { writeSftData } from './sft-data.ts';
+import type { ModelExecution } from '@sqlenv/rollout';
+import { ExecutionFlags, executionFlagOptions, executionUsage, startExecution } from '../execution-flags.ts';
 
 /** The checkpoint `npm start` begins from: made by this project's `sqlenv sft --full` (models/README.md says how). */
 export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-tiny', import.meta.url));
@@ -14,7 +16,8 @@ export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sql
 export const learnUsage = `sqlenv learn [--model DIR] [--dataset builtin|DIR] [--run-dir DIR] [--seed S]
             [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
             [--episodes N] [--group-size G] [--groups-per-batch B] [--temperature T] [--lr X] [--lora-rank R]
-            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]`;
+            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]
+            ${executionUsage}`;
 
 const number = z.coerce.number();
 
@@ -48,7 +51,7 @@ const LearnFlags = z.object({
   'eval-questions': z.union([z.literal('all'), positiveIntFlag]).default('all'),
   redis: z.string().min(1).optional(),
   'local-worker': z.enum(['true', 'false']).default('true'),
-});
+}).extend(ExecutionFlags.shape);
 type LearnFlags = z.infer<typeof LearnFlags>;
 
 /** The last stdout line of `sqlenv learn` (and of `npm start`). */
@@ -101,12 +104,15 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       'eval-questions': { type: 'string' },
       redis: { type: 'string' },
       'local-worker': { type: 'string' },
+      ...executionFlagOptions,
     },
     LearnFlags,
   );
   if (!existsSync(join(flags.model, 'config.json'))) {
     throw new UsageError(`--model ${flags.model}: no config.json there (the default checkpoint ships in the repository's models/ directory)`);
   }
+  // Every phase (SFT, the evaluations, GRPO's engine and learner) runs its sessions with these settings.
+  const execution = await startExecution(flags, io.env ?? {}, io.logger, true);
   const started = performance.now();
   const runDir = resolve(flags['run-dir'] ?? join('runs', `learn-${new Date().toISOString().replace(/[:.]/g, '-')}`));
   mkdirSync(runDir, { recursive: true });
@@ -146,9 +152,12 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
           warmupSteps: Math.min(10, Math.floor(flags['sft-steps'] / 10)),
           shuffle: true,
           seed: flags.seed,
+          executionProvider: execution.provider,
+          deviceId: execution.deviceId,
+          threads: execution.intraOpThreads,
         }),
         { stdout: steps },
-        { onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
+        { logger: io.logger, onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
       );
     } finally {
       await new Promise<void>((done) => steps.end(done));
@@ -161,7 +170,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
 
   // Phases 2–4: evaluation before, GRPO, evaluation after (sqlenv train with held-out evaluations).
   const rollout = await import('@sqlenv/rollout');
-  const trainArgs = grpoArgs(flags, policyModel, adapter, runDir, tty);
+  const trainArgs = grpoArgs(flags, policyModel, adapter, runDir, tty, execution);
   say(`GRPO: sqlenv train ${trainArgs.join(' ')}`);
   const code = await rollout.trainCommand(trainArgs, { stdout: io.stderr, stderr: io.stderr, env: {}, logger: io.logger });
   const evals = rollout.readSavedEvals(runDir);
@@ -189,7 +198,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
   return code;
 }
 
-function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined, runDir: string, tty: boolean): string[] {
+function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined, runDir: string, tty: boolean, execution: ModelExecution): string[] {
   const args: Record<string, string | number> = {
     dataset: flags.dataset,
     policy: 'model',
@@ -215,6 +224,9 @@ function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined,
     'eval-temperature': flags.temperature,
     'eval-seed': 1_000_000 + flags.seed,
     progress: tty ? 'bar' : 'lines',
+    'execution-provider': execution.provider,
+    'device-id': execution.deviceId,
+    threads: execution.intraOpThreads,
     ...(flags.redis === undefined ? {} : { redis: flags.redis, 'local-worker': flags['local-worker'] }),
   };
   return Object.entries(args).flatMap(([k, v]) => [`--${k}`, String(v)]);
