@@ -68,7 +68,8 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-const modelArgs = ['--model', modelDir, '--max-new-tokens', '4'];
+// A context just over the system turn: each episode ends after a turn or two (its last turn runs out of context).
+const modelArgs = ['--model', modelDir, '--max-new-tokens', '4', '--context-tokens', '1400'];
 const sftArgs = ['--model', modelDir, '--data', sftData, '--steps', '1', '--batch-size', '2', '--full', '--out', join(scratch, 'sft-out')];
 const trainArgs = ['--policy', 'model', ...modelArgs, '--episodes', '4', '--group-size', '2', '--groups-per-batch', '1', '--concurrency', '2', '--run-dir', join(scratch, 'train-run'), '--progress', 'off', '--json'];
 
