@@ -43,8 +43,9 @@ const configs: Config[] = [
   { label: `sqlenv sft --full, --threads ${cores} (default)`, side: 'ours', threads: cores },
   { label: 'sqlenv sft --full, --threads 1', side: 'ours', threads: 1 },
   { label: 'PyTorch, default threads, padded batch', side: 'torch', threads: null, batch: 'padded' },
-  { label: 'PyTorch, default threads, line by line', side: 'torch', threads: null, batch: 'lines' },
   { label: 'PyTorch, 1 thread, padded batch', side: 'torch', threads: 1, batch: 'padded' },
+  // Last: by far the slowest where the cores are busy (a run cut short still has the rest).
+  { label: 'PyTorch, default threads, line by line', side: 'torch', threads: null, batch: 'lines' },
 ];
 
 const work = mkdtempSync(join(tmpdir(), 'bench-sft-torch-'));
@@ -88,38 +89,42 @@ for (let r = 0; r < rounds; r++) {
     s.ms.push(...got.ms);
     samples.set(c.label, s);
     console.log(`round ${r + 1}/${rounds} ${c.label}: ${got.ms.map((x) => x.toFixed(0)).join(', ')} ms`);
+    // Written after every configuration: a run stopped early keeps what it measured.
+    writeResults(r + 1);
   }
 }
 rmSync(work, { recursive: true, force: true });
+console.log(readFileSync(join(root, 'bench', 'results', 'sft-vs-torch.md'), 'utf8'));
 
-const rows = active.map((c) => {
-  const s = samples.get(c.label) as { ms: number[]; threads: number };
-  return { label: c.label, side: c.side, threads: s.threads, batch: c.batch ?? null, medianMs: Math.round(median(s.ms)), minMs: Math.round(Math.min(...s.ms)), steps: s.ms.length };
-});
-const oursDefault = rows[0] as (typeof rows)[number];
-const torchRows = rows.filter((r) => r.side === 'torch' && r.label.includes('default threads'));
-const torchBest = torchRows.length === 0 ? undefined : torchRows.reduce((a, b) => (a.medianMs <= b.medianMs ? a : b));
-const speedup = torchBest === undefined ? null : torchBest.medianMs / oursDefault.medianMs;
-const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores, node: process.version, loadAverageAtStart: Math.round(loadAverageAtStart * 100) / 100 };
-const result = { date: new Date().toISOString().slice(0, 10), machine, episodes, tokens, rounds, stepsPerRound: steps, rows, speedupVsTorchDefault: speedup === null ? null : Math.round(speedup * 100) / 100 };
+function writeResults(roundsDone: number): void {
+  const rows = active.filter((c) => samples.has(c.label)).map((c) => {
+    const s = samples.get(c.label) as { ms: number[]; threads: number };
+    return { label: c.label, side: c.side, threads: s.threads, batch: c.batch ?? null, medianMs: Math.round(median(s.ms)), minMs: Math.round(Math.min(...s.ms)), steps: s.ms.length };
+  });
+  const oursDefault = rows[0] as (typeof rows)[number];
+  const torchRows = rows.filter((r) => r.side === 'torch' && r.label.includes('default threads'));
+  const torchBest = torchRows.length === 0 ? undefined : torchRows.reduce((a, b) => (a.medianMs <= b.medianMs ? a : b));
+  const speedup = torchBest === undefined ? null : torchBest.medianMs / oursDefault.medianMs;
+  const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores, node: process.version, loadAverageAtStart: Math.round(loadAverageAtStart * 100) / 100 };
+  const result = { date: new Date().toISOString().slice(0, 10), machine, episodes, tokens, rounds, roundsStarted: roundsDone, stepsPerRound: steps, rows, speedupVsTorchDefault: speedup === null ? null : Math.round(speedup * 100) / 100 };
 
-const dir = join(root, 'bench', 'results');
-if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
-writeFileSync(join(dir, 'sft-vs-torch.json'), `${JSON.stringify(result, null, 2)}\n`);
-const md = [
-  '# SFT step: sqlenv vs PyTorch',
-  '',
-  `${result.date} · ${machine.cpu} · ${cores} cores (shared; 1-min load average ${machine.loadAverageAtStart} at start) · Node ${machine.node}`,
-  '',
-  `One full-parameter SFT step (AdamW, gradient clipped to norm 1) of models/sqlenv-tiny on ${episodes} oracle episodes of the train split (${tokens} tokens), float32 on the CPU. ` +
-    `${rounds} rounds, the sides alternating; ${steps} timed steps per process after one warm-up step. PyTorch + transformers via bench/sft_torch_step.py, at PyTorch's default thread count (one per core) and at 1.`,
-  '',
-  '| configuration | threads | median step ms | fastest step ms | steps timed |',
-  '|---|---:|---:|---:|---:|',
-  ...rows.map((r) => `| ${r.label} | ${r.threads} | ${r.medianMs} | ${r.minMs} | ${r.steps} |`),
-  '',
-  speedup === null ? 'PyTorch was not measured (SQLENV_PYTHON unset).' : `sqlenv at its default threads vs PyTorch's faster default-thread configuration (${torchBest?.label}): **${speedup.toFixed(2)}×** PyTorch's speed (> 1 is faster).`,
-  '',
-];
-writeFileSync(join(dir, 'sft-vs-torch.md'), md.join('\n'));
-console.log(md.join('\n'));
+  const dir = join(root, 'bench', 'results');
+  if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'sft-vs-torch.json'), `${JSON.stringify(result, null, 2)}\n`);
+  const md = [
+    '# SFT step: sqlenv vs PyTorch',
+    '',
+    `${result.date} · ${machine.cpu} · ${cores} cores (shared; 1-min load average ${machine.loadAverageAtStart} at start) · Node ${machine.node}`,
+    '',
+    `One full-parameter SFT step (AdamW, gradient clipped to norm 1) of models/sqlenv-tiny on ${episodes} oracle episodes of the train split (${tokens} tokens), float32 on the CPU. ` +
+      `${roundsDone} of ${rounds} rounds, the sides alternating; ${steps} timed steps per process after one warm-up step. PyTorch + transformers via bench/sft_torch_step.py, at PyTorch's default thread count (one per core) and at 1.`,
+    '',
+    '| configuration | threads | median step ms | fastest step ms | steps timed |',
+    '|---|---:|---:|---:|---:|',
+    ...rows.map((r) => `| ${r.label} | ${r.threads} | ${r.medianMs} | ${r.minMs} | ${r.steps} |`),
+    '',
+    speedup === null ? 'PyTorch was not measured (SQLENV_PYTHON unset).' : `sqlenv at its default threads vs PyTorch's faster default-thread configuration (${torchBest?.label}): **${speedup.toFixed(2)}×** PyTorch's speed (> 1 is faster).`,
+    '',
+  ];
+  writeFileSync(join(dir, 'sft-vs-torch.md'), md.join('\n'));
+}

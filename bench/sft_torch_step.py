@@ -73,7 +73,7 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         ms.append((time.perf_counter() - started) * 1000)
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     print(json.dumps({
         "threads": torch.get_num_threads(),
         "batch": args["batch"],
