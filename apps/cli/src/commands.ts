@@ -57,7 +57,7 @@ function rolloutCommand(summary: string, usage: string, pick: (module: typeof ro
     usage,
     run: async (argv, io) => {
       const command = pick(await import('@sqlenv/rollout'));
-      return withShutdownSignal((signal) => command(argv, { ...io, env: process.env, signal }));
+      return withShutdownSignal((signal) => command(argv, { ...io, env: io.env ?? process.env, signal }));
     },
   };
 }

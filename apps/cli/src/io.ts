@@ -6,4 +6,6 @@ export interface CommandIo {
   stderr: NodeJS.WriteStream;
   stdin: NodeJS.ReadableStream;
   logger: Logger;
+  /** Environment variables (default: process.env, set by main). */
+  env?: Record<string, string | undefined>;
 }

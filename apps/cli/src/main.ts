@@ -15,6 +15,7 @@ export async function main(argv: string[], ioOverrides: Partial<CommandIo> = {})
     stdin: process.stdin,
     // Logs go to stderr so stdout carries only results (JSON lines, reports).
     logger: createRootLogger('sqlenv', { level: process.env['LOG_LEVEL'] ?? 'warn', fd: 2 }),
+    env: process.env,
     ...ioOverrides,
   };
   const [name, ...rest] = argv;

@@ -1,10 +1,11 @@
 import { z } from 'zod';
 import { transcriptTurn, type EpisodeRecord, type TranscriptTurn, type TurnEvent } from '@sqlenv/agents';
 import { TRAJECTORY_SCHEMA_VERSION, TrajectorySchema, type SamplingSettings, type Trajectory } from '@sqlenv/protocol';
-import type { ModelResources } from '@sqlenv/rollout';
+import type { ModelExecution, ModelResources } from '@sqlenv/rollout';
 import type { Logger } from '@sqlenv/shared';
 import { intFlag, positiveIntFlag } from './args.ts';
 import { UsageError } from './cli-error.ts';
+import { ExecutionFlags, executionFlagOptions } from './execution-flags.ts';
 
 /**
  * `--policy model` for `sqlenv eval` and `sqlenv play`: the flags, starting the
@@ -21,6 +22,7 @@ export const modelFlagOptions = {
   'max-new-tokens': { type: 'string' },
   'context-tokens': { type: 'string' },
   thinking: { type: 'boolean' },
+  ...executionFlagOptions,
 } as const;
 
 const numberFlag = z.coerce.number().finite();
@@ -36,11 +38,11 @@ export const ModelFlags = z.object({
   'max-new-tokens': positiveIntFlag.optional(),
   'context-tokens': positiveIntFlag.optional(),
   thinking: z.boolean().optional(),
-});
+}).extend(ExecutionFlags.shape);
 export type ModelFlags = z.infer<typeof ModelFlags>;
 
 /** Start the model policy from flags: one inference engine for all concurrent episodes. */
-export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSize: number; logger: Logger }): Promise<ModelResources> {
+export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSize: number; logger: Logger; execution: ModelExecution | undefined }): Promise<ModelResources> {
   if (flags.model === undefined) throw new UsageError('--policy model needs --model DIR (config.json + safetensors; tokenizer.json for Qwen vocabularies)');
   const rollout = await import('@sqlenv/rollout');
   const { modelFingerprint } = await import('@sqlenv/model');
@@ -58,7 +60,12 @@ export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSiz
     modelFingerprint(flags.model),
   );
   // Without an adapter the base model runs with no LoRA inputs at all.
-  return rollout.createModelResources(spec, flags.model, { maxBatchSize: options.maxBatchSize, logger: options.logger, ...(flags.adapter === undefined ? { lora: null } : {}) });
+  return rollout.createModelResources(spec, flags.model, {
+    maxBatchSize: options.maxBatchSize,
+    logger: options.logger,
+    ...(options.execution === undefined ? {} : { execution: options.execution }),
+    ...(flags.adapter === undefined ? { lora: null } : {}),
+  });
 }
 
 /** One turn of a transcript: what the model wrote, the action, what the environment said, the reward. */

@@ -1,5 +1,6 @@
 import { copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { SessionConfig } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { parseHfConfig, parseModelConfig, type ModelConfig } from './config.ts';
 import { Generator } from './generator.ts';
@@ -117,6 +118,8 @@ export interface ModelLogitsArgs {
   /** "1,2,3" or the ids. */
   tokens: string | readonly number[];
   json?: boolean;
+  /** Where the session runs (provider, threads, logger); default: onnx-graph's defaults. */
+  session?: SessionConfig;
 }
 
 /** `model logits`: final-position logits; `output` is what to print. */
@@ -127,7 +130,7 @@ export async function modelLogits(args: ModelLogitsArgs): Promise<{ logits: numb
     if (id >= config.vocabSize) throw new AppError(ErrorCode.VALIDATION, `--tokens: id ${id} is outside the vocabulary (${config.vocabSize})`);
   }
   const adapter = args.adapter === undefined ? undefined : loadAdapterDir(args.adapter, config);
-  const model = await LogitsModel.create(config, weights, adapter === undefined ? {} : { lora: adapter.lora });
+  const model = await LogitsModel.create(config, weights, { ...(adapter === undefined ? {} : { lora: adapter.lora }), ...(args.session === undefined ? {} : { session: args.session }) });
   try {
     const [all] = await model.logits([ids], adapter === undefined ? {} : { lora: adapter.weights });
     const logits = Array.from((all as Float32Array).subarray((ids.length - 1) * config.vocabSize));
@@ -162,6 +165,8 @@ export interface ModelGenerateArgs {
   seed?: number;
   /** Encode the prompt as is, without the chat template. */
   raw?: boolean;
+  /** Where the session runs (provider, threads, logger); default: onnx-graph's defaults. */
+  session?: SessionConfig;
 }
 
 export interface ModelGenerateResult {
@@ -180,7 +185,7 @@ export async function modelGenerate(args: ModelGenerateArgs): Promise<ModelGener
   const promptIds =
     args.raw === true ? tokenizer.encode(args.prompt) : [...chat.userIds(args.prompt), ...chat.generationPromptIds()];
   const adapter: Adapter | undefined = args.adapter === undefined ? undefined : loadAdapterDir(args.adapter, config);
-  const generator = await Generator.create(config, weights, adapter === undefined ? {} : { lora: adapter.lora });
+  const generator = await Generator.create(config, weights, { ...(adapter === undefined ? {} : { lora: adapter.lora }), ...(args.session === undefined ? {} : { session: args.session }) });
   try {
     const [result] = await generator.generate(
       [{ promptIds, seed: args.seed ?? 0, temperature: args.temperature ?? 0.7, topP: args.topP ?? 1 }],

@@ -28,7 +28,8 @@ export type EngineRequest =
   | { type: 'set-lora'; id: number; weights: Record<string, Float32Array> | null; version: number };
 
 export type EngineReply =
-  | { type: 'ready'; vocabSize: number; eosTokenIds: number[]; padTokenId: number; numHeads: number }
+  /** `session`: the generation session's provider, threads and placement (logged by the engine: this thread has no logger). */
+  | { type: 'ready'; vocabSize: number; eosTokenIds: number[]; padTokenId: number; numHeads: number; session: Record<string, unknown> }
   | { type: 'init-error'; message: string }
   /** `policyVersion`: the version of the adapter this batch was sampled with (set by the worker, so it cannot race a swap). */
   | { type: 'done'; id: number; results?: GenerationResult[]; policyVersion: number }
@@ -48,7 +49,7 @@ if (port !== null) {
       session: { ...setup.session, mode: 'direct' },
       ...(fileDir === undefined ? {} : { modelFile: join(fileDir, 'generation.onnx'), releaseWeights: true }),
     });
-    reply({ type: 'ready', vocabSize: config.vocabSize, eosTokenIds: config.eosTokenIds, padTokenId: config.padTokenId, numHeads: config.numHeads });
+    reply({ type: 'ready', vocabSize: config.vocabSize, eosTokenIds: config.eosTokenIds, padTokenId: config.padTokenId, numHeads: config.numHeads, session: generator.sessionRecord });
   } catch (error) {
     reply({ type: 'init-error', message: error instanceof Error ? error.message : String(error) });
   } finally {

@@ -1,4 +1,4 @@
-import { createSession, saveModel, tensor, type BuiltModel, type GraphSession, type SessionConfig, type TensorData } from '@sqlenv/onnx-graph';
+import { createSession, saveModel, sessionRecord, tensor, type BuiltModel, type GraphSession, type SessionConfig, type TensorData } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { ModelConfig } from './config.ts';
 import { leftPad, loraFeeds, uniformsForSeed } from './batch.ts';
@@ -96,6 +96,11 @@ export class Generator {
     if (options.releaseWeights === true) weights.clear();
     const session = await createSession(source, { mode: 'direct', ...options.session });
     return new Generator(config, options.lora, session);
+  }
+
+  /** Where the generation session runs (provider, threads, node placement): what `session created` logs. */
+  get sessionRecord(): Record<string, unknown> {
+    return sessionRecord(this.#session);
   }
 
   async generate(requests: readonly GenerationRequest[], options: GenerateOptions): Promise<GenerationResult[]> {

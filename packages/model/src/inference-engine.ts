@@ -1,5 +1,6 @@
 import type { Worker } from 'node:worker_threads';
 import { z } from 'zod';
+import { PROVIDERS } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode, formatZodIssues, silentLogger, startWorker, type Logger } from '@sqlenv/shared';
 import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-worker.ts';
 import type { GenerationRequest, GenerationResult } from './generator.ts';
@@ -50,8 +51,14 @@ export const engineOptionsSchema = z.object({
   loadViaFile: z.boolean().default(false),
   /** The older way to one weight copy (W·xᵀ layout, decoder.ts `linear`); prefer `disablePrepacking`. Default false. */
   inPlaceWeights: z.boolean().default(false),
-  /** ORT threads inside one op. Default 1. */
+  /** Execution provider of the generation session (creation fails, never falls back to the CPU, when it cannot load). Default 'cpu'. */
+  provider: z.enum(PROVIDERS).default('cpu'),
+  /** GPU index for 'cuda'. Default 0. */
+  deviceId: z.number().int().nonnegative().default(0),
+  /** ORT threads inside one op. Default 1 (the commands pass the machine's cores, `--threads`). */
   intraOpThreads: z.number().int().positive().default(1),
+  /** ORT threads running independent nodes at once. Default 1. */
+  interOpThreads: z.number().int().positive().default(1),
 });
 export type InferenceEngineOptions = z.input<typeof engineOptionsSchema>;
 
@@ -139,7 +146,10 @@ export class InferenceEngine {
       inPlaceWeights: options.inPlaceWeights,
       loadViaFile: options.loadViaFile,
       session: {
+        provider: options.provider,
+        deviceId: options.deviceId,
         intraOpThreads: options.intraOpThreads,
+        interOpThreads: options.interOpThreads,
         ...(options.disablePrepacking ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}),
       },
     };
@@ -162,7 +172,9 @@ export class InferenceEngine {
     });
     if (onMessage !== undefined) worker.off('message', onMessage);
     if (onError !== undefined) worker.off('error', onError);
-    return new InferenceEngine(worker, options, ready, logger.child({ component: 'inference-engine' }));
+    const log = logger.child({ component: 'inference-engine' });
+    log.info(ready.session, 'session created');
+    return new InferenceEngine(worker, options, ready, log);
   }
 
   /** The newest version the worker thread has acknowledged (turns carry their own, exact one). */

@@ -9,7 +9,7 @@ export type { LoopSpec, LoopCarriedSpec, LoopBodyArgs, LoopBodyResult, LoopResul
 export { encodeModel } from './onnx-writer.ts';
 export { decodeModel } from './onnx-reader.ts';
 export type { ModelProto, GraphProto, NodeProto, TensorProto, ValueInfoProto, AttributeProto, OperatorSetId, StringStringEntry } from './onnx-proto.ts';
-export { createSession, type GraphSession, type ModelSource, type ModelFile, type RunOptions, type Feeds } from './runtime/session.ts';
+export { createSession, sessionRecord, type GraphSession, type ModelSource, type ModelFile, type RunOptions, type Feeds } from './runtime/session.ts';
 export { saveModel } from './runtime/model-files.ts';
 export { PROVIDERS, RUN_MODES, resolveSessionConfig, type Provider, type RunMode, type SessionConfig, type ResolvedSessionConfig, type LogSeverityLevel } from './runtime/session-config.ts';
 export { parsePlacementLog, type PlacementReport, type ProviderPlacement } from './runtime/placement.ts';

@@ -5,6 +5,7 @@ import { trainingSequence, type RolloutRunSpec, type RunModelSpec } from '@sqlen
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { SessionConfig } from '@sqlenv/onnx-graph';
 import type { UpdateStats } from './run-dir/run-metrics.ts';
+import type { ModelExecution } from './commands/execution-provider.ts';
 import { isStatsWeightsBlob, StatsPolicyUpdater, type PolicyUpdate, type PolicyUpdater, type TrainingBatch } from './trainer.ts';
 
 /** The part stored beside a version's adapter: the optimizer state (`<weights key>/optimizer`). */
@@ -107,10 +108,10 @@ export type ClosablePolicyUpdater = PolicyUpdater & { close(): Promise<void> };
  * GRPO on the LoRA adapter for a model run (this process's model directory must be the run's: the
  * same one the workers use), the statistics-only updater for oracle and random runs.
  */
-export async function policyUpdaterFor(spec: RolloutRunSpec, modelDir: string | undefined, logger: Logger): Promise<ClosablePolicyUpdater> {
+export async function policyUpdaterFor(spec: RolloutRunSpec, modelDir: string | undefined, logger: Logger, execution?: ModelExecution): Promise<ClosablePolicyUpdater> {
   if (spec.model === undefined) return Object.assign(new StatsPolicyUpdater(), { close: () => Promise.resolve() });
   if (modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id} trains a model: give the trainer --model DIR (SQLENV_MODEL_DIR), the same model directory the workers use`);
-  return GrpoPolicyUpdater.create(spec.model, modelDir, { logger });
+  return GrpoPolicyUpdater.create(spec.model, modelDir, { logger, session: { ...execution, logger: logger.child({ role: 'learner' }) } });
 }
 
 /** The run's learner settings (the spec's `learner` section, validated by the grpo package's schema). */

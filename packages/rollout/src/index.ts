@@ -97,6 +97,13 @@ export {
   environmentVariables,
   printUsage,
   wantsHelp,
+  checkExecutionProvider,
+  ExecutionOptionsSchema,
+  executionOptionSpecs,
+  modelExecutionOf,
+  parseModelExecution,
+  type ExecutionOptions,
+  type ModelExecution,
   type RolloutCommandIo,
 } from './commands/index.ts';
 export { createModelResources, type ModelResources, type ModelResourcesOptions } from './commands/model-resources.ts';

@@ -13,6 +13,7 @@ import { selectQuestionIds } from '../select-questions.ts';
 import { UsageError } from '../cli-error.ts';
 import { formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
 import { precisionSuccessRate } from '../precision-success-rate.ts';
+import { executionUsage, startExecution } from '../execution-flags.ts';
 
 const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   policy: z.enum(['oracle', 'random', 'model']).default('oracle'),
@@ -38,7 +39,7 @@ const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
 export const evalUsage = `sqlenv eval [--policy oracle|random|model] [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev]
             [--episodes N|all] [--seeds K] [--seed S] [--concurrency C] [--url ws://host:port] [--mode eval|train] [--json] [--verbose]
             [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
-             [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl]]
+             [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl] ${executionUsage}]
             [--save-eval RUN_DIR --eval-name NAME [--eval-version N]]`;
 
 /** `sqlenv eval`: play episodes with a baseline policy and print the report. */
@@ -69,6 +70,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     EvalFlags,
   );
   const save = saveEvalTarget(flags);
+  const execution = await startExecution(flags, io.env ?? {}, io.logger, flags.policy === 'model');
   // Evaluation by default: the progress shaping scores queries against the gold rows, so a policy that saw it could probe answers.
   const runtime = await openSqlRuntime({ dataset: flags.dataset, env: { rewardMode: flags.mode } }, skipMissingDbs(flags['skip-missing-dbs']), io);
   let model: ModelResources | undefined;
@@ -80,7 +82,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     const questionIds = Array.from({ length: flags.seeds }, () => drawn).flat();
     let policy: Policy;
     if (flags.policy === 'model') {
-      model = await startModelPolicy(flags, { maxBatchSize: flags.concurrency, logger: io.logger });
+      model = await startModelPolicy(flags, { maxBatchSize: flags.concurrency, logger: io.logger, execution });
       policy = model.policy;
     } else {
       policy = createBaselinePolicy(flags.policy, dataset, flags.seed);

@@ -8,6 +8,8 @@ import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 import { DatasetFlags, datasetFlagOptions, skipMissingDbs } from '../dataset-flags.ts';
 import { writeSftData } from './sft-data.ts';
+import type { ModelExecution } from '@sqlenv/rollout';
+import { ExecutionFlags, executionFlagOptions, executionUsage, startExecution } from '../execution-flags.ts';
 
 /** The checkpoint `npm start` begins from: made by this project's `sqlenv sft --full` (models/README.md says how). */
 export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-tiny', import.meta.url));
@@ -15,7 +17,8 @@ export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sql
 export const learnUsage = `sqlenv learn [--model DIR] [--dataset builtin|DIR [--skip-missing-dbs]] [--run-dir DIR] [--seed S]
             [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
             [--episodes N] [--group-size G] [--groups-per-batch B] [--temperature T] [--lr X] [--lora-rank R]
-            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]`;
+            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]
+            ${executionUsage}`;
 
 const number = z.coerce.number();
 
@@ -49,7 +52,7 @@ const LearnFlags = DatasetFlags.extend({
   'eval-questions': z.union([z.literal('all'), positiveIntFlag]).default('all'),
   redis: z.string().min(1).optional(),
   'local-worker': z.enum(['true', 'false']).default('true'),
-});
+}).extend(ExecutionFlags.shape);
 type LearnFlags = z.infer<typeof LearnFlags>;
 
 /** The last stdout line of `sqlenv learn` (and of `npm start`). */
@@ -112,6 +115,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       redis: { type: 'string' },
       'local-worker': { type: 'string' },
       ...datasetFlagOptions,
+      ...executionFlagOptions,
     },
     LearnFlags,
   );
@@ -120,6 +124,8 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
   if (!existsSync(join(flags.model, 'config.json'))) {
     throw new UsageError(`--model ${flags.model}: no config.json there (the default checkpoint ships in the repository's models/ directory)`);
   }
+  // Every phase (SFT, the evaluations, GRPO's engine and learner) runs its sessions with these settings.
+  const execution = await startExecution(flags, io.env ?? {}, io.logger, true);
   const started = performance.now();
   const runDir = resolve(flags['run-dir'] ?? join('runs', `learn-${new Date().toISOString().replace(/[:.]/g, '-')}`));
   mkdirSync(runDir, { recursive: true });
@@ -159,9 +165,12 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
           warmupSteps: Math.min(10, Math.floor(flags['sft-steps'] / 10)),
           shuffle: true,
           seed: flags.seed,
+          executionProvider: execution.provider,
+          deviceId: execution.deviceId,
+          threads: execution.intraOpThreads,
         }),
         { stdout: steps },
-        { onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
+        { logger: io.logger, onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
       );
     } finally {
       await new Promise<void>((done) => steps.end(done));
@@ -174,7 +183,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
 
   // Phases 2–4: evaluation before, GRPO, evaluation after (sqlenv train with held-out evaluations).
   const rollout = await import('@sqlenv/rollout');
-  const trainArgs = [...grpoArgs(flags, policyModel, adapter, runDir, tty), ...(skipMissing ? ['--skip-missing-dbs'] : [])];
+  const trainArgs = [...grpoArgs(flags, policyModel, adapter, runDir, tty, execution), ...(skipMissing ? ['--skip-missing-dbs'] : [])];
   say(`GRPO: sqlenv train ${trainArgs.join(' ')}`);
   const code = await rollout.trainCommand(trainArgs, { stdout: io.stderr, stderr: io.stderr, env: {}, logger: io.logger });
   const evals = rollout.readSavedEvals(runDir);
@@ -213,7 +222,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
   return code;
 }
 
-function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined, runDir: string, tty: boolean): string[] {
+function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined, runDir: string, tty: boolean, execution: ModelExecution): string[] {
   const args: Record<string, string | number> = {
     dataset: flags.dataset,
     policy: 'model',
@@ -239,6 +248,9 @@ function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined,
     'eval-temperature': flags.temperature,
     'eval-seed': 1_000_000 + flags.seed,
     progress: tty ? 'bar' : 'lines',
+    'execution-provider': execution.provider,
+    'device-id': execution.deviceId,
+    threads: execution.intraOpThreads,
     ...(flags.redis === undefined ? {} : { redis: flags.redis, 'local-worker': flags['local-worker'] }),
   };
   return Object.entries(args).flatMap(([k, v]) => [`--${k}`, String(v)]);

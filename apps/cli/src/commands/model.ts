@@ -2,11 +2,12 @@ import { z } from 'zod';
 import { intFlag, parseFlags, positiveIntFlag } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
+import { ExecutionFlags, executionFlagOptions, executionUsage, startExecution } from '../execution-flags.ts';
 
 export const modelUsage = `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16] [--tokenizer DIR]
             sqlenv model tokenizer --data F.jsonl --out DIR [--vocab-size N] [--split-words true|false] [--model DIR]
-            sqlenv model logits --model DIR --tokens 1,2,3 [--adapter DIR] [--json]
-            sqlenv model generate --model DIR --prompt "..." [--adapter DIR] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--raw] [--json]`;
+            sqlenv model logits --model DIR --tokens 1,2,3 [--adapter DIR] [--json] ${executionUsage}
+            sqlenv model generate --model DIR --prompt "..." [--adapter DIR] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--raw] [--json] ${executionUsage}`;
 
 const numberFlag = z.coerce.number().finite();
 
@@ -70,10 +71,17 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
       const { flags } = parseFlags(
         'model logits',
         rest,
-        { model: { type: 'string' }, tokens: { type: 'string' }, adapter: { type: 'string' }, json: { type: 'boolean' } },
-        z.object({ model: z.string().min(1), tokens: z.string().min(1), adapter: z.string().min(1).optional(), json: z.boolean().default(false) }),
+        { model: { type: 'string' }, tokens: { type: 'string' }, adapter: { type: 'string' }, json: { type: 'boolean' }, ...executionFlagOptions },
+        z.object({ model: z.string().min(1), tokens: z.string().min(1), adapter: z.string().min(1).optional(), json: z.boolean().default(false) }).extend(ExecutionFlags.shape),
       );
-      const result = await model.modelLogits({ model: flags.model, tokens: flags.tokens, json: flags.json, ...(flags.adapter === undefined ? {} : { adapter: flags.adapter }) });
+      const execution = await startExecution(flags, io.env ?? {}, io.logger, true);
+      const result = await model.modelLogits({
+        model: flags.model,
+        tokens: flags.tokens,
+        json: flags.json,
+        ...(flags.adapter === undefined ? {} : { adapter: flags.adapter }),
+        session: { ...execution, logger: io.logger.child({ role: 'logits' }) },
+      });
       io.stdout.write(`${result.output}\n`);
       return 0;
     }
@@ -92,6 +100,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
           seed: { type: 'string' },
           raw: { type: 'boolean' },
           json: { type: 'boolean' },
+          ...executionFlagOptions,
         },
         z.object({
           model: z.string().min(1),
@@ -104,8 +113,9 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
           seed: intFlag.default(0),
           raw: z.boolean().default(false),
           json: z.boolean().default(false),
-        }),
+        }).extend(ExecutionFlags.shape),
       );
+      const execution = await startExecution(flags, io.env ?? {}, io.logger, true);
       const result = await model.modelGenerate({
         model: flags.model,
         prompt: flags.prompt,
@@ -116,6 +126,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
         topK: flags['top-k'],
         seed: flags.seed,
         raw: flags.raw,
+        session: { ...execution, logger: io.logger.child({ role: 'generate' }) },
       });
       io.stdout.write(flags.json ? `${JSON.stringify(result)}\n` : `${result.text}\n`);
       return 0;

@@ -7,8 +7,10 @@ import { intFlag, parseFlags } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
+import type { ModelExecution } from '@sqlenv/rollout';
 import { formatTurn, ModelFlags, modelFlagOptions, startModelPolicy } from '../model-policy.ts';
 import { runEpisode } from '@sqlenv/agents';
+import { executionUsage, startExecution } from '../execution-flags.ts';
 
 const PlayFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   policy: z.enum(['human', 'model']).default('human'),
@@ -22,7 +24,7 @@ const PlayFlags = ModelFlags.extend(DatasetFlags.shape).extend({
 
 export const playUsage = `sqlenv play [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev] [--question-id Q] [--seed S]
             [--actions FILE.jsonl --json]
-            sqlenv play --policy model --model DIR [--adapter DIR] [--temperature T] [--max-new-tokens N] ... [--json]`;
+            sqlenv play --policy model --model DIR [--adapter DIR] [--temperature T] [--max-new-tokens N] ${executionUsage} ... [--json]`;
 
 /**
  * `sqlenv play`: one episode in the terminal. Interactively, each line is
@@ -47,7 +49,8 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
     },
     PlayFlags,
   );
-  if (flags.policy === 'model') return playModel(flags, io);
+  const execution = await startExecution(flags, io.env ?? {}, io.logger, flags.policy === 'model');
+  if (flags.policy === 'model') return playModel(flags, io, execution);
   const scripted = flags.actions === undefined ? undefined : await readActionsFile(flags.actions);
   const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
   const env = runtime.createEnvironment();
@@ -96,10 +99,10 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
 }
 
 /** The model plays one episode; each turn is printed as it happens (what it wrote, the action, the observation, the reward). */
-async function playModel(flags: z.infer<typeof PlayFlags>, io: CommandIo): Promise<number> {
+async function playModel(flags: z.infer<typeof PlayFlags>, io: CommandIo, execution: ModelExecution | undefined): Promise<number> {
   const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
   const env = runtime.createEnvironment();
-  const model = await startModelPolicy(flags, { maxBatchSize: 1, logger: io.logger }).catch(async (error: unknown) => {
+  const model = await startModelPolicy(flags, { maxBatchSize: 1, logger: io.logger, execution }).catch(async (error: unknown) => {
     await runtime.close();
     throw error;
   });

@@ -37,13 +37,9 @@ export async function probeExecutionProvider(provider: Provider, options: Provid
   g.output('total', g.reduceSum(probs, undefined, { keepDims: false })); // ()
   const model = g.toModel();
   const device = options.deviceId === undefined ? {} : { deviceId: options.deviceId };
-  // A plain session first: when the provider cannot load, its error says what is missing. Then, off
-  // the CPU, a verbose one whose log gives the placement (read back through a child process).
-  let session = await createSession(model, { provider, ...device, mode: 'direct' });
-  if (provider !== 'cpu') {
-    await session.close();
-    session = await createSession(model, { provider, ...device, mode: 'direct', logSeverityLevel: 0 });
-  }
+  // Off the CPU, createSession reads the node placement back from ORT's verbose log; a provider
+  // that cannot load fails the creation itself, with its own reason.
+  const session = await createSession(model, { provider, ...device, mode: 'direct', logger });
   try {
     const out = await session.run({ x: tensor('float32', [2, 8], Array.from({ length: 16 }, (_, i) => i / 16)) });
     const total = (out['total']?.data as Float32Array | undefined)?.[0];

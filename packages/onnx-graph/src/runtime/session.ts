@@ -21,7 +21,7 @@ export interface GraphSession {
   readonly inputNames: readonly string[];
   readonly outputNames: readonly string[];
   readonly config: ResolvedSessionConfig;
-  /** Node placement per execution provider; present when created with logSeverityLevel 0. */
+  /** Node placement per execution provider; present off the CPU and when created with logSeverityLevel 0. */
   readonly placement: PlacementReport | undefined;
   run<K extends string = string>(feeds: Feeds, options?: RunOptions<K>): Promise<Record<K, TensorData>>;
   /** Release the session (and its worker thread). Idempotent. */
@@ -50,33 +50,55 @@ export async function createSession(model: BuiltModel | ModelSource | ModelFile,
   const options = ortSessionOptions(resolved, externalData);
   const loadable: Loadable = { model: 'bytes' in source ? source.bytes : source.path, inputs: source.inputs };
   const log = logger.child({ component: 'onnx-graph', provider: resolved.provider, mode: resolved.mode });
-  let placement: PlacementReport | undefined;
-  if (resolved.logSeverityLevel === 0) {
-    placement = await probePlacement('bytes' in source ? { bytes: source.bytes, externalData } : source.path, options, resolved.provider);
-    for (const p of placement.placements) log.info({ executionProvider: p.provider, nodeCount: p.nodeCount }, 'node placement');
-    if (placement.cpuFallback.length > 0) log.warn({ nodes: placement.cpuFallback }, 'nodes fell back to CPU');
+  // The session first: when the provider cannot be loaded, its own error says what is missing.
+  const session = resolved.mode === 'direct' ? await DirectSession.create(loadable, options, resolved) : await WorkerSession.create(loadable, options, resolved, log);
+  // Off the CPU, ORT's verbose log says which nodes it placed where (read back through a child
+  // process that creates the same session once more): a GPU session must show it runs on the GPU.
+  // The CPU provider has a kernel for every node it accepts, so there the answer is known.
+  if (resolved.logSeverityLevel === 0 || resolved.provider !== 'cpu') {
+    try {
+      session.placement = await probePlacement('bytes' in source ? { bytes: source.bytes, externalData } : source.path, options, resolved.provider);
+    } catch (error) {
+      await session.close();
+      throw error;
+    }
+    if (session.placement.cpuFallback.length > 0) log.warn({ nodes: session.placement.cpuFallback.map((n) => n.opType) }, 'nodes fell back to CPU');
   }
-  const session = resolved.mode === 'direct' ? await DirectSession.create(loadable, options, resolved, placement) : await WorkerSession.create(loadable, options, resolved, placement, log);
-  log.debug({ inputs: session.inputNames, outputs: session.outputNames }, 'session created');
+  log.info(sessionRecord(session), 'session created');
   return session;
+}
+
+/** What `session created` logs: where the session runs and with how many threads, and the node placement. */
+export function sessionRecord(session: Pick<GraphSession, 'config' | 'placement' | 'inputNames' | 'outputNames'>): Record<string, unknown> {
+  const c = session.config;
+  return {
+    executionProvider: c.provider,
+    ...(c.provider === 'cuda' ? { deviceId: c.deviceId } : {}),
+    intraOpThreads: c.intraOpThreads,
+    interOpThreads: c.interOpThreads,
+    graphOptimizationLevel: c.graphOptimizationLevel,
+    placement: session.placement?.placements.map((p) => ({ provider: p.provider, nodes: p.nodeCount })) ?? (c.provider === 'cpu' ? [{ provider: 'CPUExecutionProvider', nodes: 'all' }] : null),
+    inputs: session.inputNames.length,
+    outputs: session.outputNames.length,
+  };
 }
 
 class DirectSession implements GraphSession {
   private closed = false;
+  placement: PlacementReport | undefined;
 
   private constructor(
     private readonly session: ort.InferenceSession,
     private readonly inputs: readonly ValueSpec[] | undefined,
     readonly config: ResolvedSessionConfig,
-    readonly placement: PlacementReport | undefined,
   ) {}
 
-  static async create(source: Loadable, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig, placement: PlacementReport | undefined): Promise<DirectSession> {
+  static async create(source: Loadable, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig): Promise<DirectSession> {
     try {
       const model = ortModelArg(source.model);
       // Two overloads (path, bytes): TypeScript does not pick one for the union.
       const session = typeof model === 'string' ? await ort.InferenceSession.create(model, options) : await ort.InferenceSession.create(model, options);
-      return new DirectSession(session, source.inputs, config, placement);
+      return new DirectSession(session, source.inputs, config);
     } catch (error) {
       throw sessionCreateError(config, error);
     }
@@ -103,16 +125,17 @@ class DirectSession implements GraphSession {
 }
 
 class WorkerSession implements GraphSession {
+  placement: PlacementReport | undefined;
+
   private constructor(
     private readonly rpc: WorkerRpc<WorkerRequest, WorkerReply>,
     readonly inputNames: readonly string[],
     readonly outputNames: readonly string[],
     private readonly inputs: readonly ValueSpec[] | undefined,
     readonly config: ResolvedSessionConfig,
-    readonly placement: PlacementReport | undefined,
   ) {}
 
-  static async create(source: Loadable, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig, placement: PlacementReport | undefined, log: Logger): Promise<WorkerSession> {
+  static async create(source: Loadable, options: ort.InferenceSession.SessionOptions, config: ResolvedSessionConfig, log: Logger): Promise<WorkerSession> {
     // Structured clone: plain buffers are copied, SharedArrayBuffers shared, a path is just a string.
     const setup: WorkerSetup = { model: source.model, options };
     const { worker, ready } = await startRpcWorker(new URL('./session-worker.ts', import.meta.url), setup, 'session worker', (message) => {
@@ -127,7 +150,7 @@ class WorkerSession implements GraphSession {
       replyError: (reply) => (reply.type === 'run-error' ? new AppError(ErrorCode.RUNTIME, reply.message) : undefined),
       logger: log,
     });
-    return new WorkerSession(rpc, ready.inputNames, ready.outputNames, source.inputs, config, placement);
+    return new WorkerSession(rpc, ready.inputNames, ready.outputNames, source.inputs, config);
   }
 
   async run<K extends string = string>(feeds: Feeds, options: RunOptions<K> = {}): Promise<Record<K, TensorData>> {

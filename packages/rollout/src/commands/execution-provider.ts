@@ -1,29 +1,79 @@
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { PROVIDERS, probeExecutionProvider, type Provider } from '@sqlenv/onnx-graph';
-import type { Logger } from '@sqlenv/shared';
+import { PROVIDERS, type Provider } from '@sqlenv/onnx-graph';
+import { AppError, ErrorCode, formatZodIssues, type Logger } from '@sqlenv/shared';
 import type { OptionSpec } from './command-io.ts';
 
-/** Where the worker's and trainer's models run: `--execution-provider` / SQLENV_EXECUTION_PROVIDER. */
+/**
+ * Where and with how many threads a process runs its model sessions: `--execution-provider` /
+ * SQLENV_EXECUTION_PROVIDER, `--device-id` / SQLENV_DEVICE_ID, `--threads` / SQLENV_THREADS. Every
+ * command that runs a model (eval, play, model, sft, learn, train, worker, trainer) reads these and
+ * hands the same ModelExecution to every ONNX Runtime session it creates.
+ */
 export const executionOptionSpecs: Record<string, OptionSpec> = {
   'execution-provider': { key: 'executionProvider', env: 'SQLENV_EXECUTION_PROVIDER' },
+  'device-id': { key: 'deviceId', env: 'SQLENV_DEVICE_ID' },
+  threads: { key: 'threads', env: 'SQLENV_THREADS' },
 };
 
 export const ExecutionOptionsSchema = z.object({
   /** ONNX Runtime execution provider for this process's model sessions. */
   executionProvider: z.enum(PROVIDERS).default('cpu'),
+  /** GPU index (inside CUDA_VISIBLE_DEVICES) for 'cuda'. */
+  deviceId: z.coerce.number().int().nonnegative().default(0),
+  /**
+   * ONNX Runtime intra-op threads of each session: the cores this process may use (the engine and
+   * the learner take turns in a run, so each may use them all). Default: the machine's cores.
+   */
+  threads: z.coerce.number().int().positive().default(availableParallelism()),
 });
+export type ExecutionOptions = z.infer<typeof ExecutionOptionsSchema>;
+
+/** The session settings every model session of a process gets (onnx-graph SessionConfig fields). */
+export interface ModelExecution {
+  provider: Provider;
+  deviceId: number;
+  intraOpThreads: number;
+  /**
+   * 1: ORT runs a session's nodes one after another (its default sequential execution mode), so
+   * inter-op threads would only sit idle; the cores go to the intra-op pool instead.
+   */
+  interOpThreads: number;
+}
+
+export function modelExecutionOf(options: ExecutionOptions): ModelExecution {
+  return { provider: options.executionProvider, deviceId: options.deviceId, intraOpThreads: options.threads, interOpThreads: 1 };
+}
+
+/**
+ * The ModelExecution of a command whose flags another parser read (the CLI's eval, play, model,
+ * learn): each value is the flag's text, else its environment variable's; a bad one is AppError
+ * VALIDATION naming the option.
+ */
+export function parseModelExecution(flags: { executionProvider?: string | undefined; deviceId?: string | undefined; threads?: string | undefined }, env: Record<string, string | undefined>): ModelExecution {
+  const raw: Record<string, string> = {};
+  for (const spec of Object.values(executionOptionSpecs)) {
+    const value = flags[spec.key as keyof typeof flags] ?? (spec.env === undefined ? undefined : env[spec.env]);
+    if (value !== undefined && value !== '') raw[spec.key] = value;
+  }
+  const parsed = ExecutionOptionsSchema.safeParse(raw);
+  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid --execution-provider / --device-id / --threads (or SQLENV_EXECUTION_PROVIDER / SQLENV_DEVICE_ID / SQLENV_THREADS): ${formatZodIssues(parsed.error)}`);
+  return modelExecutionOf(parsed.data);
+}
 
 /**
  * The startup check of a process that runs models: probe the execution provider it was asked to
  * use and log what ONNX Runtime placed where, with the GPU this container claimed
  * (docker/gpu-entry.sh sets CUDA_VISIBLE_DEVICES). Throws (the command exits 1 with the reason)
- * when CUDA or WebGPU was asked for and cannot run: a GPU worker must never quietly run on the CPU.
+ * when CUDA or WebGPU was asked for and cannot run: a GPU process must never quietly run on the CPU.
  */
-export async function checkExecutionProvider(provider: Provider, env: Record<string, string | undefined>, logger: Logger): Promise<void> {
-  const report = await probeExecutionProvider(provider, { logger });
+export async function checkExecutionProvider(execution: ModelExecution, env: Record<string, string | undefined>, logger: Logger): Promise<void> {
+  const { probeExecutionProvider } = await import('@sqlenv/onnx-graph');
+  const report = await probeExecutionProvider(execution.provider, { logger, ...(execution.provider === 'cuda' ? { deviceId: execution.deviceId } : {}) });
   logger.info(
     {
-      executionProvider: provider,
+      executionProvider: execution.provider,
+      intraOpThreads: execution.intraOpThreads,
       cudaVisibleDevices: env['CUDA_VISIBLE_DEVICES'] ?? null,
       placements: report.placement?.placements.map((p) => ({ provider: p.provider, nodes: p.nodeCount })) ?? null,
       probeMs: report.elapsedMs,

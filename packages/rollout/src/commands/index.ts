@@ -8,3 +8,4 @@ export { runSftCommand, sftCommand, SftOptionsSchema, sftUsage, type SftOptions,
 export { printUsage, wantsHelp, type RolloutCommandIo } from './command-io.ts';
 export { createPolicy, createRunResolver, remoteEnvironments, RuntimeCache, scheduledQuestions, POLICY_NAMES } from './run-resources.ts';
 export { environmentVariables } from './environment-variables.ts';
+export { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf, parseModelExecution, type ExecutionOptions, type ModelExecution } from './execution-provider.ts';

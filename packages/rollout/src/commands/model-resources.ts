@@ -3,6 +3,7 @@ import type { InferenceEngine, LoraConfig } from '@sqlenv/model';
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
+import type { ModelExecution } from './execution-provider.ts';
 
 /** The model policy of a run in one process: one InferenceEngine shared by every episode. */
 export interface ModelResources {
@@ -35,6 +36,8 @@ export interface ModelResourcesOptions {
    * adapter work per token); weights blobs can then not be applied. Default: the spec's LoRA.
    */
   lora?: null;
+  /** Provider and threads of the engine's session (`--execution-provider`, `--threads`); default: the engine's (CPU, one thread). */
+  execution?: ModelExecution;
   logger?: Logger;
 }
 
@@ -65,8 +68,9 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
       lengthBucketTokens: options.lengthBucketTokens ?? 128,
       topK: spec.sampling.top_k,
       stopIds: [...new Set([...chat.stopIds, ...config.eosTokenIds])],
+      ...options.execution,
     },
-    logger,
+    logger.child({ role: 'engine' }),
   );
   const decode = (bytes: Uint8Array, label: string): Map<string, Float32Array> => {
     if (lora === null) throw new AppError(ErrorCode.VALIDATION, `${label}: this policy was started without LoRA inputs`);

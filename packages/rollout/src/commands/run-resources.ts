@@ -4,6 +4,7 @@ import type { RolloutRunSpec, SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type Dataset, type SqlEnvRuntime } from '@sqlenv/sql-env';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { createModelResources } from './model-resources.ts';
+import type { ModelExecution } from './execution-provider.ts';
 import type { EnvironmentSource, RolloutEnvironment } from '../play-episode.ts';
 import type { ScheduledQuestion } from '../question-schedule.ts';
 import type { ResolveRun } from '../rollout-worker.ts';
@@ -110,6 +111,8 @@ export interface RunResolverOptions extends RuntimeOptions {
   modelDir?: string;
   /** Turns batched into one generation run (the worker's concurrency). Default 16. */
   maxBatchSize?: number;
+  /** Provider and threads of the model runs' inference engines. */
+  execution?: ModelExecution;
 }
 
 /** The worker's ResolveRun: policy + environments for a run's dataset and policy. */
@@ -127,7 +130,11 @@ export function createRunResolver(runtimes: RuntimeCache, options: RunResolverOp
     if (spec.policy !== 'model') return { policy: createPolicy(spec.policy, runtime.dataset, spec.seed), environments };
     if (spec.model === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id}: policy 'model' without a model section`);
     if (options.modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id} plays the model policy: start this worker with --model DIR (SQLENV_MODEL_DIR)`);
-    const model = await createModelResources(spec.model, options.modelDir, { maxBatchSize: options.maxBatchSize ?? 16, ...(options.logger === undefined ? {} : { logger: options.logger }) });
+    const model = await createModelResources(spec.model, options.modelDir, {
+      maxBatchSize: options.maxBatchSize ?? 16,
+      ...(options.execution === undefined ? {} : { execution: options.execution }),
+      ...(options.logger === undefined ? {} : { logger: options.logger }),
+    });
     return { policy: model.policy, environments, applyWeights: model.applyWeights, sampling: model.sampling, release: model.close };
   };
 }

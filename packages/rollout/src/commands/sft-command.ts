@@ -1,15 +1,17 @@
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, createRootLogger, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { LoraConfig } from '@sqlenv/model';
 import type { SftStepReport } from '@sqlenv/grpo';
 import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
+import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-provider.ts';
 
 export const sftUsage = `sqlenv sft --model DIR --data F.jsonl --steps N --out DIR [--adapter-init DIR] [--lr X] [--optimizer adamw|sgd]
             [--schedule constant|cosine] [--warmup-steps W] [--min-lr-ratio R] [--weight-decay D]
             [--batch-size B] [--lora-rank R] [--lora-alpha A] [--lora-targets q_proj,...] [--micro-batch-tokens T] [--seed S] [--thinking]
-            [--shuffle] [--full]   (every base weight instead of an adapter; --out is then a model directory)`;
+            [--shuffle] [--full]   (every base weight instead of an adapter; --out is then a model directory)
+            [--execution-provider cpu|cuda|webgpu] [--device-id D] [--threads N]`;
 
 const sftOptionSpecs: Record<string, OptionSpec> = {
   model: { key: 'model' },
@@ -32,6 +34,7 @@ const sftOptionSpecs: Record<string, OptionSpec> = {
   full: { key: 'full', flag: true },
   shuffle: { key: 'shuffle', flag: true },
   out: { key: 'out' },
+  ...executionOptionSpecs,
 };
 
 const num = z.coerce.number();
@@ -75,7 +78,7 @@ export const SftOptionsSchema = z.object({
   /** Visit the data lines in a new order every epoch, drawn from --seed (default: file order, wrapping around). */
   shuffle: z.boolean().default(false),
   out: z.string().min(1),
-});
+}).extend(ExecutionOptionsSchema.shape);
 export type SftOptions = z.infer<typeof SftOptionsSchema>;
 
 export interface SftSummary {
@@ -96,8 +99,9 @@ export interface SftSummary {
 export async function sftCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
   if (wantsHelp(argv)) return printUsage(io, sftUsage);
   try {
-    const options = readOptions(argv, {}, sftOptionSpecs, SftOptionsSchema);
-    await runSftCommand(options, io, io.signal === undefined ? {} : { signal: io.signal });
+    const options = readOptions(argv, io.env ?? {}, sftOptionSpecs, SftOptionsSchema);
+    const logger = io.logger ?? createRootLogger('sft', { fd: 2, level: 'warn' });
+    await runSftCommand(options, io, { logger, ...(io.signal === undefined ? {} : { signal: io.signal }) });
     return 0;
   } catch (error) {
     return reportCommandError(io, 'sft', error);
@@ -111,8 +115,11 @@ export async function sftCommand(argv: readonly string[], io: RolloutCommandIo):
 export async function runSftCommand(
   options: SftOptions,
   io: Pick<RolloutCommandIo, 'stdout'>,
-  { signal, onStep }: { signal?: AbortSignal; onStep?: (report: SftStepReport) => void } = {},
+  { signal, onStep, logger = silentLogger }: { signal?: AbortSignal; onStep?: (report: SftStepReport) => void; logger?: Logger } = {},
 ): Promise<SftSummary> {
+  const execution = modelExecutionOf(options);
+  // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
+  if (execution.provider !== 'cpu') await checkExecutionProvider(execution, {}, logger);
   const model = await import('@sqlenv/model');
   const grpo = await import('@sqlenv/grpo');
   const { config, weights } = model.loadModel(options.model);
@@ -151,6 +158,7 @@ export async function runSftCommand(
     batchSize: options.batchSize,
     seed: options.seed,
     shuffle: options.shuffle,
+    session: { ...execution, logger: logger.child({ role: 'sft' }) },
     ...(signal === undefined ? {} : { signal }),
     ...(init === undefined ? {} : { init: init.weights }),
     onStep: (r) => {

@@ -26,9 +26,10 @@ import { createRunResolver, RuntimeCache, runtimeOptionsFrom, scheduledQuestions
 import { renderProgress, sparkline } from './progress.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
+import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-provider.ts';
 
 export const trainUsage =
-  'sqlenv train [--dataset builtin|DIR [--skip-missing-dbs]] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--redis URL [--local-worker true|false]] [--progress auto|bar|lines|off] [--json]';
+  'sqlenv train [--dataset builtin|DIR [--skip-missing-dbs]] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--redis URL [--local-worker true|false]] [--progress auto|bar|lines|off] [--json]';
 
 const trainOptionSpecs: Record<string, OptionSpec> = {
   concurrency: { key: 'concurrency', env: 'SQLENV_CONCURRENCY' },
@@ -94,7 +95,8 @@ const TrainOptionsSchema = SpecOptionsSchema.extend({
 })
   .extend(RuntimeOptionsSchema.shape)
   .extend(ModelDirOptionsSchema.shape)
-  .extend(ModelSpecOptionsSchema.shape);
+  .extend(ModelSpecOptionsSchema.shape)
+  .extend(ExecutionOptionsSchema.shape);
 
 /**
  * `sqlenv train`: coordinator, worker and trainer in one process on the
@@ -111,9 +113,12 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
   let updater: ClosablePolicyUpdater | undefined;
   let heldOut: HeldOutEvaluation | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...trainOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs }, TrainOptionsSchema);
+    const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...trainOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs, ...executionOptionSpecs }, TrainOptionsSchema);
     const spec = runSpecFrom(options, () => `train-${randomBytes(3).toString('hex')}`, await runModelSpec(options.policy, options));
     const logger = io.logger ?? (options.logLevel === 'silent' ? silentLogger : createRootLogger('train', { fd: 2, level: options.logLevel }));
+    const execution = modelExecutionOf(options);
+    // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
+    if (execution.provider !== 'cpu') await checkExecutionProvider(execution, io.env ?? {}, logger);
     if (options.redisUrl === undefined && !options.localWorker) throw new AppError(ErrorCode.VALIDATION, '--local-worker false needs --redis URL (workers elsewhere play the episodes)');
     transport = options.redisUrl === undefined ? new InProcessTransport() : new BullmqTransport(transportConfig(options), { logger });
     const activeTransport = transport;
@@ -125,7 +130,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     const runDir = options.runDir ?? join('runs', spec.run_id);
     const recorder = new RunRecorder({ dir: runDir, runId: spec.run_id, saveEvery: options.saveEvery, ...(spec.model ? { baseModel: options.modelDir ?? spec.model.fingerprint } : {}), logger });
     writeRunSpec(runDir, spec);
-    const resolveRun = createRunResolver(runtimes, { ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }), maxBatchSize: options.concurrency, logger });
+    const resolveRun = createRunResolver(runtimes, { ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }), maxBatchSize: options.concurrency, execution, logger });
     heldOut =
       options.evalEpisodes === 0
         ? undefined
@@ -157,7 +162,7 @@ export async function trainCommand(argv: readonly string[], io: RolloutCommandIo
     const grpoProgress = new PhaseProgress('GRPO', io.stderr, progress);
     // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
     // the statistics-only updater.
-    updater = await policyUpdaterFor(spec, options.modelDir, logger);
+    updater = await policyUpdaterFor(spec, options.modelDir, logger, execution);
     const trainer = runTrainer({ transport, runId: spec.run_id, updater, pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b), onCommitted: recorder.onCommitted });
     // Surface a trainer failure at once instead of waiting on a coordinator that can no longer finish.
     const trainerFailed = trainer.then(

@@ -14,11 +14,11 @@ import { join } from 'node:path';
 import { RunAdmin } from '../transport/run-admin.ts';
 import { BullmqTransport, BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
 import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
-import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
+import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf, type ModelExecution } from './execution-provider.ts';
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 
-export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--model DIR] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
+export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--model DIR] [--execution-provider cpu|cuda|webgpu] [--threads N] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
 
 export const trainerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
@@ -63,13 +63,13 @@ const TrainerOptionsSchema = z
 async function withUpdater<T>(
   transport: BullmqTransport,
   runId: string,
-  options: { runWaitMs: number; pollMs: number; modelDir?: string | undefined },
+  options: { runWaitMs: number; pollMs: number; modelDir?: string | undefined; execution: ModelExecution },
   logger: Logger,
   signal: AbortSignal | undefined,
   use: (updater: PolicyUpdater) => Promise<T>,
 ): Promise<T> {
   const spec = await waitForRun(transport, runId, options.runWaitMs, options.pollMs, signal);
-  const updater = await policyUpdaterFor(spec, options.modelDir, logger);
+  const updater = await policyUpdaterFor(spec, options.modelDir, logger, options.execution);
   try {
     return await use(updater);
   } finally {
@@ -91,7 +91,8 @@ export async function trainerCommand(argv: readonly string[], io: RolloutCommand
   try {
     const options = readOptions(argv, io.env ?? {}, { ...trainerOptionSpecs, ...transportOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, TrainerOptionsSchema);
     const logger = io.logger ?? createRootLogger('trainer', { fd: 2, level: options.logLevel });
-    await checkExecutionProvider(options.executionProvider, io.env ?? {}, logger);
+    const execution = modelExecutionOf(options);
+    await checkExecutionProvider(execution, io.env ?? {}, logger);
     const activeTransport = new BullmqTransport(transportConfig(options), { logger });
     transport = activeTransport;
     const metrics = new RolloutMetrics({ processMetrics: true });
@@ -119,7 +120,7 @@ export async function trainerCommand(argv: readonly string[], io: RolloutCommand
       train: async (runId, signal) => {
         const runDir = options.runDir === undefined ? undefined : options.runId === undefined ? join(options.runDir, runId) : options.runDir;
         const recorder = runDir === undefined ? undefined : new RunRecorder({ dir: runDir, runId, saveEvery: options.saveEvery, logger });
-        const result = await withUpdater(activeTransport, runId, options, logger, signal, (updater) =>
+        const result = await withUpdater(activeTransport, runId, { ...options, execution }, logger, signal, (updater) =>
           runTrainer({
             transport: activeTransport,
             runId,

@@ -9,12 +9,12 @@ import { startStatusServer, type StatusServer } from '../status-server.ts';
 import { BullmqTransport } from '../transport/bullmq-transport.ts';
 import { Wakeup } from '../wakeup.ts';
 import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
-import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs } from './execution-provider.ts';
+import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-provider.ts';
 import { createRunResolver, RuntimeCache, runtimeOptionsFrom } from './run-resources.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 
-export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--skip-missing-dbs] [--model DIR] [--env-url ws://HOST:8000] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
+export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--skip-missing-dbs] [--model DIR] [--execution-provider cpu|cuda|webgpu] [--threads N] [--env-url ws://HOST:8000] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
 
 export const workerOptionSpecs: Record<string, OptionSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
@@ -56,7 +56,8 @@ export async function workerCommand(argv: readonly string[], io: RolloutCommandI
   try {
     const options = readOptions(argv, io.env ?? {}, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, WorkerOptionsSchema);
     const logger = io.logger ?? createRootLogger('worker', { fd: 2, level: options.logLevel });
-    await checkExecutionProvider(options.executionProvider, io.env ?? {}, logger);
+    const execution = modelExecutionOf(options);
+    await checkExecutionProvider(execution, io.env ?? {}, logger);
     transport = new BullmqTransport(transportConfig(options), { logger });
     runtimes = new RuntimeCache(runtimeOptionsFrom(options, logger));
     const metrics = new RolloutMetrics({ processMetrics: true });
@@ -67,6 +68,7 @@ export async function workerCommand(argv: readonly string[], io: RolloutCommandI
         ...(options.envApiKey === undefined ? {} : { envApiKey: options.envApiKey }),
         ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
         maxBatchSize: options.concurrency,
+        execution,
         logger,
       }),
       concurrency: options.concurrency,

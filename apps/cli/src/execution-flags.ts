@@ -1,0 +1,40 @@
+import { z } from 'zod';
+import type { ModelExecution } from '@sqlenv/rollout';
+import type { Logger } from '@sqlenv/shared';
+
+/**
+ * `--execution-provider cpu|cuda|webgpu`, `--device-id D`, `--threads N` of the commands that run a
+ * model here (eval, play, model, learn); each falls back to its environment variable
+ * (SQLENV_EXECUTION_PROVIDER, SQLENV_DEVICE_ID, SQLENV_THREADS). The values are checked, and the
+ * defaults applied, by the rollout package's ExecutionOptionsSchema, loaded only when needed.
+ */
+export const executionFlagOptions = {
+  'execution-provider': { type: 'string' },
+  'device-id': { type: 'string' },
+  threads: { type: 'string' },
+} as const;
+
+export const ExecutionFlags = z.object({
+  'execution-provider': z.string().min(1).optional(),
+  'device-id': z.string().min(1).optional(),
+  threads: z.string().min(1).optional(),
+});
+export type ExecutionFlags = z.infer<typeof ExecutionFlags>;
+
+export const executionUsage = '[--execution-provider cpu|cuda|webgpu] [--device-id D] [--threads N]';
+
+/**
+ * The settings every model session of this command gets. `runsModel` false (a baseline policy):
+ * nothing is loaded unless a GPU was asked for, which is then still checked, so a command told to
+ * use a GPU never exits 0 without one. A GPU that cannot run fails here, at start, with the reason.
+ */
+export async function startExecution(flags: ExecutionFlags, env: Record<string, string | undefined>, logger: Logger, runsModel: true): Promise<ModelExecution>;
+export async function startExecution(flags: ExecutionFlags, env: Record<string, string | undefined>, logger: Logger, runsModel: boolean): Promise<ModelExecution | undefined>;
+export async function startExecution(flags: ExecutionFlags, env: Record<string, string | undefined>, logger: Logger, runsModel: boolean): Promise<ModelExecution | undefined> {
+  const provider = flags['execution-provider'] ?? env['SQLENV_EXECUTION_PROVIDER'];
+  if (!runsModel && (provider === undefined || provider === '' || provider === 'cpu')) return undefined;
+  const rollout = await import('@sqlenv/rollout');
+  const execution = rollout.parseModelExecution({ executionProvider: flags['execution-provider'], deviceId: flags['device-id'], threads: flags.threads }, env);
+  if (execution.provider !== 'cpu') await rollout.checkExecutionProvider(execution, env, logger);
+  return execution;
+}
