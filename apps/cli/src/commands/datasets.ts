@@ -4,19 +4,21 @@ import { parseFlags } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 
-export const datasetsUsage = 'sqlenv datasets check <dir> [--json] | sqlenv datasets builtin --out DIR [--seed S] [--extra-train-per-instance N [--extra-train-only]]';
+export const datasetsUsage = 'sqlenv datasets check <dir> [--json] | sqlenv datasets builtin --out DIR [--seed S] [--extra-train-per-instance N [--extra-train-only]] [--fresh-values]';
 
 const builtinFlags = z.object({
   out: z.string().min(1),
   seed: z.coerce.number().int().min(0).optional(),
   'extra-train-per-instance': z.coerce.number().int().min(0).optional(),
   'extra-train-only': z.boolean().default(false),
+  'fresh-values': z.boolean().default(false),
 });
 
 /**
  * `sqlenv datasets check <dir>`: validate a Spider-layout directory and report what is wrong.
  * `sqlenv datasets builtin --out DIR`: write the built-in dataset there (optionally with extra
- * training draws of its templates; dev stays the standard held-out split).
+ * training draws of its templates; dev stays the standard held-out split; or with synthetic names and
+ * places, `--fresh-values`, for training data that cannot be memorised).
  */
 export async function datasetsCommand(argv: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = argv;
@@ -24,7 +26,7 @@ export async function datasetsCommand(argv: string[], io: CommandIo): Promise<nu
     const { flags } = parseFlags(
       'datasets builtin',
       rest,
-      { out: { type: 'string' }, seed: { type: 'string' }, 'extra-train-per-instance': { type: 'string' }, 'extra-train-only': { type: 'boolean' } },
+      { out: { type: 'string' }, seed: { type: 'string' }, 'extra-train-per-instance': { type: 'string' }, 'extra-train-only': { type: 'boolean' }, 'fresh-values': { type: 'boolean' } },
       builtinFlags,
     );
     const summary = await generateBuiltinDataset({
@@ -32,10 +34,11 @@ export async function datasetsCommand(argv: string[], io: CommandIo): Promise<nu
       ...(flags.seed === undefined ? {} : { seed: flags.seed }),
       ...(flags['extra-train-per-instance'] === undefined ? {} : { extraTrainPerInstance: flags['extra-train-per-instance'] }),
       extraTrainOnly: flags['extra-train-only'],
+      freshValues: flags['fresh-values'],
     });
     const train = summary.domains.reduce((n, d) => n + d.questions.train, 0);
     const dev = summary.domains.reduce((n, d) => n + d.questions.dev, 0);
-    io.stdout.write(`wrote the built-in dataset (seed ${summary.seed}) to ${flags.out}: ${train} train and ${dev} dev questions in ${summary.domains.length} databases\n`);
+    io.stdout.write(`wrote the built-in dataset (seed ${summary.seed}${summary.freshValues === true ? ', fresh values' : ''}) to ${flags.out}: ${train} train and ${dev} dev questions in ${summary.domains.length} databases\n`);
     return 0;
   }
   if (sub !== 'check') throw new UsageError(`expected 'check' or 'builtin', got '${sub ?? ''}'`);

@@ -7,6 +7,7 @@ import { BUILTIN_DOMAINS } from './builtin-domains.ts';
 import { buildQuestions, type GeneratedQuestion } from './question-builder.ts';
 import { deriveSeed, Rng } from './rng.ts';
 import { writeDatabase } from './sqlite-writer.ts';
+import { freshVocabulary, STANDARD_VOCABULARY, type Vocabulary } from './vocabulary.ts';
 import { spiderTablesEntry } from './tables-json.ts';
 
 /**
@@ -37,6 +38,13 @@ export const BuiltinDatasetOptionsSchema = z.strictObject({
    * later RL phase on the standard train split meets new instances of known templates.
    */
   extraTrainOnly: z.boolean().default(false),
+  /**
+   * Names and places from synthetic pools made anew from the seed (`freshVocabulary`) instead of
+   * the standard word lists: every seed gives databases whose people, cities, towns, titles and
+   * product names a model has almost surely not seen, for training data that cannot be memorised.
+   * Off by default; the standard dataset is unchanged by this option's existence.
+   */
+  freshValues: z.boolean().default(false),
 });
 export type BuiltinDatasetOptions = z.input<typeof BuiltinDatasetOptionsSchema>;
 
@@ -57,6 +65,8 @@ export interface BuiltinDatasetSummary {
   extraTrainPerInstance?: number;
   /** Present (true) when train_spider.json holds the extra draws only. */
   extraTrainOnly?: boolean;
+  /** Present (true) when names and places come from synthetic pools (see BuiltinDatasetOptionsSchema). */
+  freshValues?: boolean;
   domains: BuiltinDomainSummary[];
 }
 
@@ -86,9 +96,10 @@ async function generateDomain(
   outDir: string,
   seed: number,
   extraTrainPerInstance: number,
+  vocabulary: Vocabulary,
 ): Promise<{ summary: BuiltinDomainSummary; train: GeneratedQuestion[]; dev: GeneratedQuestion[]; extra: GeneratedQuestion[] }> {
   const rng = new Rng(deriveSeed(seed, domain.dbId));
-  const rows = domain.generateRows(rng.fork('rows'));
+  const rows = domain.generateRows(rng.fork('rows'), vocabulary);
   const dbDir = join(outDir, 'database', domain.dbId);
   await mkdir(dbDir, { recursive: true });
   const finalPath = join(dbDir, `${domain.dbId}.sqlite`);
@@ -145,7 +156,9 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
   if (!parsed.success) {
     throw new AppError(ErrorCode.VALIDATION, `invalid built-in dataset options: ${formatZodIssues(parsed.error)}`);
   }
-  const { outDir, seed, extraTrainPerInstance, extraTrainOnly } = parsed.data;
+  const { outDir, seed, extraTrainPerInstance, extraTrainOnly, freshValues } = parsed.data;
+  // Its own stream: the rows' draws stay aligned with the standard dataset's for the same seed.
+  const vocabulary = freshValues ? freshVocabulary(new Rng(deriveSeed(seed, 'fresh-vocabulary'))) : STANDARD_VOCABULARY;
   if (extraTrainOnly && extraTrainPerInstance === 0) throw new AppError(ErrorCode.VALIDATION, 'invalid built-in dataset options: extraTrainOnly needs extraTrainPerInstance > 0');
   await mkdir(outDir, { recursive: true });
   const train: SpiderQuestion[] = [];
@@ -153,7 +166,7 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
   const extra: SpiderQuestion[] = [];
   const domains: BuiltinDomainSummary[] = [];
   for (const domain of BUILTIN_DOMAINS) {
-    const generated = await generateDomain(domain, outDir, seed, extraTrainPerInstance);
+    const generated = await generateDomain(domain, outDir, seed, extraTrainPerInstance, vocabulary);
     train.push(...generated.train.map(toSpider));
     dev.push(...generated.dev.map(toSpider));
     extra.push(...generated.extra.map(toSpider));
@@ -165,6 +178,7 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
     seed,
     ...(extraTrainPerInstance > 0 ? { extraTrainPerInstance } : {}),
     ...(extraTrainOnly ? { extraTrainOnly } : {}),
+    ...(freshValues ? { freshValues } : {}),
     domains,
   };
   await writeFile(join(outDir, 'tables.json'), json(BUILTIN_DOMAINS.map(spiderTablesEntry)));
