@@ -15,7 +15,7 @@ export interface ModelTokenizerArgs {
   data: string;
   out: string;
   vocabSize: number;
-  splitWords?: boolean;
+  splitWords?: boolean | 'isolated';
   /** Tokenizer that decodes `input_ids` lines. */
   decoder?: TextTokenizer;
 }

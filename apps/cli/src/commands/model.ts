@@ -4,7 +4,7 @@ import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 
 export const modelUsage = `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16] [--tokenizer DIR]
-            sqlenv model tokenizer --data F.jsonl --out DIR [--vocab-size N] [--split-words true|false] [--model DIR]
+            sqlenv model tokenizer --data F.jsonl --out DIR [--vocab-size N] [--split-words true|false|isolated] [--model DIR]
             sqlenv model logits --model DIR --tokens 1,2,3 [--adapter DIR] [--json]
             sqlenv model generate --model DIR --prompt "..." [--adapter DIR] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--raw] [--json]`;
 
@@ -51,7 +51,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
           data: z.string().min(1),
           out: z.string().min(1),
           'vocab-size': positiveIntFlag.default(1024),
-          'split-words': z.enum(['true', 'false']).default('true'),
+          'split-words': z.enum(['true', 'false', 'isolated']).default('true'),
           model: z.string().min(1).optional(),
         }),
       );
@@ -60,7 +60,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
         data: flags.data,
         out: flags.out,
         vocabSize: flags['vocab-size'],
-        splitWords: flags['split-words'] === 'true',
+        splitWords: flags['split-words'] === 'isolated' ? 'isolated' : flags['split-words'] === 'true',
         ...(decoder === undefined ? {} : { decoder }),
       });
       io.stdout.write(`${result.summary}\n`);
