@@ -88,13 +88,17 @@ describe('sqlenv sft --checkpoint-every / --resume', () => {
     expect(readFileSync(join(out, file))).toEqual(readFileSync(join(root, `${name}-whole`, file)));
   }, 300_000);
 
-  it('refuses to resume a run with other batches, or with no checkpoint, naming what differs', async () => {
+  it('refuses to resume a run with other batches, or with no checkpoint, naming what differs; extends a constant-rate run', async () => {
     const out = join(root, 'refused');
     await sft({ full: true, out, steps: 2, checkpointEvery: 1 });
     const other = await sft({ full: true, out, steps: 4, batchSize: 2, checkpointEvery: 1, resume: true });
     expect(other.error).toMatchObject({ code: 'VALIDATION', message: expect.stringContaining('written by another run (') });
     expect((other.error as Error).message).toContain('steps: checkpoint 2, now 4; batch_size: checkpoint 3, now 2)');
     expect(other.steps).toEqual([]);
+    // A constant learning rate does not depend on the total, so such a run may be continued further.
+    const constant = join(root, 'constant');
+    await sft({ full: true, out: constant, steps: 2, schedule: 'constant', warmupSteps: 0, checkpointEvery: 1 });
+    expect((await sft({ full: true, out: constant, steps: 3, schedule: 'constant', warmupSteps: 0, checkpointEvery: 1, resume: true })).steps.map((s) => s.step)).toEqual([3]);
     const none = await sft({ full: true, out: join(root, 'never-checkpointed'), resume: true });
     expect(none.error).toMatchObject({ code: 'VALIDATION', message: expect.stringContaining('--resume: no checkpoint at') });
   }, 300_000);

@@ -89,8 +89,9 @@ export const SftOptionsSchema = z.object({
   checkpointEvery: num.int().positive().optional(),
   /**
    * Continue from OUT/checkpoint/: the steps after the checkpoint's, on the batches they would have
-   * had. The options that decide batches and updates (data, batch size, seed, shuffle, steps,
-   * learning-rate schedule, optimizer, what is trained) must be the ones the checkpoint was written with.
+   * had. The options that decide batches and updates (data, batch size, seed, shuffle, learning-rate
+   * schedule — with cosine, --steps too —, optimizer, what is trained) must be the ones the checkpoint
+   * was written with; a constant-rate run may be continued to a larger --steps.
    */
   resume: z.boolean().default(false),
   /** Held-out lines (same formats as --data) whose loss is printed as `{"eval_step", "eval_loss"}` lines. */
@@ -245,7 +246,8 @@ function runFingerprint(options: SftOptions, text: string, lines: number, lora: 
   return {
     data_sha256: createHash('sha256').update(text).digest('hex'),
     data_lines: lines,
-    steps: options.steps,
+    // A cosine schedule is fixed by the total; a constant one is not, so such a run may be extended.
+    ...(options.schedule === 'cosine' ? { steps: options.steps } : {}),
     batch_size: options.batchSize,
     seed: options.seed,
     shuffle: options.shuffle,
