@@ -17,6 +17,6 @@ export { buildTrainingGraph, TRAIN_IO, type TrainingGraph, type TrainingGraphOpt
 export { checkSample, planMicroBatches, tokenWeights, PaddedRows, type PolicySample, type SequenceSample } from './micro-batches.ts';
 export { LoraOptimizer, globalNorm, learningRateAt, type GradMap, type OptimizerState, type ParamMap, type StepReport } from './optimizer.ts';
 export { LoraLearner, type LearnerState, type LoraLearnerOptions, type UpdateReport } from './lora-learner.ts';
-export { decodeOptimizerState, encodeLearnerState, type EncodedLearnerState } from './checkpoint.ts';
+export { decodeOptimizerState, decodeSftCheckpoint, encodeLearnerState, encodeSftCheckpoint, type EncodedLearnerState, type SftCheckpoint } from './checkpoint.ts';
 export { checkSftSample, parseSftLine, readSftExamples, renderSftMessages, type SftLine, type SftMessage } from './sft-examples.ts';
-export { runSft, sftBatchLines, type SftRunOptions, type SftStepReport } from './sft-run.ts';
+export { runSft, sftBatchLines, type SftEvalReport, type SftRunOptions, type SftStepReport } from './sft-run.ts';

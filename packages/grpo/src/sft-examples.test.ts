@@ -118,6 +118,10 @@ describe('SFT lines', () => {
     const examples = await readSftExamples(mixed, { config, loadChat, source: 'f.jsonl' });
     expect(loads).toBe(1);
     expect(examples[2]).toEqual(renderSftMessages(qwen3, conversation, tools));
+    // Lines that share a system block (encoded once per file) and one with another: each as rendered alone.
+    const other = [{ ...conversation[0], content: 'Another system prompt.' } as SftMessage, ...conversation.slice(1)];
+    const shared = [conversation, conversation, other, [...conversation.slice(1)]].map((messages) => JSON.stringify({ messages, tools })).join('\n');
+    expect(await readSftExamples(shared, { config, loadChat })).toEqual([conversation, conversation, other, conversation.slice(1)].map((m) => renderSftMessages(qwen3, m, tools)));
     await expect(readSftExamples(`${idsOnly}{"messages": [{"role": "user", "content": "no answer"}]}\n`, { config, loadChat, source: 'f.jsonl' })).rejects.toThrow(/^f\.jsonl line 4: no targets/);
     await expect(readSftExamples('\n\n', { config, loadChat, source: 'f.jsonl' })).rejects.toThrow('f.jsonl: no data lines');
   });

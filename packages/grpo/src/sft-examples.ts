@@ -74,7 +74,13 @@ export function parseSftLine(text: string, label: string): SftLine {
  * assistant turn because that is what the agent saw when it wrote each reply; Qwen3's Jinja template,
  * re-rendering a whole conversation, drops it from all but the last turn.
  */
-export function renderSftMessages(chat: ChatFormat, messages: readonly SftMessage[], tools: readonly ToolDefinition[], label = 'messages'): SequenceSample {
+export function renderSftMessages(
+  chat: ChatFormat,
+  messages: readonly SftMessage[],
+  tools: readonly ToolDefinition[],
+  label = 'messages',
+  systemCache?: Map<string, readonly number[]>,
+): SequenceSample {
   const inputIds: number[] = [];
   const lossMask: number[] = [];
   const push = (ids: readonly number[], mask: 0 | 1): void => {
@@ -85,11 +91,20 @@ export function renderSftMessages(chat: ChatFormat, messages: readonly SftMessag
   };
   let rest = messages;
   const first = messages[0];
+  // The system block (prompt and tool schemas) is the same in every line of a file and is most of
+  // each line's text: encoding it once per distinct block makes reading a large file several times faster.
+  const system = (content: string | undefined): readonly number[] => {
+    if (systemCache === undefined) return chat.systemIds(content, tools);
+    const key = JSON.stringify([content ?? null, tools]);
+    let ids = systemCache.get(key);
+    if (ids === undefined) systemCache.set(key, (ids = chat.systemIds(content, tools)));
+    return ids;
+  };
   if (first?.role === 'system') {
-    push(chat.systemIds(first.content, tools), 0);
+    push(system(first.content), 0);
     rest = messages.slice(1);
   } else if (tools.length > 0) {
-    push(chat.systemIds(undefined, tools), 0);
+    push(system(undefined), 0);
   }
   const newline = chat.tokenizer.encode('\n');
   for (let i = 0; i < rest.length; i++) {
@@ -154,8 +169,9 @@ export async function readSftExamples(text: string, options: { config: ModelConf
   });
   if (lines.length === 0) throw new AppError(ErrorCode.VALIDATION, `${source}: no data lines`);
   const chat = lines.some((l) => l.line.kind === 'messages') ? await options.loadChat() : undefined;
+  const systemCache = new Map<string, readonly number[]>();
   return lines.map(({ line, label }) => {
-    const sample = line.kind === 'ids' ? line.sample : renderSftMessages(chat as ChatFormat, line.messages, line.tools, label);
+    const sample = line.kind === 'ids' ? line.sample : renderSftMessages(chat as ChatFormat, line.messages, line.tools, label, systemCache);
     checkSftSample(sample, options.config, label);
     return sample;
   });

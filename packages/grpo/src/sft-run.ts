@@ -2,7 +2,7 @@ import type { SessionConfig } from '@sqlenv/onnx-graph';
 import { Rng, type Adapter, type LoraConfig, type LoraWeights, type ModelConfig, type ModelWeights } from '@sqlenv/model';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LearnerConfig } from './config.ts';
-import { LoraLearner } from './lora-learner.ts';
+import { LoraLearner, type LearnerState } from './lora-learner.ts';
 import type { TrainedParameters } from './training-graph.ts';
 import type { SequenceSample } from './micro-batches.ts';
 
@@ -29,6 +29,30 @@ export interface SftRunOptions {
   signal?: AbortSignal;
   /** Called after every step (the command prints one JSON line). */
   onStep?: (report: SftStepReport) => void;
+  /**
+   * Continue a run from a checkpoint: the learner's state after `step` steps (trained tensors and
+   * optimizer moments). The next step is `step + 1`, on the lines that step would have had, so a
+   * resumed run takes exactly the steps the uninterrupted one would have (same options required).
+   */
+  resume?: { step: number; state: LearnerState };
+  /** Call `onCheckpoint` after every this many steps (and after the last); default never. */
+  checkpointEvery?: number;
+  /** Receives the learner's state after `step` steps; awaited before the next step. */
+  onCheckpoint?: (step: number, state: LearnerState) => Promise<void> | void;
+  /** Held-out sequences whose loss is measured every `evalEvery` steps, before the first step and after the last. */
+  evalExamples?: readonly SequenceSample[];
+  evalEvery?: number;
+  onEval?: (report: SftEvalReport) => void;
+}
+
+/** The loss on the held-out sequences after `step` steps (0: the starting weights). */
+export interface SftEvalReport {
+  step: number;
+  /** Mean token cross-entropy over every target token of the held-out sequences (no update). */
+  loss: number;
+  lossTokens: number;
+  sequences: number;
+  ms: number;
 }
 
 /** What one SFT step did. */
@@ -82,6 +106,31 @@ function epochOrder(lineCount: number, epoch: number, seed: number): number[] {
   return order;
 }
 
+/** The held-out loss: the sequences in chunks of `batchSize`, each chunk's mean weighted by its target tokens. */
+async function heldOutLoss(learner: LoraLearner, examples: readonly SequenceSample[], batchSize: number, step: number): Promise<SftEvalReport> {
+  const started = performance.now();
+  let sum = 0;
+  let tokens = 0;
+  for (let i = 0; i < examples.length; i += batchSize) {
+    const chunk = examples.slice(i, i + batchSize);
+    const chunkTokens = chunk.reduce((n, s) => n + s.lossMask.reduce((a, m) => a + (m > 0 ? 1 : 0), 0), 0);
+    if (chunkTokens === 0) continue;
+    sum += (await learner.evaluateLoss(chunk)) * chunkTokens;
+    tokens += chunkTokens;
+  }
+  return { step, loss: tokens === 0 ? Number.NaN : sum / tokens, lossTokens: tokens, sequences: examples.length, ms: performance.now() - started };
+}
+
+/** A checkpoint's tensors must be the learner's: the same names, each with as many values. */
+function checkResumedTensors(expected: ReadonlyMap<string, Float32Array>, given: ReadonlyMap<string, Float32Array>): void {
+  for (const [name, data] of expected) {
+    const got = given.get(name);
+    if (got === undefined) throw new AppError(ErrorCode.VALIDATION, `the checkpoint has no tensor ${name}`);
+    if (got.length !== data.length) throw new AppError(ErrorCode.VALIDATION, `the checkpoint's ${name} has ${got.length} values, the model's has ${data.length}`);
+  }
+  for (const name of given.keys()) if (!expected.has(name)) throw new AppError(ErrorCode.VALIDATION, `the checkpoint has a tensor ${name} the model does not train`);
+}
+
 /**
  * Supervised fine-tuning of a LoRA adapter: `steps` optimizer steps, step k on the lines
  * `sftBatchLines(n, batchSize, k)`, each minimising the batch's mean token cross-entropy
@@ -100,9 +149,21 @@ export async function runSft(options: SftRunOptions): Promise<{ adapter: Adapter
     ...(options.session === undefined ? {} : { session: options.session }),
   });
   try {
+    const start = options.resume?.step ?? 0;
+    if (options.resume !== undefined) {
+      if (!Number.isInteger(start) || start < 0 || start > options.steps) throw new AppError(ErrorCode.VALIDATION, `a checkpoint after step ${start} cannot resume a run of ${options.steps} steps`);
+      checkResumedTensors(learner.weights(), options.resume.state.adapter);
+      learner.load(options.resume.state);
+    }
+    const evaluate = async (step: number): Promise<void> => {
+      if (options.evalExamples === undefined || options.evalExamples.length === 0) return;
+      options.onEval?.(await heldOutLoss(learner, options.evalExamples, options.batchSize, step));
+    };
+    const every = (n: number | undefined, k: number): boolean => n !== undefined && n > 0 && (k % n === 0 || k === options.steps);
+    if (start === 0) await evaluate(0);
     const reports: SftStepReport[] = [];
-    for (let k = 0; k < options.steps; k++) {
-      if (options.signal?.aborted === true) throw new AppError(ErrorCode.ABORTED, `SFT stopped by a shutdown signal after ${k} of ${options.steps} steps; nothing was written`);
+    for (let k = start; k < options.steps; k++) {
+      if (options.signal?.aborted === true) throw new AppError(ErrorCode.ABORTED, `SFT stopped by a shutdown signal after ${k} of ${options.steps} steps; ${options.checkpointEvery === undefined ? 'nothing was written' : 'the last checkpoint stays'}`);
       const lines = sftBatchLines(options.examples.length, options.batchSize, k, options.shuffle === true ? (options.seed ?? 0) : undefined);
       const started = performance.now();
       const update = await learner.sftUpdate(lines.map((i) => options.examples[i] as SequenceSample));
@@ -118,6 +179,8 @@ export async function runSft(options: SftRunOptions): Promise<{ adapter: Adapter
       };
       reports.push(report);
       options.onStep?.(report);
+      if (every(options.evalEvery, k + 1)) await evaluate(k + 1);
+      if (every(options.checkpointEvery, k + 1)) await options.onCheckpoint?.(k + 1, learner.state());
     }
     return full ? { adapter: null, weights: learner.weights(), reports } : { adapter: learner.adapter(), weights: null, reports };
   } finally {

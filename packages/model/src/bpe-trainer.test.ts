@@ -30,7 +30,7 @@ describe('byte-level BPE trainer', () => {
     expect(alphabet[10]).toBe('Ċ'); // newline
   });
 
-  for (const splitWords of [true, false]) {
+  for (const splitWords of [true, false, 'isolated'] as const) {
     it(`learns merges that shorten the corpus and round-trips every text (splitWords ${splitWords})`, () => {
       const trained = trainByteLevelBpe(corpus, { vocabSize: 330, splitWords });
       expect(trained.merges).toBeGreaterThan(10);
@@ -48,6 +48,25 @@ describe('byte-level BPE trainer', () => {
     });
   }
 
+  it("splitWords 'isolated': a name is the same ids in the question, in a quoted SQL literal, a result row and a JSON string", () => {
+    const names = ['Milan', 'Zürich', 'Algebra', 'Brien'];
+    const contexts = (name: string): string[] => [`live in ${name}?`, `City = '${name}'`, `\n${name} | 3`, `"value": "${name}"`];
+    const idsIn = (tokenizer: HfTokenizer, context: string, name: string): number[] => {
+      // The name's ids are those of the context minus those of its prefix (the split makes the name its own pre-token).
+      const at = context.indexOf(name);
+      const before = tokenizer.encode(context.slice(0, at));
+      const through = tokenizer.encode(context.slice(0, at + name.length));
+      expect(through.slice(0, before.length)).toEqual(before);
+      return through.slice(before.length);
+    };
+    const isolated = trainByteLevelBpe(corpus, { vocabSize: 340, splitWords: 'isolated' });
+    const tokenizer = new HfTokenizer(isolated.tokenizerJson, isolated.tokenizerConfig);
+    for (const name of names) {
+      const seen = contexts(name).map((c) => idsIn(tokenizer, c, name));
+      for (const ids of seen) expect(ids).toEqual(tokenizer.encode(name));
+    }
+  });
+
   it('the same corpus always gives the same tokenizer; bad options are a clear error', () => {
     expect(JSON.stringify(trainByteLevelBpe(corpus, { vocabSize: 300 }).tokenizerJson)).toBe(JSON.stringify(trainByteLevelBpe(corpus, { vocabSize: 300 }).tokenizerJson));
     expect(() => trainByteLevelBpe(corpus, { vocabSize: 10 })).toThrow(/vocabSize/);
@@ -55,7 +74,7 @@ describe('byte-level BPE trainer', () => {
 
   const python = process.env['SQLENV_PYTHON'] ?? 'python3';
   const hasTokenizers = spawnSync(python, ['-c', 'import tokenizers'], { encoding: 'utf8' }).status === 0;
-  it.skipIf(!hasTokenizers).each([true, false])('Python tokenizers loads the file and gives the same ids (splitWords %s)', (splitWords) => {
+  it.skipIf(!hasTokenizers).each([true, false, 'isolated'] as const)('Python tokenizers loads the file and gives the same ids (splitWords %s)', (splitWords) => {
     const dir = mkdtempSync(join(tmpdir(), 'bpe-'));
     dirs.push(dir);
     const trained = trainByteLevelBpe(corpus, { vocabSize: 340, splitWords });

@@ -24,9 +24,12 @@ export const BpeTrainerOptionsSchema = z.strictObject({
   /**
    * Split text into GPT-2 pre-tokens (words, numbers, punctuation runs, spaces) before merging, as
    * Hugging Face's ByteLevel pre-tokenizer does by default. false merges across word boundaries
-   * (whole phrases of a repeated prompt become single tokens). Default true.
+   * (whole phrases of a repeated prompt become single tokens). 'isolated': letters, digits,
+   * punctuation and whitespace runs each apart — GPT-2 glues a space to the word after it, so
+   * " Ethan" in a question and "'Ethan'" in SQL are different tokens; here a word is the same
+   * tokens wherever it stands, and copying it is a pure look-up. Default true.
    */
-  splitWords: z.boolean().default(true),
+  splitWords: z.union([z.boolean(), z.literal('isolated')]).default(true),
   /** Longest token in characters of the byte-level alphabet (≈ bytes). Default 16. */
   maxTokenChars: z.number().int().min(2).max(256).default(16),
   /** A pair must occur at least this often (weighted by repeats) to be merged. Default 2. */
@@ -36,6 +39,9 @@ export type BpeTrainerOptions = z.input<typeof BpeTrainerOptionsSchema>;
 
 /** GPT-2's pre-tokenizer pattern, as Hugging Face's ByteLevel uses it (linear: no nested quantifiers). */
 const WORD_PATTERN = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+/** splitWords 'isolated': runs of letters, of digits, of other symbols, of whitespace; nothing glued. */
+const ISOLATED_SOURCE = String.raw`\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+|\s+`;
+const ISOLATED_PATTERN = new RegExp(ISOLATED_SOURCE, 'gu');
 
 /**
  * GPT-2's reversible byte → printable character map (`bytes_to_unicode`): printable Latin-1
@@ -84,7 +90,7 @@ export function trainByteLevelBpe(texts: Iterable<string>, input: BpeTrainerOpti
   const counts = new Map<string, number>();
   for (const text of texts) {
     for (const segment of textSegments(text)) {
-      const words = options.splitWords ? (segment.match(WORD_PATTERN) ?? []) : [segment];
+      const words = options.splitWords === false ? [segment] : (segment.match(options.splitWords === 'isolated' ? ISOLATED_PATTERN : WORD_PATTERN) ?? []);
       for (const w of words) counts.set(w, (counts.get(w) ?? 0) + 1);
     }
   }
@@ -138,7 +144,7 @@ function mergePair(ids: number[], left: number, right: number, merged: number): 
   return out;
 }
 
-function tokenizerJson(tokenText: readonly string[], merges: readonly [string, string][], splitWords: boolean): Record<string, unknown> {
+function tokenizerJson(tokenText: readonly string[], merges: readonly [string, string][], splitWords: boolean | 'isolated'): Record<string, unknown> {
   // The special tokens are in the model's vocabulary too (as GPT-2's <|endoftext|> is): Python's
   // tokenizers gives an added token that is missing from the vocabulary the next free id instead of
   // its declared one, which would move them after the merges.
@@ -160,7 +166,17 @@ function tokenizerJson(tokenText: readonly string[], merges: readonly [string, s
       special: true,
     })),
     normalizer: null,
-    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: splitWords },
+    pre_tokenizer:
+      splitWords === 'isolated'
+        ? {
+            // Qwen2's own tokenizer.json has this shape: a regex Split, then ByteLevel without its regex.
+            type: 'Sequence',
+            pretokenizers: [
+              { type: 'Split', pattern: { Regex: ISOLATED_SOURCE }, behavior: 'Isolated', invert: false },
+              { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false },
+            ],
+          }
+        : { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: splitWords },
     post_processor: null,
     decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
     model: {

@@ -6,7 +6,7 @@ import { HfTokenizer } from './hf-tokenizer.ts';
 import type { TextTokenizer } from './tokenizer.ts';
 
 /**
- * `sqlenv model tokenizer --data F.jsonl [--model DIR] --vocab-size N [--split-words true|false] --out DIR`:
+ * `sqlenv model tokenizer --data F.jsonl [--model DIR] --vocab-size N [--split-words true|false|isolated] --out DIR`:
  * train a byte-level BPE tokenizer on a corpus and write `tokenizer.json` + `tokenizer_config.json`.
  * Corpus lines are `{"text": "..."}`, or `{"input_ids": [...]}` decoded with `--model`'s tokenizer
  * (e.g. `sqlenv sft-data` output of a byte-tokenizer model: its ids decode to the exact text).
@@ -15,7 +15,7 @@ export interface ModelTokenizerArgs {
   data: string;
   out: string;
   vocabSize: number;
-  splitWords?: boolean;
+  splitWords?: boolean | 'isolated';
   /** Tokenizer that decodes `input_ids` lines. */
   decoder?: TextTokenizer;
 }

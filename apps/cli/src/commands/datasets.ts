@@ -4,7 +4,7 @@ import { parseFlags } from '../args.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 
-export const datasetsUsage = 'sqlenv datasets check <dir> [--json] | sqlenv datasets builtin --out DIR [--seed S] [--extra-train-per-instance N [--extra-train-only]] [--extra-dev-per-instance N]';
+export const datasetsUsage = 'sqlenv datasets check <dir> [--json] | sqlenv datasets builtin --out DIR [--seed S] [--extra-train-per-instance N [--extra-train-only]] [--extra-dev-per-instance N] [--fresh-values]';
 
 const builtinFlags = z.object({
   out: z.string().min(1),
@@ -12,12 +12,14 @@ const builtinFlags = z.object({
   'extra-train-per-instance': z.coerce.number().int().min(0).optional(),
   'extra-train-only': z.boolean().default(false),
   'extra-dev-per-instance': z.coerce.number().int().min(0).optional(),
+  'fresh-values': z.boolean().default(false),
 });
 
 /**
  * `sqlenv datasets check <dir>`: validate a Spider-layout directory and report what is wrong.
  * `sqlenv datasets builtin --out DIR`: write the built-in dataset there (optionally with extra
- * training draws of its templates, and with extra held-out draws of dev's templates for a larger dev split).
+ * training draws of its templates, with extra held-out draws of dev's templates for a larger dev split,
+ * or with synthetic names and places, `--fresh-values`, for training data that cannot be memorised).
  */
 export async function datasetsCommand(argv: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = argv;
@@ -25,7 +27,7 @@ export async function datasetsCommand(argv: string[], io: CommandIo): Promise<nu
     const { flags } = parseFlags(
       'datasets builtin',
       rest,
-      { out: { type: 'string' }, seed: { type: 'string' }, 'extra-train-per-instance': { type: 'string' }, 'extra-train-only': { type: 'boolean' }, 'extra-dev-per-instance': { type: 'string' } },
+      { out: { type: 'string' }, seed: { type: 'string' }, 'extra-train-per-instance': { type: 'string' }, 'extra-train-only': { type: 'boolean' }, 'extra-dev-per-instance': { type: 'string' }, 'fresh-values': { type: 'boolean' } },
       builtinFlags,
     );
     const summary = await generateBuiltinDataset({
@@ -34,10 +36,11 @@ export async function datasetsCommand(argv: string[], io: CommandIo): Promise<nu
       ...(flags['extra-train-per-instance'] === undefined ? {} : { extraTrainPerInstance: flags['extra-train-per-instance'] }),
       extraTrainOnly: flags['extra-train-only'],
       ...(flags['extra-dev-per-instance'] === undefined ? {} : { extraDevPerInstance: flags['extra-dev-per-instance'] }),
+      freshValues: flags['fresh-values'],
     });
     const train = summary.domains.reduce((n, d) => n + d.questions.train, 0);
     const dev = summary.domains.reduce((n, d) => n + d.questions.dev, 0);
-    io.stdout.write(`wrote the built-in dataset (seed ${summary.seed}) to ${flags.out}: ${train} train and ${dev} dev questions in ${summary.domains.length} databases\n`);
+    io.stdout.write(`wrote the built-in dataset (seed ${summary.seed}${summary.freshValues === true ? ', fresh values' : ''}) to ${flags.out}: ${train} train and ${dev} dev questions in ${summary.domains.length} databases\n`);
     return 0;
   }
   if (sub !== 'check') throw new UsageError(`expected 'check' or 'builtin', got '${sub ?? ''}'`);

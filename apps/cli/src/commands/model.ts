@@ -5,7 +5,7 @@ import type { CommandIo } from '../io.ts';
 import { ExecutionFlags, executionFlagOptions, executionUsage, startExecution } from '../execution-flags.ts';
 
 export const modelUsage = `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16] [--tokenizer DIR]
-            sqlenv model tokenizer --data F.jsonl --out DIR [--vocab-size N] [--split-words true|false] [--model DIR]
+            sqlenv model tokenizer --data F.jsonl --out DIR [--vocab-size N] [--split-words true|false|isolated] [--model DIR]
             sqlenv model logits --model DIR --tokens 1,2,3 [--adapter DIR] [--json] ${executionUsage}
             sqlenv model generate --model DIR --prompt "..." [--adapter DIR] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--raw] [--json] ${executionUsage}`;
 
@@ -52,7 +52,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
           data: z.string().min(1),
           out: z.string().min(1),
           'vocab-size': positiveIntFlag.default(1024),
-          'split-words': z.enum(['true', 'false']).default('true'),
+          'split-words': z.enum(['true', 'false', 'isolated']).default('true'),
           model: z.string().min(1).optional(),
         }),
       );
@@ -61,7 +61,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
         data: flags.data,
         out: flags.out,
         vocabSize: flags['vocab-size'],
-        splitWords: flags['split-words'] === 'true',
+        splitWords: flags['split-words'] === 'isolated' ? 'isolated' : flags['split-words'] === 'true',
         ...(decoder === undefined ? {} : { decoder }),
       });
       io.stdout.write(`${result.summary}\n`);

@@ -1,9 +1,10 @@
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { AppError, createRootLogger, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { LoraConfig } from '@sqlenv/model';
-import type { SftStepReport } from '@sqlenv/grpo';
+import type { LearnerState, SftCheckpoint, SftEvalReport, SftStepReport } from '@sqlenv/grpo';
 import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-provider.ts';
 
@@ -11,6 +12,8 @@ export const sftUsage = `sqlenv sft --model DIR --data F.jsonl --steps N --out D
             [--schedule constant|cosine] [--warmup-steps W] [--min-lr-ratio R] [--weight-decay D]
             [--batch-size B] [--lora-rank R] [--lora-alpha A] [--lora-targets q_proj,...] [--micro-batch-tokens T] [--seed S] [--thinking]
             [--shuffle] [--full]   (every base weight instead of an adapter; --out is then a model directory)
+            [--checkpoint-every N] [--resume]   (state every N steps in OUT/checkpoint/; --resume continues from it)
+            [--eval-data F.jsonl --eval-every N]   (held-out loss before the first step, every N steps and after the last)
             [--execution-provider cpu|cuda|webgpu] [--device-id D] [--threads N]`;
 
 const sftOptionSpecs: Record<string, OptionSpec> = {
@@ -33,6 +36,10 @@ const sftOptionSpecs: Record<string, OptionSpec> = {
   thinking: { key: 'thinking', flag: true },
   full: { key: 'full', flag: true },
   shuffle: { key: 'shuffle', flag: true },
+  'checkpoint-every': { key: 'checkpointEvery' },
+  resume: { key: 'resume', flag: true },
+  'eval-data': { key: 'evalData' },
+  'eval-every': { key: 'evalEvery' },
   out: { key: 'out' },
   ...executionOptionSpecs,
 };
@@ -77,13 +84,32 @@ export const SftOptionsSchema = z.object({
   full: z.boolean().default(false),
   /** Visit the data lines in a new order every epoch, drawn from --seed (default: file order, wrapping around). */
   shuffle: z.boolean().default(false),
+  /**
+   * Write the run's whole state (trained tensors, AdamW moments, step) to OUT/checkpoint/ every this
+   * many steps and after the last, with a loadable model (full) or adapter directory beside it, so a
+   * long run can be stopped and continued (`--resume`) and evaluated while it runs. Default: none.
+   */
+  checkpointEvery: num.int().positive().optional(),
+  /**
+   * Continue from OUT/checkpoint/: the steps after the checkpoint's, on the batches they would have
+   * had. The options that decide batches and updates (data, batch size, seed, shuffle, learning-rate
+   * schedule — with cosine, --steps too —, optimizer, what is trained) must be the ones the checkpoint
+   * was written with; a constant-rate run may be continued to a larger --steps.
+   */
+  resume: z.boolean().default(false),
+  /** Held-out lines (same formats as --data) whose loss is printed as `{"eval_step", "eval_loss"}` lines. */
+  evalData: z.string().min(1).optional(),
+  /** Measure the --eval-data loss every this many steps (and before the first and after the last). */
+  evalEvery: num.int().positive().optional(),
   out: z.string().min(1),
 }).extend(ExecutionOptionsSchema.shape);
 export type SftOptions = z.infer<typeof SftOptionsSchema>;
 
 export interface SftSummary {
+  /** Steps this invocation took (after a --resume: those after the checkpoint's). */
   steps: number;
   examples: number;
+  /** NaN when a --resume had no step left to take. */
   firstLoss: number;
   lastLoss: number;
   out: string;
@@ -128,13 +154,22 @@ export async function runSftCommand(
   }
   const init = options.adapterInit === undefined ? undefined : model.loadAdapterDir(options.adapterInit, config);
   const lora = loraOf(options, init?.lora, model.parseLoraConfig);
-  let text: string;
-  try {
-    text = readFileSync(options.data, 'utf8');
-  } catch (cause) {
-    throw new AppError(ErrorCode.VALIDATION, `cannot read --data ${options.data}`, { cause });
+  if (options.evalEvery !== undefined && options.evalData === undefined) throw new AppError(ErrorCode.VALIDATION, '--eval-every needs --eval-data');
+  const loadChat = (): ReturnType<typeof model.loadChatFormat> => model.loadChatFormat(options.model, { thinking: options.thinking, config });
+  const text = readText(options.data, '--data');
+  const examples = await grpo.readSftExamples(text, { config, source: options.data, loadChat });
+  const evalExamples = options.evalData === undefined ? undefined : await grpo.readSftExamples(readText(options.evalData, '--eval-data'), { config, source: options.evalData, loadChat });
+  const checkpointDir = join(options.out, 'checkpoint');
+  const checkpointFile = join(checkpointDir, 'sft-state.safetensors');
+  const run = runFingerprint(options, text, examples.length, lora);
+  let resume: SftCheckpoint | undefined;
+  if (options.resume) {
+    // A run killed between the two renames of writeCheckpoint left the previous checkpoint as checkpoint.old.
+    const file = [checkpointFile, join(`${checkpointDir}.old`, 'sft-state.safetensors')].find((f) => existsSync(f));
+    if (file === undefined) throw new AppError(ErrorCode.VALIDATION, `--resume: no checkpoint at ${checkpointFile}`);
+    resume = grpo.decodeSftCheckpoint(readFileSync(file), file);
+    checkSameRun(resume.run, run, file);
   }
-  const examples = await grpo.readSftExamples(text, { config, source: options.data, loadChat: () => model.loadChatFormat(options.model, { thinking: options.thinking, config }) });
   const learnerConfig = grpo.parseLearnerConfig({
     optimizer: {
       kind: options.optimizer,
@@ -161,6 +196,27 @@ export async function runSftCommand(
     session: { ...execution, logger: logger.child({ role: 'sft' }) },
     ...(signal === undefined ? {} : { signal }),
     ...(init === undefined ? {} : { init: init.weights }),
+    ...(resume === undefined ? {} : { resume: { step: resume.step, state: resume.state } }),
+    ...(options.checkpointEvery === undefined
+      ? {}
+      : {
+          checkpointEvery: options.checkpointEvery,
+          onCheckpoint: (step: number, state: LearnerState) => {
+            writeCheckpoint(checkpointDir, grpo.encodeSftCheckpoint({ step, state, run }), (dir) =>
+              options.full
+                ? writeModelDir(options.model, dir, state.adapter, weights, model.writeSafetensorsCheckpoint)
+                : model.saveAdapterDir(dir, config, { lora, weights: state.adapter }, { baseModel: options.model }),
+            );
+            io.stdout.write(`${JSON.stringify({ checkpoint: checkpointDir, step })}\n`);
+          },
+        }),
+    ...(evalExamples === undefined
+      ? {}
+      : {
+          evalExamples,
+          evalEvery: options.evalEvery ?? options.steps,
+          onEval: (r: SftEvalReport) => io.stdout.write(`${JSON.stringify({ eval_step: r.step, eval_loss: r.loss, eval_tokens: r.lossTokens, eval_sequences: r.sequences, ms: Math.round(r.ms) })}\n`),
+        }),
     onStep: (r) => {
       io.stdout.write(
         `${JSON.stringify({ step: r.step, loss: r.loss, lr: r.learningRate, grad_norm: r.gradNorm, tokens: r.lossTokens, lines: r.lines, micro_batches: r.microBatches, ms: Math.round(r.ms) })}\n`,
@@ -172,8 +228,8 @@ export async function runSftCommand(
   const summary: SftSummary = {
     steps: reports.length,
     examples: examples.length,
-    firstLoss: (reports[0] as (typeof reports)[number]).loss,
-    lastLoss: (reports.at(-1) as (typeof reports)[number]).loss,
+    firstLoss: reports[0]?.loss ?? Number.NaN,
+    lastLoss: reports.at(-1)?.loss ?? Number.NaN,
     out: options.out,
     lora,
   };
@@ -181,6 +237,64 @@ export async function runSftCommand(
     `${JSON.stringify({ done: true, steps: summary.steps, examples: summary.examples, first_loss: summary.firstLoss, last_loss: summary.lastLoss, out: options.out, files, lora: { r: lora.rank, lora_alpha: lora.alpha, target_modules: lora.targets } })}\n`,
   );
   return summary;
+}
+
+function readText(path: string, flag: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (cause) {
+    throw new AppError(ErrorCode.VALIDATION, `cannot read ${flag} ${path}`, { cause });
+  }
+}
+
+/**
+ * What decides a run's batches and updates: a checkpoint continues only the run that wrote it. The data
+ * is fingerprinted by content (SHA-256), so a regenerated file with other lines is refused.
+ */
+function runFingerprint(options: SftOptions, text: string, lines: number, lora: LoraConfig): SftCheckpoint['run'] {
+  return {
+    data_sha256: createHash('sha256').update(text).digest('hex'),
+    data_lines: lines,
+    // A cosine schedule is fixed by the total; a constant one is not, so such a run may be extended.
+    ...(options.schedule === 'cosine' ? { steps: options.steps } : {}),
+    batch_size: options.batchSize,
+    seed: options.seed,
+    shuffle: options.shuffle,
+    full: options.full,
+    optimizer: options.optimizer,
+    lr: options.learningRate,
+    schedule: options.schedule,
+    warmup_steps: options.warmupSteps,
+    min_lr_ratio: options.minLrRatio,
+    weight_decay: options.weightDecay,
+    ...(options.full ? {} : { lora: JSON.stringify(lora) }),
+  };
+}
+
+function checkSameRun(written: SftCheckpoint['run'], now: SftCheckpoint['run'], file: string): void {
+  const differ = Object.keys({ ...written, ...now }).filter((key) => written[key] !== now[key]);
+  if (differ.length > 0) {
+    const list = differ.map((key) => `${key}: checkpoint ${JSON.stringify(written[key])}, now ${JSON.stringify(now[key])}`).join('; ');
+    throw new AppError(ErrorCode.VALIDATION, `--resume: ${file} was written by another run (${list})`);
+  }
+}
+
+/**
+ * Replaces OUT/checkpoint/ as one step: the state file and its loadable model or adapter directory are
+ * written to a sibling directory first, then renamed into place, so a run killed mid-write leaves the
+ * previous checkpoint whole.
+ */
+function writeCheckpoint(dir: string, state: Buffer, writeLoadable: (dir: string) => unknown): void {
+  const next = `${dir}.next`;
+  const old = `${dir}.old`;
+  rmSync(next, { recursive: true, force: true });
+  mkdirSync(next, { recursive: true });
+  writeFileSync(join(next, 'sft-state.safetensors'), state);
+  writeLoadable(join(next, 'model'));
+  rmSync(old, { recursive: true, force: true });
+  if (existsSync(dir)) renameSync(dir, old);
+  renameSync(next, dir);
+  rmSync(old, { recursive: true, force: true });
 }
 
 /**
@@ -197,7 +311,9 @@ function writeModelDir(
   mkdirSync(out, { recursive: true });
   const copied = readdirSync(source).filter((f) => !f.endsWith('.safetensors') && f !== 'model.safetensors.index.json' && statSync(join(source, f)).isFile());
   for (const f of copied) copyFileSync(join(source, f), join(out, f));
-  write(out, [...trained].map(([name, data]) => ({ name, shape: (base.get(name) as { shape: number[] }).shape, data })));
+  // In the base checkpoint's order, whatever order the trained map has (a resumed run's comes from its checkpoint file).
+  const names = [...base.keys()].filter((name) => trained.has(name));
+  write(out, names.map((name) => ({ name, shape: (base.get(name) as { shape: number[] }).shape, data: trained.get(name) as Float32Array })));
   return [...copied, 'model.safetensors'].sort();
 }
 

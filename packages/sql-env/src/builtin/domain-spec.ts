@@ -1,6 +1,7 @@
 import type { Cell } from '@sqlenv/protocol';
 import type { Rng } from './rng.ts';
 import type { QuestionTemplate } from './question-template.ts';
+import type { Vocabulary } from './vocabulary.ts';
 
 /** The SQLite storage classes the built-in databases use. */
 export type SqlType = 'INTEGER' | 'REAL' | 'TEXT';
@@ -34,6 +35,7 @@ export interface DomainSpec {
   /** One sentence for the docs. */
   summary: string;
   tables: readonly TableSpec[];
-  generateRows(rng: Rng): DomainRows;
+  /** The rows, with names and places from `vocabulary` (the standard word lists when omitted). */
+  generateRows(rng: Rng, vocabulary?: Vocabulary): DomainRows;
   templates: readonly QuestionTemplate[];
 }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +8,7 @@ import { answerTypes, type Cell } from '@sqlenv/protocol';
 import { deriveAnswerType } from '../verifier/index.ts';
 import { generateBuiltinDataset, type BuiltinDatasetSummary } from './generate-builtin-dataset.ts';
 import type { SpiderTablesEntry } from './tables-json.ts';
+import { FIRST_NAMES, LAST_NAMES } from './vocabulary.ts';
 
 interface SpiderQuestion {
   db_id: string;
@@ -285,5 +287,47 @@ describe('generateBuiltinDataset extra dev draws', () => {
       const gold = runGold(withDev, question);
       expect(gold.rows.length, question.query).toBeGreaterThan(0);
     }
+  });
+});
+
+describe('generateBuiltinDataset fresh values', () => {
+  it('the standard dataset is byte for byte the one the shipped model was trained and evaluated on', async () => {
+    // SHA-256 of generator version 1's files at the default seed: an option added to the generator
+    // must not move a single byte of the standard train/dev split.
+    const sha = async (file: string): Promise<string> => createHash('sha256').update(await readFile(join(dirA, file))).digest('hex');
+    expect(await sha('train_spider.json')).toBe('a8c2c735048495e76dc006e030d1e2d60cd8929b4c4ad95d5f7f4638571ea9c7');
+    expect(await sha('dev.json')).toBe('1075adaa3d5e670a412e907e1c062f89899fe5d738a8c262f9d5c003a21be002');
+  });
+
+  it('draws people, places and titles from synthetic pools made from the seed: new names for every seed, the same for the same seed, valid gold queries', async () => {
+    const [one, again, two] = ['fresh-1', 'fresh-1b', 'fresh-2'].map((name) => join(scratch, name)) as [string, string, string];
+    const summaryOne = await generateBuiltinDataset({ outDir: one, seed: 1, freshValues: true });
+    await generateBuiltinDataset({ outDir: again, seed: 1, freshValues: true });
+    await generateBuiltinDataset({ outDir: two, seed: 2, freshValues: true });
+    expect(summaryOne.freshValues).toBe(true);
+    expect(await readFile(join(again, 'train_spider.json'), 'utf8')).toBe(await readFile(join(one, 'train_spider.json'), 'utf8'));
+    const customers = (dir: string): { FirstName: string; LastName: string; City: string }[] => {
+      const db = openReadOnly(dbPath(dir, 'retail_shop'));
+      try {
+        return db.prepare('SELECT FirstName, LastName, City FROM Customers').all() as { FirstName: string; LastName: string; City: string }[];
+      } finally {
+        db.close();
+      }
+    };
+    const standard = new Set<string>([...FIRST_NAMES, ...LAST_NAMES]);
+    const names = (dir: string): Set<string> => new Set(customers(dir).flatMap((c) => [c.FirstName, c.LastName]));
+    const namesOne = names(one);
+    const namesTwo = names(two);
+    expect([...namesOne].filter((n) => standard.has(n))).toEqual([]);
+    // Two seeds share almost no names (pools of 1,000 first and 1,000 last names, made per seed).
+    const shared = [...namesOne].filter((n) => namesTwo.has(n)).length;
+    expect(shared / namesOne.size).toBeLessThan(0.05);
+    expect(new Set(customers(one).map((c) => c.City)).size).toBeGreaterThan(10);
+    const schema = await readFile(join(dirA, 'tables.json'), 'utf8');
+    expect(await readFile(join(one, 'tables.json'), 'utf8')).toBe(schema);
+    const train = await readJson<SpiderQuestion[]>(one, 'train_spider.json');
+    const dev = await readJson<SpiderQuestion[]>(one, 'dev.json');
+    expect(train.length + dev.length).toBeGreaterThan(250);
+    for (const question of [...train, ...dev]) expect(runGold(one, question).rows.length, question.query).toBeGreaterThan(0);
   });
 });

@@ -8,6 +8,7 @@ import { buildExtraDevQuestions } from './extra-dev-questions.ts';
 import { buildQuestions, type GeneratedQuestion } from './question-builder.ts';
 import { deriveSeed, Rng } from './rng.ts';
 import { writeDatabase } from './sqlite-writer.ts';
+import { freshVocabulary, STANDARD_VOCABULARY, type Vocabulary } from './vocabulary.ts';
 import { spiderTablesEntry } from './tables-json.ts';
 
 /**
@@ -47,6 +48,13 @@ export const BuiltinDatasetOptionsSchema = z.strictObject({
    * the standard dev split.
    */
   extraDevPerInstance: z.number().int().min(0).max(100).default(0),
+  /**
+   * Names and places from synthetic pools made anew from the seed (`freshVocabulary`) instead of
+   * the standard word lists: every seed gives databases whose people, cities, towns, titles and
+   * product names a model has almost surely not seen, for training data that cannot be memorised.
+   * Off by default; the standard dataset is unchanged by this option's existence.
+   */
+  freshValues: z.boolean().default(false),
 });
 export type BuiltinDatasetOptions = z.input<typeof BuiltinDatasetOptionsSchema>;
 
@@ -69,6 +77,8 @@ export interface BuiltinDatasetSummary {
   extraTrainOnly?: boolean;
   /** Present when extra dev draws were added (see BuiltinDatasetOptionsSchema). */
   extraDevPerInstance?: number;
+  /** Present (true) when names and places come from synthetic pools (see BuiltinDatasetOptionsSchema). */
+  freshValues?: boolean;
   domains: BuiltinDomainSummary[];
 }
 
@@ -98,10 +108,11 @@ async function generateDomain(
   outDir: string,
   seed: number,
   extraTrainPerInstance: number,
-  extraDevPerInstance = 0,
+  extraDevPerInstance: number,
+  vocabulary: Vocabulary,
 ): Promise<{ summary: BuiltinDomainSummary; train: GeneratedQuestion[]; dev: GeneratedQuestion[]; extra: GeneratedQuestion[]; extraDev: GeneratedQuestion[] }> {
   const rng = new Rng(deriveSeed(seed, domain.dbId));
-  const rows = domain.generateRows(rng.fork('rows'));
+  const rows = domain.generateRows(rng.fork('rows'), vocabulary);
   const dbDir = join(outDir, 'database', domain.dbId);
   await mkdir(dbDir, { recursive: true });
   const finalPath = join(dbDir, `${domain.dbId}.sqlite`);
@@ -165,7 +176,9 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
   if (!parsed.success) {
     throw new AppError(ErrorCode.VALIDATION, `invalid built-in dataset options: ${formatZodIssues(parsed.error)}`);
   }
-  const { outDir, seed, extraTrainPerInstance, extraTrainOnly, extraDevPerInstance } = parsed.data;
+  const { outDir, seed, extraTrainPerInstance, extraTrainOnly, extraDevPerInstance, freshValues } = parsed.data;
+  // Its own stream: the rows' draws stay aligned with the standard dataset's for the same seed.
+  const vocabulary = freshValues ? freshVocabulary(new Rng(deriveSeed(seed, 'fresh-vocabulary'))) : STANDARD_VOCABULARY;
   if (extraTrainOnly && extraTrainPerInstance === 0) throw new AppError(ErrorCode.VALIDATION, 'invalid built-in dataset options: extraTrainOnly needs extraTrainPerInstance > 0');
   await mkdir(outDir, { recursive: true });
   const train: SpiderQuestion[] = [];
@@ -174,7 +187,7 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
   const extraDev: SpiderQuestion[] = [];
   const domains: BuiltinDomainSummary[] = [];
   for (const domain of BUILTIN_DOMAINS) {
-    const generated = await generateDomain(domain, outDir, seed, extraTrainPerInstance, extraDevPerInstance);
+    const generated = await generateDomain(domain, outDir, seed, extraTrainPerInstance, extraDevPerInstance, vocabulary);
     train.push(...generated.train.map(toSpider));
     dev.push(...generated.dev.map(toSpider));
     extra.push(...generated.extra.map(toSpider));
@@ -188,6 +201,7 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
     ...(extraTrainPerInstance > 0 ? { extraTrainPerInstance } : {}),
     ...(extraTrainOnly ? { extraTrainOnly } : {}),
     ...(extraDevPerInstance > 0 ? { extraDevPerInstance } : {}),
+    ...(freshValues ? { freshValues } : {}),
     domains,
   };
   await writeFile(join(outDir, 'tables.json'), json(BUILTIN_DOMAINS.map(spiderTablesEntry)));

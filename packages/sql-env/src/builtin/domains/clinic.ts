@@ -1,7 +1,7 @@
 import type { DomainSpec, RowData, TableSpec } from '../domain-spec.ts';
 import { randomDate, randomTime } from '../dates.ts';
 import type { Rng } from '../rng.ts';
-import { nameSupply } from '../vocabulary.ts';
+import { nameSupply, STANDARD_VOCABULARY, type Vocabulary } from '../vocabulary.ts';
 import { clinicTemplates } from './clinic-questions.ts';
 
 /** An outpatient clinic; singular table names, a different convention from the other domains. */
@@ -99,13 +99,12 @@ const DURATIONS_DAYS: Readonly<Record<string, readonly number[]>> = {
 };
 const CHRONIC_DURATIONS_DAYS = [30, 90] as const;
 
-const TOWNS = [['Riverton', 5], ['Lakeside', 4], ['Oakridge', 3], ['Hillcrest', 3], ['Fairview', 2], ['Maplewood', 2], ['Brookside', 1]] as const;
 const INSURERS = [['BlueShield', 4], ['CareFirst', 3], ['HealthPlus', 3], ['Medico', 2], ['UnityCare', 1]] as const;
 /** Appointments after this date have not happened yet. */
 const LAST_PAST_DAY = '2024-11-30';
 
-function generateRows(rng: Rng): Map<string, RowData[]> {
-  const nextName = nameSupply(rng.fork('names'));
+function generateRows(rng: Rng, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
+  const nextName = nameSupply(rng.fork('names'), vocabulary);
   const staff = SPECIALTIES.flatMap((spec) => Array.from({ length: spec[1] }, () => spec)).map((spec, i) => {
     const [specialty, , fee] = spec;
     const [first, last] = nextName();
@@ -129,7 +128,7 @@ function generateRows(rng: Rng): Map<string, RowData[]> {
     last_name: last,
     birth_date: randomDate(rng, '1938-01-01', '2021-12-31'),
     sex: rng.pick(['F', 'M']),
-    city: rng.weighted(TOWNS),
+    city: rng.weighted(vocabulary.towns),
     insurance_provider: rng.chance(0.15) ? null : rng.weighted(INSURERS),
     };
   });

@@ -1,7 +1,7 @@
 import type { DomainSpec, RowData, TableSpec } from '../domain-spec.ts';
 import { addDays, randomDate, randomTime } from '../dates.ts';
 import type { Rng } from '../rng.ts';
-import { CITIES, nameSupply } from '../vocabulary.ts';
+import { nameSupply, STANDARD_VOCABULARY, type Vocabulary } from '../vocabulary.ts';
 import { musicStreamingTemplates } from './music-streaming-questions.ts';
 
 /** A music streaming service: a catalogue plus listening history. */
@@ -59,9 +59,6 @@ const tables: readonly TableSpec[] = [
   },
 ];
 
-const ADJECTIVES = ['Velvet', 'Neon', 'Silver', 'Midnight', 'Electric', 'Golden', 'Hollow', 'Crimson', 'Paper', 'Wild', 'Quiet', 'Northern', 'Broken', 'Lucky', 'Distant', 'Burning', 'Frozen', 'Little'] as const;
-const NOUNS = ['Foxes', 'Harbour', 'Lanterns', 'Echoes', 'Rivers', 'Satellites', 'Owls', 'Tides', 'Machines', 'Gardens', 'Wolves', 'Parade', 'Mirrors', 'Comets', 'Bridges', 'Streets', 'Hearts', 'Skies'] as const;
-const SINGULAR = ['Fire', 'Rain', 'Light', 'Summer', 'Heart', 'River', 'Dream', 'Night', 'Road', 'Ocean', 'Signal', 'Shadow', 'Morning', 'Storm', 'Home', 'Gold', 'Glass', 'Winter'] as const;
 const GENRES = [['Pop', 5], ['Rock', 4], ['Hip-Hop', 3], ['Electronic', 3], ['Jazz', 2], ['Folk', 2], ['Classical', 1]] as const;
 /** Share of explicit tracks per genre. */
 const EXPLICIT_RATE: Readonly<Record<string, number>> = { 'Hip-Hop': 0.6, Rock: 0.2, Pop: 0.15, Electronic: 0.1 };
@@ -69,14 +66,14 @@ const LABELS = ['Northlight Records', 'Blue Harbour Music', 'Static Wave', 'Copp
 const PLANS = [['free', 5], ['premium', 4], ['family', 2], ['student', 2]] as const;
 
 /** A title generator that never repeats, so titles identify rows the way names do. */
-function titleSupply(rng: Rng): () => string {
+function titleSupply(rng: Rng, { titleAdjectives: adjectives, titleNouns: nouns, titleSingular: singular }: Vocabulary): () => string {
   const seen = new Set<string>();
   const shapes = [
-    () => `${rng.pick(ADJECTIVES)} ${rng.pick(SINGULAR)}`,
-    () => `${rng.pick(SINGULAR)} of ${rng.pick(NOUNS)}`,
-    () => `The ${rng.pick(SINGULAR)}`,
-    () => rng.sample(SINGULAR, 2).join(' and '),
-    () => `${rng.pick(ADJECTIVES)} ${rng.pick(NOUNS)}`,
+    () => `${rng.pick(adjectives)} ${rng.pick(singular)}`,
+    () => `${rng.pick(singular)} of ${rng.pick(nouns)}`,
+    () => `The ${rng.pick(singular)}`,
+    () => rng.sample(singular, 2).join(' and '),
+    () => `${rng.pick(adjectives)} ${rng.pick(nouns)}`,
   ];
   return () => {
     for (;;) {
@@ -88,11 +85,11 @@ function titleSupply(rng: Rng): () => string {
   };
 }
 
-function bandSupply(rng: Rng): () => string {
+function bandSupply(rng: Rng, { titleAdjectives: adjectives, titleNouns: nouns }: Vocabulary): () => string {
   const seen = new Set<string>();
   return () => {
     for (;;) {
-      const name = `The ${rng.pick(ADJECTIVES)} ${rng.pick(NOUNS)}`;
+      const name = `The ${rng.pick(adjectives)} ${rng.pick(nouns)}`;
       if (seen.has(name)) continue;
       seen.add(name);
       return name;
@@ -100,11 +97,11 @@ function bandSupply(rng: Rng): () => string {
   };
 }
 
-function generateRows(rng: Rng): Map<string, RowData[]> {
-  const nextTitle = titleSupply(rng.fork('titles'));
-  const nextBand = bandSupply(rng.fork('bands'));
-  const nextPerson = nameSupply(rng.fork('names'));
-  const countries = [...new Set(CITIES.map(([, country]) => country))];
+function generateRows(rng: Rng, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
+  const nextTitle = titleSupply(rng.fork('titles'), vocabulary);
+  const nextBand = bandSupply(rng.fork('bands'), vocabulary);
+  const nextPerson = nameSupply(rng.fork('names'), vocabulary);
+  const countries = [...new Set(vocabulary.cities.map(([, country]) => country))];
 
   const artists: RowData[] = [];
   const artistGenre = new Map<number, string>();

@@ -1,7 +1,7 @@
 import type { DomainSpec, RowData, TableSpec } from '../domain-spec.ts';
 import { addDays, randomDate } from '../dates.ts';
 import type { Rng } from '../rng.ts';
-import { CITIES, emailFor, uniqueNames } from '../vocabulary.ts';
+import { emailFor, STANDARD_VOCABULARY, uniqueNames, type Vocabulary } from '../vocabulary.ts';
 import { retailShopTemplates } from './retail-shop-questions.ts';
 
 /**
@@ -86,9 +86,9 @@ const COMMENTS = [
   'Exactly what I needed.', 'Not worth the money.', 'My kids love it.',
 ] as const;
 
-function generateRows(rng: Rng): Map<string, RowData[]> {
-  const customers = uniqueNames(rng.fork('names'), 120).map(([first, last], i): RowData => {
-    const [city, country] = rng.weighted(CITIES.map((c) => [c, c[2]] as const));
+function generateRows(rng: Rng, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
+  const customers = uniqueNames(rng.fork('names'), 120, vocabulary).map(([first, last], i): RowData => {
+    const [city, country] = rng.weighted(vocabulary.cities.map((c) => [c, c[2]] as const));
     return {
       CustomerId: i + 1,
       FirstName: first,
@@ -101,8 +101,11 @@ function generateRows(rng: Rng): Map<string, RowData[]> {
   });
 
   const products: RowData[] = [];
+  // Brands come from their own stream, so the other draws are the same with or without them.
+  const brands = vocabulary.productBrands === null ? null : rng.fork('brands').shuffle(vocabulary.productBrands);
   for (const [group, catalogue] of CATALOGUE) {
-    for (const [name, basePrice] of catalogue) {
+    for (const [product, basePrice] of catalogue) {
+      const name = brands === null ? product : `${brands[products.length % brands.length] as string} ${product}`;
       // Shop prices end in .99, .49 or .95 most of the time.
       const cents = rng.pick([0.99, 0.49, 0.95, 0.99, 0.25]);
       products.push({

@@ -1,7 +1,7 @@
 import type { DomainSpec, RowData, TableSpec } from '../domain-spec.ts';
 import { randomDate } from '../dates.ts';
 import type { Rng } from '../rng.ts';
-import { emailFor, uniqueNames } from '../vocabulary.ts';
+import { emailFor, STANDARD_VOCABULARY, uniqueNames, type Vocabulary } from '../vocabulary.ts';
 import { universityTemplates } from './university-questions.ts';
 
 /** A university registry in plain snake_case, the style most Spider schemas use. */
@@ -95,7 +95,7 @@ function letterGrade(score: number): string {
   return 'F';
 }
 
-function generateRows(rng: Rng): Map<string, RowData[]> {
+function generateRows(rng: Rng, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
   const departments = DEPARTMENTS.map(([name, building, , founded], i): RowData => ({
     dept_id: i + 1,
     name,
@@ -104,7 +104,7 @@ function generateRows(rng: Rng): Map<string, RowData[]> {
     founded_year: founded,
   }));
 
-  const people = uniqueNames(rng.fork('names'), 32 + 170);
+  const people = uniqueNames(rng.fork('names'), 32 + 170, vocabulary);
   const instructors = people.slice(0, 32).map(([first, last], i): RowData => {
     const rank = rng.weighted(RANKS);
     const [low, high] = SALARY_BANDS[rank];
