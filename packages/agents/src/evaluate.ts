@@ -1,5 +1,5 @@
 import type { EpisodeDoneReason, EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult, TrajectoryOutcome, TrajectoryStep, TrajectoryTurn } from '@sqlenv/protocol';
-import { toAppError } from '@sqlenv/shared';
+import { toAppError, appendAll } from '@sqlenv/shared';
 import type { Policy } from './policy.ts';
 import { createRng } from './prng.ts';
 import { runEpisode, type TurnEvent } from './run-episode.ts';
@@ -243,7 +243,7 @@ export function drawQuestionIds(ids: readonly string[], episodes: number | 'all'
       const j = Math.floor(rng() * (i + 1));
       [round[i], round[j]] = [round[j] as string, round[i] as string];
     }
-    out.push(...round.slice(0, episodes - out.length));
+    appendAll(out, round.slice(0, episodes - out.length));
   }
   return out;
 }

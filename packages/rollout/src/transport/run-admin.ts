@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, appendAll } from '@sqlenv/shared';
 import { DirectoryBlobStore } from '../store/blob-store.ts';
 import { RunKeys } from './run-keys.ts';
 
@@ -146,7 +146,7 @@ export class RunAdmin {
     do {
       const [next, batch] = await this.#redis.scan(cursor, 'MATCH', keys.pattern.replace(/[[\]?\\]/g, '\\$&'), 'COUNT', 1000);
       cursor = next;
-      found.push(...batch);
+      appendAll(found, batch);
     } while (cursor !== '0');
     return found;
   }
