@@ -1,15 +1,15 @@
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { copyFileSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AppError, ErrorCode } from '@sqlenv/shared';
-import type { LoraConfig } from '@sqlenv/model';
+import { AppError, checkDirOutput, checkOutputNotInput, ErrorCode, writeDirAtomic } from '@sqlenv/shared';
+import type { LoraConfig, ModelConfig } from '@sqlenv/model';
 import type { SftStepReport } from '@sqlenv/grpo';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 
 export const sftUsage = `sqlenv sft --model DIR --data F.jsonl --steps N --out DIR [--adapter-init DIR] [--lr X] [--optimizer adamw|sgd]
             [--schedule constant|cosine] [--warmup-steps W] [--min-lr-ratio R] [--weight-decay D]
             [--batch-size B] [--lora-rank R] [--lora-alpha A] [--lora-targets q_proj,...] [--micro-batch-tokens T] [--seed S] [--thinking]
-            [--shuffle] [--full]   (every base weight instead of an adapter; --out is then a model directory)`;
+            [--shuffle] [--full]   (every base weight instead of an adapter; --out is then a model directory) [--force]`;
 
 const sftOptionSpecs: Record<string, OptionSpec> = {
   model: { key: 'model' },
@@ -32,6 +32,7 @@ const sftOptionSpecs: Record<string, OptionSpec> = {
   full: { key: 'full', flag: true },
   shuffle: { key: 'shuffle', flag: true },
   out: { key: 'out' },
+  force: { key: 'force', flag: true },
 };
 
 const num = z.coerce.number();
@@ -75,6 +76,8 @@ export const SftOptionsSchema = z.object({
   /** Visit the data lines in a new order every epoch, drawn from --seed (default: file order, wrapping around). */
   shuffle: z.boolean().default(false),
   out: z.string().min(1),
+  /** Replace a non-empty --out directory (an existing adapter or model) whole. Never allowed over --model or --adapter-init. */
+  force: z.boolean().default(false),
 });
 export type SftOptions = z.infer<typeof SftOptionsSchema>;
 
@@ -114,12 +117,21 @@ export async function runSftCommand(
 ): Promise<SftSummary> {
   const model = await import('@sqlenv/model');
   const grpo = await import('@sqlenv/grpo');
-  const { config, weights } = model.loadModel(options.model);
   if (options.full && (options.adapterInit !== undefined || options.loraRank !== undefined || options.loraAlpha !== undefined || options.loraTargets !== undefined)) {
     throw new AppError(ErrorCode.VALIDATION, '--full trains the base weights: --adapter-init and --lora-* do not apply');
   }
+  // The output is checked before minutes of training: never over an input, never over another output without --force.
+  checkOutputNotInput({ label: '--out', path: options.out }, [
+    { label: '--model', path: options.model },
+    { label: '--adapter-init', path: options.adapterInit },
+    { label: '--data', path: options.data },
+  ]);
+  checkDirOutput(options.out, { force: options.force, label: '--out' });
+  const config = model.readModelConfig(options.model);
   const init = options.adapterInit === undefined ? undefined : model.loadAdapterDir(options.adapterInit, config);
   const lora = loraOf(options, init?.lora, model.parseLoraConfig);
+  checkSftFits(options, config, lora, model);
+  const weights = model.loadModelWeights(options.model, config);
   let text: string;
   try {
     text = readFileSync(options.data, 'utf8');
@@ -159,7 +171,10 @@ export async function runSftCommand(
       onStep?.(r);
     },
   });
-  const files = trained !== null ? writeModelDir(options.model, options.out, trained, weights, model.writeSafetensorsCheckpoint) : model.saveAdapterDir(options.out, config, adapter as NonNullable<typeof adapter>, { baseModel: options.model });
+  const files =
+    trained !== null
+      ? writeModelDir(options.model, options.out, trained, weights, model.writeSafetensorsCheckpoint, options.force)
+      : model.saveAdapterDir(options.out, config, adapter as NonNullable<typeof adapter>, { baseModel: options.model, force: options.force, label: '--out' });
   const summary: SftSummary = {
     steps: reports.length,
     examples: examples.length,
@@ -184,12 +199,42 @@ function writeModelDir(
   trained: ReadonlyMap<string, Float32Array>,
   base: ReadonlyMap<string, { shape: number[] }>,
   write: (dir: string, tensors: { name: string; shape: number[]; data: Float32Array }[]) => unknown,
+  force: boolean,
 ): string[] {
-  mkdirSync(out, { recursive: true });
   const copied = readdirSync(source).filter((f) => !f.endsWith('.safetensors') && f !== 'model.safetensors.index.json' && statSync(join(source, f)).isFile());
-  for (const f of copied) copyFileSync(join(source, f), join(out, f));
-  write(out, [...trained].map(([name, data]) => ({ name, shape: (base.get(name) as { shape: number[] }).shape, data })));
+  // Built whole under a temporary sibling and renamed: no mix of an old model's files and new weights.
+  writeDirAtomic(
+    out,
+    (dir) => {
+      for (const f of copied) copyFileSync(join(source, f), join(dir, f));
+      write(dir, [...trained].map(([name, data]) => ({ name, shape: (base.get(name) as { shape: number[] }).shape, data })));
+    },
+    { force, label: '--out' },
+  );
   return [...copied, 'model.safetensors'].sort();
+}
+
+/**
+ * Refuse, before any weight is read, a LoRA rank the model's projections cannot hold and a run
+ * whose weights, trained copies (gradients + AdamW moments) and activations exceed this machine's
+ * memory, with the numbers.
+ */
+function checkSftFits(options: SftOptions, config: ModelConfig, lora: LoraConfig, model: typeof import('@sqlenv/model')): void {
+  if (!options.full) {
+    try {
+      model.checkLoraFits(config, lora);
+    } catch (error) {
+      throw new AppError(ErrorCode.VALIDATION, `--lora-rank ${lora.rank}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+  // One micro-batch of activations: its token budget when given, else one row of the longest context the model was trained for (capped: the estimate must stay a lower bound).
+  const tokens = options.microBatchTokens ?? Math.min(config.maxPositionEmbeddings, 512);
+  model.checkModelFits(config, `sft --model ${options.model}`, {
+    ...(options.full ? { fullTraining: true } : { lora }),
+    trainedCopies: options.optimizer === 'adamw' ? 3 : 1,
+    batchSize: 1,
+    contextTokens: tokens,
+  });
 }
 
 /** The adapter shape: --adapter-init's own (flags that contradict it are an error), else the flags over the defaults. */
