@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { AppError, checkDirOutput, checkOutputNotInput, ErrorCode, writeDirAtomic } from '@sqlenv/shared';
 import type { LoraConfig, ModelConfig } from '@sqlenv/model';
+import type * as ModelModule from '@sqlenv/model';
 import type { SftStepReport } from '@sqlenv/grpo';
 import { readOptions, reportCommandError, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 
@@ -219,7 +220,7 @@ function writeModelDir(
  * whose weights, trained copies (gradients + AdamW moments) and activations exceed this machine's
  * memory, with the numbers.
  */
-function checkSftFits(options: SftOptions, config: ModelConfig, lora: LoraConfig, model: typeof import('@sqlenv/model')): void {
+function checkSftFits(options: SftOptions, config: ModelConfig, lora: LoraConfig, model: typeof ModelModule): void {
   if (!options.full) {
     try {
       model.checkLoraFits(config, lora);
