@@ -28,4 +28,18 @@ export default tseslint.config(
       'no-console': 'error',
     },
   },
+  {
+    // Spreading an array into call arguments throws "Maximum call stack size exceeded" past about
+    // 100,000 elements (a long run's metrics did); use minOf/maxOf/appendAll from @sqlenv/shared.
+    files: ['packages/**/*.ts', 'apps/**/*.ts'],
+    ignores: ['**/*.test.ts', '**/testing/**', '**/testing/**'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        { selector: 'TSEnumDeclaration', message: 'Use an as-const object and a derived union instead of enum.' },
+        { selector: "CallExpression[callee.object.name='Math'][callee.property.name=/^(min|max)$/] > SpreadElement", message: 'Math.min/Math.max of a spread array overflows the stack on long arrays: use minOf/maxOf from @sqlenv/shared.' },
+        { selector: "CallExpression[callee.object.name='String'][callee.property.name=/^fromC(har|odePoint)/] > SpreadElement", message: 'String.fromCharCode(...bytes) overflows the stack on long inputs: decode with TextDecoder or in chunks.' },
+      ],
+    },
+  },
 );

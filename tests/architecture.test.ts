@@ -220,3 +220,29 @@ function fileImportCycles(files: readonly string[], read: (file: string) => stri
   for (const file of files) if (state.get(file) === undefined) visit(file);
   return cycles;
 }
+
+/** Calls that pass every element of an array as an argument (the stack overflows past ~100,000). */
+export const UNBOUNDED_SPREAD = /\bMath\.(?:min|max)\([^()]*\.\.\.|\bString\.fromC(?:harCode|odePoint)\(\s*\.\.\./;
+
+describe('no spread of an array into Math.min/Math.max/String.fromCharCode outside tests', () => {
+  it('finds none in packages/ and apps/ (use minOf/maxOf/appendAll from @sqlenv/shared)', () => {
+    const found: string[] = [];
+    for (const ws of workspaceDirs) {
+      for (const file of sourceFiles(ws.dir)) {
+        if (/\.test\.ts$|[/\\]testing[/\\]|[/\\]web[/\\].*\.js$/.test(file)) continue;
+        readFileSync(file, 'utf8')
+          .split('\n')
+          .forEach((line, i) => {
+            // Comments may name the forbidden forms (to explain them).
+            if (!/^\s*(\*|\/\/|\/\*)/.test(line) && UNBOUNDED_SPREAD.test(line)) found.push(`${path.relative(root, file)}:${i + 1}: ${line.trim()}`);
+          });
+      }
+    }
+    expect(found).toEqual([]);
+  });
+
+  it('the pattern catches the forms it is meant to (it can fail)', () => {
+    for (const bad of ['Math.min(...xs)', 'Math.max(0, ...Object.keys(h).map(Number))', 'String.fromCharCode(...bytes)']) expect(UNBOUNDED_SPREAD.test(bad)).toBe(true);
+    for (const ok of ['Math.max(a, b)', 'maxOf(xs)', 'f(...args)']) expect(UNBOUNDED_SPREAD.test(ok)).toBe(false);
+  });
+});

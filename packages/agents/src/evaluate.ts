@@ -1,5 +1,5 @@
 import type { EpisodeDoneReason, EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult, TrajectoryOutcome, TrajectoryStep, TrajectoryTurn } from '@sqlenv/protocol';
-import { toAppError } from '@sqlenv/shared';
+import { toAppError, appendAll } from '@sqlenv/shared';
 import type { Policy } from './policy.ts';
 import { passAtKs, type PassAtK } from './pass-at-k.ts';
 import { createRng } from './prng.ts';
@@ -258,7 +258,7 @@ export function drawQuestionIds(ids: readonly string[], episodes: number | 'all'
       const j = Math.floor(rng() * (i + 1));
       [round[i], round[j]] = [round[j] as string, round[i] as string];
     }
-    out.push(...round.slice(0, episodes - out.length));
+    appendAll(out, round.slice(0, episodes - out.length));
   }
   return out;
 }

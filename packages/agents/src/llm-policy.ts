@@ -1,5 +1,5 @@
 import { PARSE_ERROR_ACTION, type SqlAction, type SqlObservation } from '@sqlenv/protocol';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, appendAll } from '@sqlenv/shared';
 import type { ChatFormat, ToolDefinition } from '@sqlenv/model';
 import { fillTemplate, renderFirstUser, renderToolResult, type AgentPrompt } from './agent-prompt.ts';
 import type { Completion, CompletionSource, EpisodeCompleter } from './completion-source.ts';
@@ -132,7 +132,7 @@ export class LlmEpisode implements TokenRecordingEpisode {
       observation,
     });
     checkCompletion(completion, Math.min(this.#options.maxNewTokens, room));
-    this.#ids.push(...promptIds, ...completion.tokens);
+    appendAll(appendAll(this.#ids, promptIds), completion.tokens);
     this.#lastCompletion = completion.tokens;
     const text = chat.tokenizer.decode(completion.tokens);
     const parsed = completion.tokens.length === 0 ? { ok: false as const, error: 'empty reply' } : parseToolCall(text, prompt.tools, { truncated: completion.finishReason === 'length' });

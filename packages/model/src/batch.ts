@@ -1,5 +1,5 @@
 import { tensor, type TensorData } from '@sqlenv/onnx-graph';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, maxOf } from '@sqlenv/shared';
 import { Rng } from './rng.ts';
 import type { LoraWeights } from './lora.ts';
 
@@ -19,7 +19,7 @@ export interface PaddedBatch {
 
 export function leftPad(rows: readonly (readonly number[])[], padId: number, width?: number): PaddedBatch {
   if (rows.length === 0) throw new AppError(ErrorCode.VALIDATION, 'a batch needs at least one sequence');
-  const longest = Math.max(...rows.map((r) => r.length));
+  const longest = maxOf(rows.map((r) => r.length));
   if (longest === 0) throw new AppError(ErrorCode.VALIDATION, 'sequences must not be empty');
   const P = Math.max(longest, width ?? 0);
   const ids = new BigInt64Array(rows.length * P);

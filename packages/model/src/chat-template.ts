@@ -1,4 +1,4 @@
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, appendAll } from '@sqlenv/shared';
 import type { TextTokenizer } from './tokenizer.ts';
 
 /**
@@ -180,22 +180,22 @@ export class ChatFormat {
     let rest = messages;
     const first = messages[0];
     if (first?.role === 'system') {
-      ids.push(...this.systemIds(first.content, tools));
+      appendAll(ids, this.systemIds(first.content, tools));
       rest = messages.slice(1);
     } else if (tools.length > 0) {
-      ids.push(...this.systemIds(undefined, tools));
+      appendAll(ids, this.systemIds(undefined, tools));
     }
     for (let i = 0; i < rest.length; i++) {
       const message = rest[i] as ChatMessage;
       if (message.role !== 'tool') {
-        ids.push(...this.messageIds(message));
+        appendAll(ids, this.messageIds(message));
         continue;
       }
       const contents = [message.content];
       while (rest[i + 1]?.role === 'tool') contents.push((rest[++i] as ChatMessage).content);
-      ids.push(...this.toolResponseIds(contents));
+      appendAll(ids, this.toolResponseIds(contents));
     }
-    if (options.addGenerationPrompt === true) ids.push(...this.generationPromptIds());
+    if (options.addGenerationPrompt === true) appendAll(ids, this.generationPromptIds());
     return ids;
   }
 }

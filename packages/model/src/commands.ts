@@ -1,7 +1,7 @@
-import { copyFileSync, existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, existsSync, readFileSync, statfsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import type { SessionConfig } from '@sqlenv/onnx-graph';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, checkDirOutput, checkOutputNotInput, ErrorCode, writeDirAtomic } from '@sqlenv/shared';
 import { parseHfConfig, parseModelConfig, type ModelConfig } from './config.ts';
 import { Generator } from './generator.ts';
 import { bundledQwenTokenizerPaths, loadHfTokenizer } from './hf-tokenizer.ts';
@@ -12,17 +12,19 @@ import { LogitsModel } from './scorer.ts';
 import { loadModel } from './weights.ts';
 import { loadAdapterDir, type Adapter } from './peft-adapter.ts';
 import { loadChatFormat, QWEN_TOKENIZER_VOCAB } from './model-dir.ts';
+import { countParameters, formatBytes, largestTensor, MAX_TENSOR_ELEMENTS, memoryBoundBytes } from './memory-estimate.ts';
 
 /**
  * The `sqlenv model …` subcommands as functions (the CLI app parses flags
  * and prints what these return; nothing here exits the process).
  *
  *   model init --config <preset|json|file.json> --out DIR [--seed N] [--dtype F32|F16|BF16]
- *                                                [--init-std X] [--max-shard-bytes N]
+ *                                                [--init-std X] [--max-shard-bytes N] [--force]
  *       Write a random-initialised checkpoint (config.json + safetensors). `--config` is a
  *       preset name (tiny-qwen2, tiny-qwen3, tiny-llama, qwen3-0.6b, qwen2.5-0.5b,
  *       smollm2-135m), inline JSON or a JSON file, in our ModelConfig shape or a Hugging Face
- *       config.json. Qwen-vocabulary models also get the bundled Qwen tokenizer files.
+ *       config.json. Qwen-vocabulary models also get the bundled Qwen tokenizer files. A non-empty
+ *       --out is refused unless --force (then replaced whole); the directory appears only complete.
  *   model logits --model DIR --tokens 1,2,3 [--adapter DIR] [--json]
  *       Final-position logits of the token sequence. Needs only config.json + safetensors.
  *       `--adapter DIR`: a PEFT LoRA directory (adapter_config.json + adapter_model.safetensors)
@@ -44,6 +46,8 @@ export interface ModelInitArgs {
   maxShardBytes?: number;
   /** A directory whose tokenizer.json (+ tokenizer_config.json) is copied in; its vocabulary must fit the config's. */
   tokenizer?: string;
+  /** Replace a non-empty --out directory (whole: no file of the old model survives). Default false. */
+  force?: boolean;
 }
 
 export interface ModelInitResult {
@@ -57,7 +61,10 @@ export interface ModelInitResult {
 /** `model init`: write a random checkpoint. */
 export async function modelInit(args: ModelInitArgs): Promise<ModelInitResult> {
   const config = resolveConfigArg(args.config);
-  // The tokenizer is checked against the config before anything is written.
+  // Everything that can refuse does so before a byte is written.
+  checkDirOutput(args.out, { force: args.force ?? false, label: '--out' });
+  checkOutputNotInput({ label: '--out', path: args.out }, [{ label: '--tokenizer', path: args.tokenizer }]);
+  checkCheckpointFits(config, args.out, args.dtype ?? 'F32');
   if (args.tokenizer !== undefined) {
     const tokenizer = await loadHfTokenizer(args.tokenizer);
     if (tokenizer.vocabSize > config.vocabSize) {
@@ -68,25 +75,33 @@ export async function modelInit(args: ModelInitArgs): Promise<ModelInitResult> {
       if (id === undefined || !ids.includes(id)) throw new AppError(ErrorCode.VALIDATION, `--tokenizer: ${token} is id ${id ?? 'missing'}, but the config says ${ids.join(', ')}`);
     }
   }
-  const files = writeRandomCheckpoint(args.out, config, {
-    ...(args.seed === undefined ? {} : { seed: args.seed }),
-    ...(args.dtype === undefined ? {} : { dtype: args.dtype }),
-    ...(args.initStd === undefined ? {} : { initStd: args.initStd }),
-    ...(args.maxShardBytes === undefined ? {} : { maxShardSizeBytes: args.maxShardBytes }),
-  });
-  if (args.tokenizer !== undefined) {
-    copyFileSync(join(args.tokenizer, 'tokenizer.json'), join(args.out, 'tokenizer.json'));
-    files.push('tokenizer.json');
-    if (existsSync(join(args.tokenizer, 'tokenizer_config.json'))) {
-      copyFileSync(join(args.tokenizer, 'tokenizer_config.json'), join(args.out, 'tokenizer_config.json'));
-      files.push('tokenizer_config.json');
-    }
-  } else if (config.architecture !== 'llama' && config.vocabSize >= QWEN_TOKENIZER_VOCAB) {
-    const paths = bundledQwenTokenizerPaths();
-    copyFileSync(paths.tokenizerJson, join(args.out, 'tokenizer.json'));
-    copyFileSync(paths.tokenizerConfig, join(args.out, 'tokenizer_config.json'));
-    files.push('tokenizer.json', 'tokenizer_config.json');
-  }
+  // Built under a temporary sibling and renamed: a failure (disk full, a kill) leaves no half-written model.
+  const files = writeDirAtomic(
+    args.out,
+    (dir) => {
+      const written = writeRandomCheckpoint(dir, config, {
+        ...(args.seed === undefined ? {} : { seed: args.seed }),
+        ...(args.dtype === undefined ? {} : { dtype: args.dtype }),
+        ...(args.initStd === undefined ? {} : { initStd: args.initStd }),
+        ...(args.maxShardBytes === undefined ? {} : { maxShardSizeBytes: args.maxShardBytes }),
+      });
+      if (args.tokenizer !== undefined) {
+        copyFileSync(join(args.tokenizer, 'tokenizer.json'), join(dir, 'tokenizer.json'));
+        written.push('tokenizer.json');
+        if (existsSync(join(args.tokenizer, 'tokenizer_config.json'))) {
+          copyFileSync(join(args.tokenizer, 'tokenizer_config.json'), join(dir, 'tokenizer_config.json'));
+          written.push('tokenizer_config.json');
+        }
+      } else if (config.architecture !== 'llama' && config.vocabSize >= QWEN_TOKENIZER_VOCAB) {
+        const paths = bundledQwenTokenizerPaths();
+        copyFileSync(paths.tokenizerJson, join(dir, 'tokenizer.json'));
+        copyFileSync(paths.tokenizerConfig, join(dir, 'tokenizer_config.json'));
+        written.push('tokenizer.json', 'tokenizer_config.json');
+      }
+      return written;
+    },
+    { force: args.force ?? false, label: '--out' },
+  );
   const params = countParameters(config);
   return {
     dir: args.out,
@@ -94,6 +109,29 @@ export async function modelInit(args: ModelInitArgs): Promise<ModelInitResult> {
     config,
     summary: `wrote a random ${config.architecture} checkpoint (${(params / 1e6).toFixed(2)}M parameters) to ${args.out}: ${files.join(', ')}`,
   };
+}
+
+/**
+ * A random checkpoint is written one tensor at a time, so it needs memory for its largest tensor
+ * and disk for all of them: refuse, naming the fields, a config whose file would not fit the free
+ * space where it goes, or one tensor of which could not be allocated.
+ */
+function checkCheckpointFits(config: ModelConfig, out: string, dtype: StoredDtype): void {
+  const largest = largestTensor(config);
+  if (largest.elements > MAX_TENSOR_ELEMENTS || largest.elements * 4 > memoryBoundBytes()) {
+    throw new AppError(ErrorCode.VALIDATION, `--config: ${largest.fields} = ${largest.elements.toExponential(3)} values in one tensor (${formatBytes(largest.elements * 4)} as float32), more than can be allocated here (${formatBytes(memoryBoundBytes())} of memory)`);
+  }
+  const fileBytes = countParameters(config) * (dtype === 'F32' ? 4 : 2);
+  let parent = resolve(out);
+  while (!existsSync(parent)) parent = dirname(parent);
+  const { bavail, bsize } = statfsSync(parent);
+  const freeBytes = bavail * bsize;
+  if (fileBytes > freeBytes) {
+    throw new AppError(
+      ErrorCode.VALIDATION,
+      `--config: ${countParameters(config).toExponential(3)} parameters (num_hidden_layers ${config.numLayers}, hidden_size ${config.hiddenSize}, intermediate_size ${config.intermediateSize}, vocab_size ${config.vocabSize}) make a ${formatBytes(fileBytes)} ${dtype} checkpoint, more than the ${formatBytes(freeBytes)} free on ${parent}`,
+    );
+  }
 }
 
 /** A preset name, inline JSON, or a JSON file; ModelConfig or Hugging Face shape. */
@@ -209,9 +247,4 @@ export async function modelGenerate(args: ModelGenerateArgs): Promise<ModelGener
   }
 }
 
-export function countParameters(config: ModelConfig): number {
-  const { hiddenSize: h, headDim: d, numHeads, numKvHeads, intermediateSize: f, vocabSize: v } = config;
-  const attn = h * numHeads * d * 2 + h * numKvHeads * d * 2 + (config.qkvBias ? (numHeads + 2 * numKvHeads) * d : 0) + (config.qkNorm ? 2 * d : 0);
-  const layer = attn + 3 * h * f + 2 * h + (config.oBias ? h : 0);
-  return v * h * (config.tieWordEmbeddings ? 1 : 2) + config.numLayers * layer + h;
-}
+export { countParameters };

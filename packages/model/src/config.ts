@@ -10,24 +10,41 @@ import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 export const Architecture = { qwen2: 'qwen2', qwen3: 'qwen3', llama: 'llama' } as const;
 export type Architecture = (typeof Architecture)[keyof typeof Architecture];
 
+/**
+ * Upper bounds on a config's sizes, far above any supported checkpoint (Qwen3-0.6B: 28 layers,
+ * vocab 151,936, hidden 1,024) but far below what exhausts memory before any check could run: a
+ * config.json with 3,000,000 layers must be refused by field, not by an out-of-memory abort.
+ * Combinations within these bounds are checked against memory by checkModelFits.
+ */
+export const MODEL_SIZE_LIMITS = {
+  vocabSize: 4_194_304,
+  hiddenSize: 65_536,
+  numLayers: 1_024,
+  numHeads: 1_024,
+  headDim: 4_096,
+  intermediateSize: 1_048_576,
+  maxPositionEmbeddings: 1 << 30,
+} as const;
+const L = MODEL_SIZE_LIMITS;
+
 export const modelConfigSchema = z
   .object({
     /** Decoder family: decides biases and q/k norms. */
     architecture: z.enum(['qwen2', 'qwen3', 'llama']),
     /** Vocabulary size (rows of the embedding). */
-    vocabSize: z.number().int().positive(),
+    vocabSize: z.number().int().positive().max(L.vocabSize),
     /** Residual stream width. */
-    hiddenSize: z.number().int().positive(),
+    hiddenSize: z.number().int().positive().max(L.hiddenSize),
     /** Number of decoder layers. */
-    numLayers: z.number().int().positive(),
+    numLayers: z.number().int().positive().max(L.numLayers),
     /** Query heads. */
-    numHeads: z.number().int().positive(),
+    numHeads: z.number().int().positive().max(L.numHeads),
     /** Key/value heads (GQA); must divide numHeads. */
-    numKvHeads: z.number().int().positive(),
+    numKvHeads: z.number().int().positive().max(L.numHeads),
     /** Per-head width; Qwen3 decouples it from hiddenSize / numHeads. */
-    headDim: z.number().int().positive(),
+    headDim: z.number().int().positive().max(L.headDim),
     /** SwiGLU inner width. */
-    intermediateSize: z.number().int().positive(),
+    intermediateSize: z.number().int().positive().max(L.intermediateSize),
     /** RoPE base θ (Qwen: 1e6; Llama-2: 1e4; SmolLM2: 1e5). */
     ropeTheta: z.number().positive().default(10_000),
     /** RMSNorm ε. */
@@ -41,7 +58,7 @@ export const modelConfigSchema = z
     /** RMSNorm over head_dim on q and k before RoPE (Qwen3). */
     qkNorm: z.boolean().default(false),
     /** Longest position the checkpoint was trained for (not enforced by the graphs). */
-    maxPositionEmbeddings: z.number().int().positive().default(32_768),
+    maxPositionEmbeddings: z.number().int().positive().max(L.maxPositionEmbeddings).default(32_768),
     /** Token ids that end a generation (chat end-of-turn and end-of-text). */
     eosTokenIds: z.array(z.number().int().nonnegative()).default([]),
     /** Padding id used for left padding (any valid id works; it is masked). */
@@ -76,13 +93,13 @@ const hfConfigSchema = z
   .object({
     architectures: z.array(z.string()).optional(),
     model_type: z.string().optional(),
-    vocab_size: z.number().int().positive(),
-    hidden_size: z.number().int().positive(),
-    num_hidden_layers: z.number().int().positive(),
-    num_attention_heads: z.number().int().positive(),
-    num_key_value_heads: z.number().int().positive().optional(),
-    head_dim: z.number().int().positive().nullish(),
-    intermediate_size: z.number().int().positive(),
+    vocab_size: z.number().int().positive().max(L.vocabSize),
+    hidden_size: z.number().int().positive().max(L.hiddenSize),
+    num_hidden_layers: z.number().int().positive().max(L.numLayers),
+    num_attention_heads: z.number().int().positive().max(L.numHeads),
+    num_key_value_heads: z.number().int().positive().max(L.numHeads).optional(),
+    head_dim: z.number().int().positive().max(L.headDim).nullish(),
+    intermediate_size: z.number().int().positive().max(L.intermediateSize),
     rope_theta: z.number().positive().optional(),
     rms_norm_eps: z.number().positive().optional(),
     tie_word_embeddings: z.boolean().optional(),
@@ -90,7 +107,7 @@ const hfConfigSchema = z
     mlp_bias: z.boolean().optional(),
     hidden_act: z.string().optional(),
     rope_scaling: z.unknown().optional(),
-    max_position_embeddings: z.number().int().positive().optional(),
+    max_position_embeddings: z.number().int().positive().max(L.maxPositionEmbeddings).optional(),
     eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullish(),
     pad_token_id: z.number().int().nullish(),
     bos_token_id: z.number().int().nullish(),

@@ -1,5 +1,5 @@
 // @sqlenv/model: Qwen/Llama-family decoder on @sqlenv/onnx-graph.
-export { Architecture, modelConfigSchema, parseModelConfig, parseHfConfig, toHfConfig, type ModelConfig, type ModelConfigInput } from './config.ts';
+export { Architecture, MODEL_SIZE_LIMITS, modelConfigSchema, parseModelConfig, parseHfConfig, toHfConfig, type ModelConfig, type ModelConfigInput } from './config.ts';
 export { presetConfig, isPresetName, PRESET_NAMES, type PresetName } from './presets.ts';
 export {
   SafetensorsCheckpoint,
@@ -13,6 +13,8 @@ export {
   type TensorInfo,
   type TensorToWrite,
   type F32Tensor,
+  checkFinite,
+  F32_MAX,
 } from './safetensors.ts';
 export { expectedTensorSpecs, loadModel, loadModelWeights, readModelConfig, type ModelWeights, type TensorSpec } from './weights.ts';
 export { randomTensors, randomWeights, writeRandomCheckpoint, type RandomCheckpointOptions } from './random-checkpoint.ts';
@@ -48,6 +50,8 @@ export {
   type LoraTarget,
   type LoraTensorSpec,
   type LoraWeights,
+  checkLoraFits,
+  MAX_LORA_SCALE,
 } from './lora.ts';
 export {
   attentionBiasAndPositions,
@@ -97,3 +101,5 @@ export {
 export { trainByteLevelBpe, byteLevelAlphabet, BpeTrainerOptionsSchema, type BpeTrainerOptions, type TrainedBpe } from './bpe-trainer.ts';
 export { modelFingerprint, hasThinkTemplate, loadChatFormat, tokenizerFor } from './model-dir.ts';
 export { modelTokenizer, type ModelTokenizerArgs, type ModelTokenizerResult } from './tokenizer-command.ts';
+export { checkModelFits, estimateModelMemory, formatBytes, largestTensor, memoryBoundBytes, MAX_TENSOR_ELEMENTS, type MemoryEstimate, type MemoryEstimateOptions } from './memory-estimate.ts';
+export { validateTokenizerIds } from './hf-tokenizer.ts';

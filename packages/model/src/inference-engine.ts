@@ -1,7 +1,7 @@
 import type { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { PROVIDERS } from '@sqlenv/onnx-graph';
-import { AppError, ErrorCode, formatZodIssues, silentLogger, startWorker, type Logger } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, silentLogger, startWorker, type Logger, maxOf } from '@sqlenv/shared';
 import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-worker.ts';
 import type { GenerationRequest, GenerationResult } from './generator.ts';
 import { loraConfigSchema, type LoraWeights } from './lora.ts';
@@ -241,8 +241,8 @@ export class InferenceEngine {
     this.#busy = true;
     const bucket = this.#options.lengthBucketTokens;
     const batch = this.#pending.splice(0, this.#batchLength(bucket));
-    const longest = Math.max(...batch.map((p) => p.request.promptIds.length));
-    const maxNewTokens = Math.max(...batch.map((p) => p.request.maxNewTokens));
+    const longest = maxOf(batch.map((p) => p.request.promptIds.length));
+    const maxNewTokens = maxOf(batch.map((p) => p.request.maxNewTokens));
     const started = performance.now();
     try {
       const reply = await this.#call({

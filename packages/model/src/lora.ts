@@ -18,14 +18,26 @@ import { layerPrefix, type ModelWeights } from './weights.ts';
 export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
 export type LoraTarget = (typeof LORA_TARGETS)[number];
 
-export const loraConfigSchema = z.object({
-  /** Adapter rank r. */
-  rank: z.number().int().positive().default(8),
-  /** Scale numerator: the update is multiplied by alpha / rank. */
-  alpha: z.number().positive().default(16),
-  /** Which projections carry an adapter (every layer gets the same set). */
-  targets: z.array(z.enum(LORA_TARGETS)).nonempty().default([...LORA_TARGETS]),
-});
+/**
+ * The largest LoRA scale alpha / rank accepted. Usual values are 0.5 to 4 (PEFT's examples: alpha
+ * = 2r); past this the update overwhelms the frozen weight, and near float32's range (alpha 1e308)
+ * every activation it touches becomes Inf.
+ */
+export const MAX_LORA_SCALE = 1024;
+
+export const loraConfigSchema = z
+  .object({
+    /** Adapter rank r; at most the smaller dimension of every targeted projection (checked against the model by checkLoraFits). */
+    rank: z.number().int().positive().default(8),
+    /** Scale numerator: the update is multiplied by alpha / rank (at most MAX_LORA_SCALE). */
+    alpha: z.number().positive().default(16),
+    /** Which projections carry an adapter (every layer gets the same set). */
+    targets: z.array(z.enum(LORA_TARGETS)).nonempty().default([...LORA_TARGETS]),
+  })
+  .refine((c) => c.alpha / c.rank <= MAX_LORA_SCALE, {
+    path: ['alpha'],
+    message: `the LoRA scale alpha / rank must be at most ${MAX_LORA_SCALE} (usual values are 0.5 to 4)`,
+  });
 export type LoraConfig = z.infer<typeof loraConfigSchema>;
 export type LoraConfigInput = z.input<typeof loraConfigSchema>;
 
@@ -69,8 +81,27 @@ export function loraTensorName(layer: number, target: LoraTarget, factor: 'A' | 
   return `base_model.model.${layerPrefix(layer)}.${moduleOf(target)}.${target}.lora_${factor}.weight`;
 }
 
+/**
+ * Refuse a rank above the smaller dimension of a targeted projection: B·A then has more parameters
+ * than the update it can express (rank ≤ min(in, out)), and an unbounded rank (1,000,000) would
+ * allocate gigabytes before anything else failed.
+ */
+export function checkLoraFits(config: ModelConfig, lora: Pick<LoraConfig, 'rank' | 'targets'>): void {
+  for (const target of lora.targets) {
+    const { outSize, inSize } = targetWeight(config, 0, target);
+    if (lora.rank > Math.min(outSize, inSize)) {
+      throw new AppError(
+        ErrorCode.MODEL,
+        `LoRA rank ${lora.rank} exceeds min(out, in) = ${Math.min(outSize, inSize)} of ${target} [${outSize}, ${inSize}]: a rank above the smaller dimension adds parameters but no capacity`,
+        { details: { rank: lora.rank, target, outSize, inSize } },
+      );
+    }
+  }
+}
+
 /** Every adapter tensor, in a fixed order (layer, target, A then B). */
 export function loraTensorSpecs(config: ModelConfig, lora: LoraConfig): LoraTensorSpec[] {
+  checkLoraFits(config, lora);
   const specs: LoraTensorSpec[] = [];
   for (let layer = 0; layer < config.numLayers; layer++) {
     for (const target of LORA_TARGETS) {

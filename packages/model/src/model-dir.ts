@@ -92,7 +92,7 @@ export const QWEN_TOKENIZER_VOCAB = 151_669;
 
 /** The tokenizer for a model directory (tokenizer.json, else the byte tokenizer for vocab 272, else the bundled Qwen tokenizer for Qwen-vocabulary models). */
 export async function tokenizerFor(dir: string, config: ModelConfig): Promise<TextTokenizer> {
-  if (existsSync(join(dir, 'tokenizer.json'))) return loadHfTokenizer(dir);
+  if (existsSync(join(dir, 'tokenizer.json'))) return loadHfTokenizer(dir, { vocabSize: config.vocabSize });
   if (config.vocabSize === BYTE_TOKENIZER_VOCAB_SIZE) return new ByteTokenizer();
   if (config.vocabSize >= QWEN_TOKENIZER_VOCAB && config.architecture !== 'llama') return loadBundledQwenTokenizer();
   throw new AppError(ErrorCode.MODEL, `no tokenizer.json in ${dir}, and vocab size ${config.vocabSize} matches no built-in tokenizer`);

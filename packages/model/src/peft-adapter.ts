@@ -1,10 +1,10 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, writeDirAtomic } from '@sqlenv/shared';
 import type { ModelConfig } from './config.ts';
-import { LORA_TARGETS, loraTensorSpecs, parseLoraConfig, validateLoraWeights, type LoraConfig, type LoraWeights } from './lora.ts';
-import { decodeSafetensors, encodeSafetensors, numel, type StoredDtype } from './safetensors.ts';
+import { checkLoraFits, LORA_TARGETS, loraTensorSpecs, parseLoraConfig, validateLoraWeights, type LoraConfig, type LoraWeights } from './lora.ts';
+import { checkFinite, decodeSafetensors, encodeSafetensors, numel, type StoredDtype } from './safetensors.ts';
 
 /**
  * LoRA adapters in the layout Python's PEFT writes and reads
@@ -87,11 +87,16 @@ export function loraConfigFromPeft(json: unknown, label = ADAPTER_CONFIG_FILE): 
   if (typeof modules === 'string') {
     throw new AppError(ErrorCode.MODEL, `${label}: target_modules is a regular expression ("${modules}"); list the module names instead (${LORA_TARGETS.join(', ')})`);
   }
+  if (modules.length === 0) throw new AppError(ErrorCode.MODEL, `${label}: target_modules is empty (expected some of ${LORA_TARGETS.join(', ')})`);
   const unknown = modules.filter((m) => !(LORA_TARGETS as readonly string[]).includes(m));
   if (unknown.length > 0) throw new AppError(ErrorCode.MODEL, `${label}: target_modules ${unknown.join(', ')} are not supported (expected some of ${LORA_TARGETS.join(', ')})`);
   // Our targets are kept in LORA_TARGETS order; PEFT applies them by name, so order does not matter.
   const targets = LORA_TARGETS.filter((t) => modules.includes(t));
-  return parseLoraConfig({ rank: parsed.data.r, alpha: parsed.data.lora_alpha, targets });
+  try {
+    return parseLoraConfig({ rank: parsed.data.r, alpha: parsed.data.lora_alpha, targets });
+  } catch (error) {
+    throw new AppError(ErrorCode.MODEL, `${label}: ${error instanceof Error ? error.message : String(error)} (r ${parsed.data.r}, lora_alpha ${parsed.data.lora_alpha})`, { cause: error });
+  }
 }
 
 /** The adapter as safetensors bytes with PEFT tensor names (the published blob of a policy version). */
@@ -116,6 +121,11 @@ export function decodeAdapter(config: ModelConfig, bytes: Uint8Array, options: {
   const label = options.label ?? 'adapter';
   const { tensors, metadata } = decodeSafetensors(bytes, label);
   const lora = options.lora ?? loraConfigFromMetadata(metadata, label);
+  try {
+    checkLoraFits(config, lora);
+  } catch (error) {
+    throw new AppError(ErrorCode.MODEL, `${label}: ${(error as Error).message}`, { cause: error });
+  }
   const specs = loraTensorSpecs(config, lora);
   const expected = new Set(specs.map((s) => s.name));
   const extra = [...tensors.keys()].filter((name) => !expected.has(name));
@@ -129,6 +139,8 @@ export function decodeAdapter(config: ModelConfig, bytes: Uint8Array, options: {
     if (t.shape.length !== 2 || t.shape[0] !== spec.shape[0] || t.shape[1] !== spec.shape[1] || numel(t.shape) !== t.data.length) {
       throw new AppError(ErrorCode.MODEL, `${label}: ${spec.name} has shape [${t.shape.join(', ')}], expected [${spec.shape.join(', ')}]`);
     }
+    // The graph multiplies B·A by alpha / rank: a value finite alone can still overflow once scaled.
+    checkFinite(t.data, spec.name, label, spec.factor === 'B' ? lora.alpha / lora.rank : 1);
     weights.set(spec.name, t.data);
   }
   return { lora, weights, metadata };
@@ -145,18 +157,21 @@ function loraConfigFromMetadata(metadata: Record<string, string>, label: string)
 }
 
 /**
- * Write `dir/adapter_config.json` + `dir/adapter_model.safetensors`. Each file is written
- * to a temporary name and renamed, so a reader never sees half an adapter file.
+ * Write `dir/adapter_config.json` + `dir/adapter_model.safetensors`, as one directory built under a
+ * temporary sibling name and renamed into place: a reader never sees half an adapter, a failure
+ * leaves nothing, and a non-empty `dir` is refused unless `force` (then replaced whole).
  */
-export function saveAdapterDir(dir: string, config: ModelConfig, adapter: Adapter, options: { baseModel?: string; dtype?: StoredDtype } = {}): string[] {
-  mkdirSync(dir, { recursive: true });
-  const write = (name: string, data: string | Uint8Array): void => {
-    const tmp = join(dir, `.${name}.${process.pid}.tmp`);
-    writeFileSync(tmp, data);
-    renameSync(tmp, join(dir, name));
-  };
-  write(ADAPTER_WEIGHTS_FILE, encodeAdapter(config, adapter, options.dtype === undefined ? {} : { dtype: options.dtype }));
-  write(ADAPTER_CONFIG_FILE, `${JSON.stringify(peftAdapterConfig(adapter.lora, options), null, 2)}\n`);
+export function saveAdapterDir(dir: string, config: ModelConfig, adapter: Adapter, options: { baseModel?: string; dtype?: StoredDtype; force?: boolean; label?: string } = {}): string[] {
+  const weights = encodeAdapter(config, adapter, options.dtype === undefined ? {} : { dtype: options.dtype });
+  const adapterConfig = `${JSON.stringify(peftAdapterConfig(adapter.lora, options), null, 2)}\n`;
+  writeDirAtomic(
+    dir,
+    (temp) => {
+      writeFileSync(join(temp, ADAPTER_WEIGHTS_FILE), weights);
+      writeFileSync(join(temp, ADAPTER_CONFIG_FILE), adapterConfig);
+    },
+    { force: options.force ?? false, ...(options.label === undefined ? {} : { label: options.label }) },
+  );
   return [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE];
 }
 
@@ -167,13 +182,24 @@ export function loadAdapterDir(dir: string, config: ModelConfig): Adapter {
   for (const path of [configPath, weightsPath]) {
     if (!existsSync(path)) throw new AppError(ErrorCode.MODEL, `${dir} is not a PEFT adapter directory: ${path} is missing`);
   }
+  const configText = readAdapterFile(configPath).toString('utf8');
   let json: unknown;
   try {
-    json = JSON.parse(readFileSync(configPath, 'utf8'));
+    json = JSON.parse(configText);
   } catch (cause) {
     throw new AppError(ErrorCode.MODEL, `${configPath} is not valid JSON`, { cause });
   }
   const lora = loraConfigFromPeft(json, configPath);
-  const { weights } = decodeAdapter(config, readFileSync(weightsPath), { lora, label: weightsPath });
+  const { weights } = decodeAdapter(config, readAdapterFile(weightsPath), { lora, label: weightsPath });
   return { lora, weights };
+}
+
+/** A file of an adapter directory, refused by path when it is a directory or unreadable. */
+function readAdapterFile(path: string): Buffer {
+  if (!statSync(path).isFile()) throw new AppError(ErrorCode.MODEL, `${path} is not a regular file (a directory?)`, { details: { path } });
+  try {
+    return readFileSync(path);
+  } catch (cause) {
+    throw new AppError(ErrorCode.MODEL, `cannot read ${path}: ${(cause as Error).message}`, { cause, details: { path } });
+  }
 }

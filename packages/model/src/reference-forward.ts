@@ -1,5 +1,6 @@
 import type { ModelConfig } from './config.ts';
 import { layerPrefix, weight, type ModelWeights } from './weights.ts';
+import { maxOf } from '@sqlenv/shared';
 
 /**
  * An independent, deliberately naive forward pass of the same decoder in
@@ -110,7 +111,7 @@ function applyRope(x: Float64Array, position: number, theta: number): void {
 }
 
 function softmax(scores: Float64Array): Float64Array {
-  const max = Math.max(...scores);
+  const max = maxOf(scores);
   const exps = scores.map((s) => Math.exp(s - max));
   const sum = exps.reduce((a, b) => a + b, 0);
   return exps.map((e) => e / sum);

@@ -44,6 +44,26 @@ export function numel(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
 
+/** The largest finite float32 value: a weight scaled past it becomes Inf in the graph. */
+export const F32_MAX = 3.4028234663852886e38;
+
+/**
+ * Refuse NaN or ±Inf among `values` (and, with `scale`, any value whose product with it overflows
+ * float32), naming the tensor and its file: a non-finite weight gives NaN logits, generation of
+ * one token forever and 0 % success with exit 0, instead of an error.
+ */
+export function checkFinite(values: Float32Array, tensor: string, file: string, scale = 1): void {
+  const limit = F32_MAX / Math.abs(scale);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i] as number;
+    // One comparison covers NaN (false against everything) and ±Inf.
+    if (!(Math.abs(v) <= limit)) {
+      const what = Number.isNaN(v) ? 'NaN' : !Number.isFinite(v) ? String(v) : `${v} (× scale ${scale} overflows float32)`;
+      throw new AppError(ErrorCode.MODEL, `${file}: tensor ${tensor} holds a non-finite value ${what} at index ${i}`, { details: { tensor, file, index: i } });
+    }
+  }
+}
+
 /** Parse one file's header. */
 export function readSafetensorsHeader(file: string): { tensors: TensorInfo[]; metadata: Record<string, string> } {
   const fd = openOrThrow(file);
@@ -94,7 +114,23 @@ function parseHeader(headerBytes: Buffer, label: string): { tensors: TensorInfo[
     }
     tensors.push({ name, dtype: storedDtype, shape, offsetBytes: 8 + headerSize + begin, sizeBytes: end - begin, file: label });
   }
+  checkNoOverlap(tensors, label);
   return { tensors, metadata };
+}
+
+/**
+ * The format forbids two tensors sharing bytes (a writer of one would change the other, and a
+ * checkpoint could pass one buffer off as several weights); empty tensors take no bytes.
+ */
+function checkNoOverlap(tensors: readonly TensorInfo[], label: string): void {
+  const sorted = tensors.filter((t) => t.sizeBytes > 0).sort((a, b) => a.offsetBytes - b.offsetBytes);
+  for (let i = 1; i < sorted.length; i++) {
+    const previous = sorted[i - 1] as TensorInfo;
+    const current = sorted[i] as TensorInfo;
+    if (current.offsetBytes < previous.offsetBytes + previous.sizeBytes) {
+      throw new AppError(ErrorCode.MODEL, `${label}: tensors ${previous.name} and ${current.name} overlap in data_offsets (the safetensors format forbids shared bytes)`);
+    }
+  }
 }
 
 /**
@@ -337,15 +373,21 @@ export class SafetensorsCheckpoint {
     return info;
   }
 
-  /** One tensor as float32, after checking its shape when `expectedShape` is given. */
-  readF32(name: string, expectedShape?: readonly number[]): F32Tensor {
+  /** Throw unless the header gives tensor `name` exactly `expectedShape` (no data is read). */
+  checkShape(name: string, expectedShape: readonly number[]): void {
     const info = this.info(name);
-    if (expectedShape !== undefined && (info.shape.length !== expectedShape.length || info.shape.some((d, i) => d !== expectedShape[i]))) {
+    if (info.shape.length !== expectedShape.length || info.shape.some((d, i) => d !== expectedShape[i])) {
       throw new AppError(
         ErrorCode.MODEL,
         `tensor ${name} has shape [${info.shape.join(', ')}], expected [${expectedShape.join(', ')}]`,
       );
     }
+  }
+
+  /** One tensor as float32, after checking its shape when `expectedShape` is given. */
+  readF32(name: string, expectedShape?: readonly number[]): F32Tensor {
+    const info = this.info(name);
+    if (expectedShape !== undefined) this.checkShape(name, expectedShape);
     return { shape: [...info.shape], data: readTensorF32(info) };
   }
 }

@@ -2,7 +2,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { parseHfConfig, type ModelConfig } from './config.ts';
-import { SafetensorsCheckpoint, type F32Tensor } from './safetensors.ts';
+import { checkModelFits } from './memory-estimate.ts';
+import { checkFinite, SafetensorsCheckpoint, type F32Tensor } from './safetensors.ts';
 
 /**
  * The tensors a checkpoint of a config must hold, with their Hugging Face
@@ -84,8 +85,11 @@ export function readModelConfig(dir: string): ModelConfig {
  * tensors the architecture does not use (rotary caches, an lm_head copy of a
  * tied embedding) are ignored.
  */
-export function loadModelWeights(dir: string, config: ModelConfig): ModelWeights {
+export function loadModelWeights(dir: string, config: ModelConfig, options: { memoryBytes?: number } = {}): ModelWeights {
+  const configPath = join(dir, 'config.json');
+  checkModelFits(config, configPath, options.memoryBytes === undefined ? {} : { memoryBytes: options.memoryBytes });
   const checkpoint = SafetensorsCheckpoint.open(dir);
+  checkConfigAgainstCheckpoint(config, checkpoint, configPath);
   const specs = expectedTensorSpecs(config);
   const missing = specs.filter((s) => !checkpoint.has(s.name)).map((s) => s.name);
   if (missing.length > 0) {
@@ -96,9 +100,34 @@ export function loadModelWeights(dir: string, config: ModelConfig): ModelWeights
       { details: { missing } },
     );
   }
+  // Every shape is checked from the headers before the first tensor's data is read.
+  for (const spec of specs) checkpoint.checkShape(spec.name, spec.shape);
   const weights: ModelWeights = new Map();
-  for (const spec of specs) weights.set(spec.name, checkpoint.readF32(spec.name, spec.shape));
+  for (const spec of specs) {
+    const tensor = checkpoint.readF32(spec.name);
+    checkFinite(tensor.data, spec.name, checkpoint.info(spec.name).file);
+    weights.set(spec.name, tensor);
+  }
   return weights;
+}
+
+/**
+ * Compare config.json with the checkpoint's headers before any tensor is read or graph built: the
+ * embedding's shape against vocab_size × hidden_size and the last layer's presence against
+ * num_hidden_layers, named by the config's own fields.
+ */
+function checkConfigAgainstCheckpoint(config: ModelConfig, checkpoint: SafetensorsCheckpoint, configPath: string): void {
+  const embed = 'model.embed_tokens.weight';
+  if (checkpoint.has(embed)) {
+    const shape = checkpoint.info(embed).shape;
+    if (shape.length !== 2 || shape[0] !== config.vocabSize || shape[1] !== config.hiddenSize) {
+      throw new AppError(ErrorCode.MODEL, `${configPath}: vocab_size ${config.vocabSize} × hidden_size ${config.hiddenSize} does not match ${embed} [${shape.join(', ')}] in ${checkpoint.info(embed).file}`);
+    }
+  }
+  const lastLayer = `${layerPrefix(config.numLayers - 1)}.input_layernorm.weight`;
+  if (!checkpoint.has(lastLayer)) {
+    throw new AppError(ErrorCode.MODEL, `${configPath}: num_hidden_layers ${config.numLayers}, but the checkpoint in ${checkpoint.dir} has no ${lastLayer}`);
+  }
 }
 
 /** config.json + safetensors of a directory, validated. */

@@ -1,4 +1,4 @@
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, appendAll } from '@sqlenv/shared';
 import { ProtoReader } from './protobuf-wire.ts';
 import type { AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetId, StringStringEntry, TensorProto, ValueInfoProto } from './onnx-proto.ts';
 import type { Dim } from './shape.ts';
@@ -99,8 +99,8 @@ function readAttribute(r: ProtoReader): AttributeProto {
     else if (f.field === 4) s = r.string();
     else if (f.field === 5) t = readTensor(r.sub());
     else if (f.field === 6) g = readGraph(r.sub());
-    else if (f.field === 7) floats.push(...r.floats(f.wireType));
-    else if (f.field === 8) ints.push(...r.varints(f.wireType));
+    else if (f.field === 7) appendAll(floats, r.floats(f.wireType));
+    else if (f.field === 8) appendAll(ints, r.varints(f.wireType));
     else if (f.field === 9) strings.push(r.string());
     else if (f.field === 20) type = r.varint();
     else r.skip(f.wireType);
@@ -131,14 +131,14 @@ function readAttribute(r: ProtoReader): AttributeProto {
 function readTensor(r: ProtoReader): TensorProto {
   const t: TensorProto = { name: '', dataType: 0, dims: [] };
   for (let f = r.next(); f; f = r.next()) {
-    if (f.field === 1) t.dims.push(...r.varints(f.wireType));
+    if (f.field === 1) appendAll(t.dims, r.varints(f.wireType));
     else if (f.field === 2) t.dataType = r.varint();
-    else if (f.field === 4) (t.floatData ??= []).push(...r.floats(f.wireType));
-    else if (f.field === 5) (t.int32Data ??= []).push(...r.varints(f.wireType));
-    else if (f.field === 7) (t.int64Data ??= []).push(...r.varints(f.wireType));
+    else if (f.field === 4) appendAll((t.floatData ??= []), r.floats(f.wireType));
+    else if (f.field === 5) appendAll((t.int32Data ??= []), r.varints(f.wireType));
+    else if (f.field === 7) appendAll((t.int64Data ??= []), r.varints(f.wireType));
     else if (f.field === 8) t.name = r.string();
     else if (f.field === 9) t.rawData = r.bytes();
-    else if (f.field === 10) (t.doubleData ??= []).push(...r.doubles(f.wireType));
+    else if (f.field === 10) appendAll((t.doubleData ??= []), r.doubles(f.wireType));
     else if (f.field === 13) (t.externalData ??= []).push(readEntry(r.sub()));
     else if (f.field === 14) t.dataLocation = r.varint() === 1 ? 'external' : 'default';
     else r.skip(f.wireType);

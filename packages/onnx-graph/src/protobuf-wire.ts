@@ -1,4 +1,4 @@
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, appendAll } from '@sqlenv/shared';
 
 /**
  * Protocol-buffer wire format, written by hand (https://protobuf.dev/programming-guides/encoding/):
@@ -106,7 +106,7 @@ export class ProtoWriter {
     this.varint(sub.length);
     this.flush();
     sub.flush();
-    this.parts.push(...sub.parts);
+    appendAll(this.parts, sub.parts);
     this.totalBytes += sub.length;
   }
 

@@ -57,7 +57,7 @@ export {
   type TrainerPhaseSeconds,
 } from './trainer.ts';
 export { UpdateStatsSchema, RunMetricsLineSchema, runMetricsLine, trajectoryMetrics, type UpdateStats, type RunMetricsLine, type RunMetricsInput } from './run-dir/run-metrics.ts';
-export { SavedEvalSchema, SavedEvalEpisodeSchema, EvalNameSchema, EVALS_DIR, savedEvalFromReport, writeSavedEval, readSavedEvals, successInterval, wilsonInterval, passAtKOf, pairedDifferenceOf, type SavedEval, type SavedEvalEpisode, type SavedEvalMeta } from './run-dir/saved-eval.ts';
+export { SavedEvalSchema, SavedEvalEpisodeSchema, EvalNameSchema, EVALS_DIR, savedEvalFromReport, writeSavedEval, checkSavedEvalTarget, savedEvalPath, readSavedEvals, successInterval, wilsonInterval, passAtKOf, pairedDifferenceOf, type SavedEval, type SavedEvalEpisode, type SavedEvalMeta } from './run-dir/saved-eval.ts';
 export { RunRecorder, saveAdapterVersion, readRunMetrics, RUN_METRICS_FILE, ADAPTERS_DIR, REPORT_FILE, type RunRecorderOptions } from './run-dir/run-directory.ts';
 export { renderRunReport, writeRunReport, writeRunSpec, pickEvalPair, RUN_SPEC_FILE, type RunReportInput } from './run-dir/run-report.ts';
 export { evaluateIntoRunDir, type RunEvaluationOptions } from './run-dir/run-evaluation.ts';

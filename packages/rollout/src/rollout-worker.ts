@@ -1,6 +1,6 @@
 import type { Policy } from '@sqlenv/agents';
 import type { EpisodeJob, EpisodeResult, RolloutRunSpec, SamplingSettings } from '@sqlenv/protocol';
-import { silentLogger, toAppError, type Logger } from '@sqlenv/shared';
+import { silentLogger, toAppError, type Logger, maxOf, minOf } from '@sqlenv/shared';
 import type { RolloutMetrics } from './metrics.ts';
 import { playEpisode, type EnvironmentSource } from './play-episode.ts';
 import type { Consumer, EpisodeAttempt, EpisodeEvent, Transport } from './transport/transport.ts';
@@ -179,8 +179,8 @@ export class RolloutWorker {
       correct: trajectory.outcome.correct,
       steps: trajectory.outcome.steps,
       attempt: attempt.attempt,
-      min_policy_version: versions.length > 0 ? Math.min(...versions) : job.admitted_version,
-      max_policy_version: versions.length > 0 ? Math.max(...versions) : job.admitted_version,
+      min_policy_version: minOf(versions, job.admitted_version),
+      max_policy_version: maxOf(versions, job.admitted_version),
     };
   }
 

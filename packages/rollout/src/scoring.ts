@@ -1,5 +1,5 @@
 import type { EpisodeResult, GroupJob, RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, maxOf, minOf } from '@sqlenv/shared';
 import { groupAdvantages } from './advantages.ts';
 import type { BatchStats } from './batch-stats.ts';
 
@@ -24,8 +24,8 @@ export function scoreGroup(spec: RolloutRunSpec, group: GroupJob, results: reado
     reward_mean: mean,
     reward_std: std,
     zero_variance: zeroVariance,
-    min_policy_version: Math.min(...byIndex.map((r) => r.min_policy_version)),
-    max_policy_version: Math.max(...byIndex.map((r) => r.max_policy_version)),
+    min_policy_version: minOf(byIndex.map((r) => r.min_policy_version)),
+    max_policy_version: maxOf(byIndex.map((r) => r.max_policy_version)),
   };
 }
 

@@ -7,3 +7,5 @@ export { processCpuMs } from './process-cpu.ts';
 export { PhaseProgress, progressMode, progressLine, barCells, formatDuration, etaSeconds, type ProgressMode } from './progress.ts';
 export { ensurePrivateDir, readTrustedFile, writeExclusiveTemp, writePrivateFile, type PrivateDirOptions } from './private-dir.ts';
 export { WorkerRpc, startRpcWorker, type WorkerRpcOptions } from './worker-rpc.ts';
+export { minOf, maxOf, appendAll } from './bounded-math.ts';
+export { checkDirOutput, checkFileOutput, checkOutputNotInput, temporarySibling, writeDirAtomic, writeDirAtomicAsync, writeFileAtomic, type OutputOptions } from './atomic-write.ts';

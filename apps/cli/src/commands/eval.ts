@@ -5,7 +5,7 @@ import type { ModelResources } from '@sqlenv/rollout';
 import { SplitName } from '@sqlenv/protocol';
 import type { Dataset } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
-import { PhaseProgress, progressMode } from '@sqlenv/shared';
+import { maxOf, minOf, PhaseProgress, progressMode } from '@sqlenv/shared';
 import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../args.ts';
 import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
@@ -34,13 +34,15 @@ const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   'save-eval': z.string().min(1).optional(),
   'eval-name': z.string().min(1).optional(),
   'eval-version': intFlag.optional(),
+  /** Replace an evaluation already saved under --eval-name. */
+  force: z.boolean().default(false),
 });
 
 export const evalUsage = `sqlenv eval [--policy oracle|random|model] [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev]
             [--episodes N|all] [--seeds K] [--seed S] [--concurrency C] [--url ws://host:port] [--mode eval|train] [--json] [--verbose]
             [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
              [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl] ${executionUsage}]
-            [--save-eval RUN_DIR --eval-name NAME [--eval-version N]]`;
+            [--save-eval RUN_DIR --eval-name NAME [--eval-version N] [--force]]`;
 
 /** `sqlenv eval`: play episodes with a baseline policy and print the report. */
 export async function evalCommand(argv: string[], io: CommandIo): Promise<number> {
@@ -64,12 +66,18 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       'save-eval': { type: 'string' },
       'eval-name': { type: 'string' },
       'eval-version': { type: 'string' },
+      force: { type: 'boolean' },
       ...modelFlagOptions,
       ...datasetFlagOptions,
     },
     EvalFlags,
   );
   const save = saveEvalTarget(flags);
+  if (save !== undefined) {
+    // Before any episode is played: an existing evaluation of that name is kept unless --force.
+    const { checkSavedEvalTarget } = await import('@sqlenv/rollout');
+    checkSavedEvalTarget(save.runDir, save.name, { force: flags.force });
+  }
   const execution = await startExecution(flags, io.env ?? {}, io.logger, flags.policy === 'model');
   // Evaluation by default: the progress shaping scores queries against the gold rows, so a policy that saw it could probe answers.
   const runtime = await openSqlRuntime({ dataset: flags.dataset, env: { rewardMode: flags.mode } }, skipMissingDbs(flags['skip-missing-dbs']), io);
@@ -127,7 +135,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
         seeds: [flags.seed],
         questionText: (id) => dataset.question(id)?.question_text,
       });
-      io.stderr.write(`saved ${writeSavedEval(save.runDir, saved)} (policy version ${save.version})\n`);
+      io.stderr.write(`saved ${writeSavedEval(save.runDir, saved, { force: flags.force })} (policy version ${save.version})\n`);
     }
     const engine = model?.engine.stats;
     if (flags.json) {
@@ -136,7 +144,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       io.stdout.write(renderReport(report, dataset, flags.failures, rewardModeOf(flags)));
       if (engine !== undefined) io.stdout.write(`  mean batch     ${engine.meanBatchSize.toFixed(2)} turns per generation run (${engine.runs} runs)\n`);
     }
-    return 0;
+    return evalExitCode(report, io.stderr);
   } finally {
     if (trajectories !== undefined) await new Promise<void>((resolve) => trajectories.end(resolve));
     await model?.close();
@@ -160,6 +168,17 @@ function saveEvalTarget(flags: z.infer<typeof EvalFlags>): { runDir: string; nam
   const fromAdapter = flags.adapter === undefined ? undefined : /(?:^|[/\\])v(\d+)[/\\]?$/.exec(flags.adapter)?.[1];
   const version = flags['eval-version'] ?? (fromAdapter === undefined ? 0 : Number(fromAdapter));
   return { runDir: flags['save-eval'], name, version };
+}
+
+/**
+ * 0, or 1 when every episode ended in an error (a broken model, adapter or environment): 0 %
+ * success with exit 0 would read as a policy that plays badly. Says how many and the first error.
+ */
+export function evalExitCode(report: EvaluationReport, stderr: Pick<NodeJS.WritableStream, 'write'>): number {
+  if (report.episodes === 0 || report.errors < report.episodes) return 0;
+  const first = report.records.find((r) => r.error !== null && r.error !== undefined)?.error ?? 'unknown';
+  stderr.write(`sqlenv eval: all ${report.episodes} episodes ended in an error; the first: ${first}\n`);
+  return 1;
 }
 
 function summaryJson(report: EvaluationReport, datasetFlag: string, dataset: Dataset, rewardMode: string): Record<string, unknown> {
@@ -234,8 +253,8 @@ function passAtKText(report: EvaluationReport): string {
   }
   const counts = [...perQuestion.values()];
   if (counts.length === 0) return 'no episodes';
-  const low = Math.min(...counts);
-  const high = Math.max(...counts);
+  const low = minOf(counts);
+  const high = maxOf(counts);
   const values = Object.entries(report.pass_at_k).map(([k, v]) => `pass@${k} ${v === null ? '—' : `${(100 * v).toFixed(1)} %`}`);
   const missing = Object.values(report.pass_at_k).some((v) => v === null);
   return `${values.join(', ')} (${report.questions} questions × ${low === high ? low : `${low}–${high}`} samples${missing ? '; — : some question has fewer than k, see --seeds' : ''})`;

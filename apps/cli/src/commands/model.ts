@@ -4,7 +4,7 @@ import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 import { ExecutionFlags, executionFlagOptions, executionUsage, startExecution } from '../execution-flags.ts';
 
-export const modelUsage = `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16] [--tokenizer DIR]
+export const modelUsage = `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16] [--tokenizer DIR] [--force]
             sqlenv model tokenizer --data F.jsonl --out DIR [--vocab-size N] [--split-words true|false|isolated] [--model DIR]
             sqlenv model logits --model DIR --tokens 1,2,3 [--adapter DIR] [--json] ${executionUsage}
             sqlenv model generate --model DIR --prompt "..." [--adapter DIR] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--raw] [--json] ${executionUsage}`;
@@ -24,16 +24,19 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
       const { flags } = parseFlags(
         'model init',
         rest,
-        { config: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' }, dtype: { type: 'string' }, tokenizer: { type: 'string' } },
+        { config: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' }, dtype: { type: 'string' }, tokenizer: { type: 'string' }, force: { type: 'boolean' } },
         z.object({
           config: z.string().min(1),
           out: z.string().min(1),
           seed: intFlag.optional(),
           dtype: z.enum(['F32', 'F16', 'BF16']).optional(),
           tokenizer: z.string().min(1).optional(),
+          /** Replace a non-empty --out directory whole. */
+          force: z.boolean().default(false),
         }),
       );
       const result = await model.modelInit({
+        force: flags.force,
         config: flags.config,
         out: flags.out,
         ...(flags.tokenizer === undefined ? {} : { tokenizer: flags.tokenizer }),

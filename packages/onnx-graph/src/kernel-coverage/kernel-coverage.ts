@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, maxOf } from '@sqlenv/shared';
 import type { DType } from '../dtype.ts';
 import type { GraphCore, GraphNode, Tensor } from '../graph-core.ts';
 import { OPSET } from '../ops.ts';
@@ -77,7 +77,7 @@ export function loadCudaKernelTable(): KernelTable {
 /** The op version in force at `opset`: the newest version of its history not above it. */
 export function opVersionAt(versions: readonly number[], opset: number): number | undefined {
   const older = versions.filter((v) => v <= opset);
-  return older.length === 0 ? undefined : Math.max(...older);
+  return older.length === 0 ? undefined : maxOf(older);
 }
 
 /** Walk every node of `graph` (Loop and If bodies included) and list those the provider cannot run. */

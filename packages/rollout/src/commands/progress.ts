@@ -1,12 +1,12 @@
 import type { RolloutRunSpec } from '@sqlenv/protocol';
-import { barCells, etaSeconds, formatDuration } from '@sqlenv/shared';
+import { barCells, etaSeconds, formatDuration, maxOf, minOf } from '@sqlenv/shared';
 import type { BatchStats } from '../batch-stats.ts';
 import type { RunCounters } from '../transport/transport.ts';
 
 const BARS = '▁▂▃▄▅▆▇█';
 
 /** A one-line curve: each value becomes one of eight bar heights between min and max. */
-export function sparkline(values: readonly number[], min = Math.min(...values), max = Math.max(...values)): string {
+export function sparkline(values: readonly number[], min = minOf(values), max = maxOf(values)): string {
   const span = max - min;
   return values
     .map((v) => {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parseRunId } from '@sqlenv/protocol';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, maxOf } from '@sqlenv/shared';
 import { BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
 import { RunAdmin, type RunDetails, type RunListing } from '../transport/run-admin.ts';
 import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
@@ -99,7 +99,7 @@ function splitArguments(args: readonly string[]): { positionals: string[]; flags
 function formatList(runs: readonly RunListing[]): string {
   if (runs.length === 0) return 'no runs\n';
   const rows = runs.map((r) => [r.run_id, r.state, `v${r.policy_version}`, r.episodes === null ? '-' : `${r.episodes} episodes`, r.expires_in_s === null ? '' : `expires in ${r.expires_in_s} s`, r.registered_at]);
-  const widths = rows[0]?.map((_, c) => Math.max(...rows.map((row) => (row[c] ?? '').length))) ?? [];
+  const widths = rows[0]?.map((_, c) => maxOf(rows.map((row) => (row[c] ?? '').length), 0)) ?? [];
   return `${rows.map((row) => row.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join('  ').trimEnd()).join('\n')}\n`;
 }
 

@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AppError, createRootLogger, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
-import type { LoraConfig } from '@sqlenv/model';
+import { AppError, checkDirOutput, checkOutputNotInput, createRootLogger, ErrorCode, silentLogger, writeDirAtomic, type Logger } from '@sqlenv/shared';
+import type { LoraConfig, ModelConfig } from '@sqlenv/model';
+import type * as ModelModule from '@sqlenv/model';
 import type { LearnerState, SftCheckpoint, SftEvalReport, SftStepReport } from '@sqlenv/grpo';
 import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-provider.ts';
@@ -11,7 +12,7 @@ import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, m
 export const sftUsage = `sqlenv sft --model DIR --data F.jsonl --steps N --out DIR [--adapter-init DIR] [--lr X] [--optimizer adamw|sgd]
             [--schedule constant|cosine] [--warmup-steps W] [--min-lr-ratio R] [--weight-decay D]
             [--batch-size B] [--lora-rank R] [--lora-alpha A] [--lora-targets q_proj,...] [--micro-batch-tokens T] [--seed S] [--thinking]
-            [--shuffle] [--full]   (every base weight instead of an adapter; --out is then a model directory)
+            [--shuffle] [--full]   (every base weight instead of an adapter; --out is then a model directory) [--force]
             [--checkpoint-every N] [--resume]   (state every N steps in OUT/checkpoint/; --resume continues from it)
             [--eval-data F.jsonl --eval-every N]   (held-out loss before the first step, every N steps and after the last)
             [--execution-provider cpu|cuda|webgpu] [--device-id D] [--threads N]`;
@@ -38,6 +39,7 @@ const sftOptionSpecs: Record<string, OptionSpec> = {
   shuffle: { key: 'shuffle', flag: true },
   'checkpoint-every': { key: 'checkpointEvery' },
   resume: { key: 'resume', flag: true },
+  force: { key: 'force', flag: true },
   'eval-data': { key: 'evalData' },
   'eval-every': { key: 'evalEvery' },
   out: { key: 'out' },
@@ -97,6 +99,8 @@ export const SftOptionsSchema = z.object({
    * was written with; a constant-rate run may be continued to a larger --steps.
    */
   resume: z.boolean().default(false),
+  /** Replace a non-empty --out directory (an existing adapter or model) whole. Never allowed over --model or --adapter-init. */
+  force: z.boolean().default(false),
   /** Held-out lines (same formats as --data) whose loss is printed as `{"eval_step", "eval_loss"}` lines. */
   evalData: z.string().min(1).optional(),
   /** Measure the --eval-data loss every this many steps (and before the first and after the last). */
@@ -148,12 +152,22 @@ export async function runSftCommand(
   if (execution.provider !== 'cpu') await checkExecutionProvider(execution, {}, logger);
   const model = await import('@sqlenv/model');
   const grpo = await import('@sqlenv/grpo');
-  const { config, weights } = model.loadModel(options.model);
   if (options.full && (options.adapterInit !== undefined || options.loraRank !== undefined || options.loraAlpha !== undefined || options.loraTargets !== undefined)) {
     throw new AppError(ErrorCode.VALIDATION, '--full trains the base weights: --adapter-init and --lora-* do not apply');
   }
+  // The output is checked before minutes of training: never over an input, never over another output
+  // without --force (a --resume continues in its own --out, which holds the checkpoint).
+  checkOutputNotInput({ label: '--out', path: options.out }, [
+    { label: '--model', path: options.model },
+    { label: '--adapter-init', path: options.adapterInit },
+    { label: '--data', path: options.data },
+  ]);
+  if (!options.resume) checkDirOutput(options.out, { force: options.force, label: '--out' });
+  const config = model.readModelConfig(options.model);
   const init = options.adapterInit === undefined ? undefined : model.loadAdapterDir(options.adapterInit, config);
   const lora = loraOf(options, init?.lora, model.parseLoraConfig);
+  checkSftFits(options, config, lora, model);
+  const weights = model.loadModelWeights(options.model, config);
   if (options.evalEvery !== undefined && options.evalData === undefined) throw new AppError(ErrorCode.VALIDATION, '--eval-every needs --eval-data');
   const loadChat = (): ReturnType<typeof model.loadChatFormat> => model.loadChatFormat(options.model, { thinking: options.thinking, config });
   const text = readText(options.data, '--data');
@@ -204,8 +218,8 @@ export async function runSftCommand(
           onCheckpoint: (step: number, state: LearnerState) => {
             writeCheckpoint(checkpointDir, grpo.encodeSftCheckpoint({ step, state, run }), (dir) =>
               options.full
-                ? writeModelDir(options.model, dir, state.adapter, weights, model.writeSafetensorsCheckpoint)
-                : model.saveAdapterDir(dir, config, { lora, weights: state.adapter }, { baseModel: options.model }),
+                ? writeModelDir(options.model, dir, state.adapter, weights, model.writeSafetensorsCheckpoint, true)
+                : model.saveAdapterDir(dir, config, { lora, weights: state.adapter }, { baseModel: options.model, force: true, label: 'checkpoint' }),
             );
             io.stdout.write(`${JSON.stringify({ checkpoint: checkpointDir, step })}\n`);
           },
@@ -224,7 +238,13 @@ export async function runSftCommand(
       onStep?.(r);
     },
   });
-  const files = trained !== null ? writeModelDir(options.model, options.out, trained, weights, model.writeSafetensorsCheckpoint) : model.saveAdapterDir(options.out, config, adapter as NonNullable<typeof adapter>, { baseModel: options.model });
+  // The output replaces --out whole; a run with checkpoints keeps its checkpoint/ beside the result.
+  const files = keepingCheckpoint(options.out, checkpointDir, () => {
+    const force = options.force || options.resume || options.checkpointEvery !== undefined;
+    return trained !== null
+      ? writeModelDir(options.model, options.out, trained, weights, model.writeSafetensorsCheckpoint, force)
+      : model.saveAdapterDir(options.out, config, adapter as NonNullable<typeof adapter>, { baseModel: options.model, force, label: '--out' });
+  });
   const summary: SftSummary = {
     steps: reports.length,
     examples: examples.length,
@@ -307,14 +327,34 @@ function writeModelDir(
   trained: ReadonlyMap<string, Float32Array>,
   base: ReadonlyMap<string, { shape: number[] }>,
   write: (dir: string, tensors: { name: string; shape: number[]; data: Float32Array }[]) => unknown,
+  force: boolean,
 ): string[] {
-  mkdirSync(out, { recursive: true });
   const copied = readdirSync(source).filter((f) => !f.endsWith('.safetensors') && f !== 'model.safetensors.index.json' && statSync(join(source, f)).isFile());
-  for (const f of copied) copyFileSync(join(source, f), join(out, f));
   // In the base checkpoint's order, whatever order the trained map has (a resumed run's comes from its checkpoint file).
   const names = [...base.keys()].filter((name) => trained.has(name));
-  write(out, names.map((name) => ({ name, shape: (base.get(name) as { shape: number[] }).shape, data: trained.get(name) as Float32Array })));
+  // Built whole under a temporary sibling and renamed: no mix of an old model's files and new weights.
+  writeDirAtomic(
+    out,
+    (dir) => {
+      for (const f of copied) copyFileSync(join(source, f), join(dir, f));
+      write(dir, names.map((name) => ({ name, shape: (base.get(name) as { shape: number[] }).shape, data: trained.get(name) as Float32Array })));
+    },
+    { force, label: '--out' },
+  );
   return [...copied, 'model.safetensors'].sort();
+}
+
+/** Run `write` (which replaces `out` whole) with `out`'s checkpoint directory moved aside and put back after. */
+function keepingCheckpoint<T>(out: string, checkpointDir: string, write: () => T): T {
+  if (!existsSync(checkpointDir)) return write();
+  const aside = `${out}.checkpoint-${process.pid}`;
+  renameSync(checkpointDir, aside);
+  try {
+    return write();
+  } finally {
+    mkdirSync(out, { recursive: true });
+    renameSync(aside, checkpointDir);
+  }
 }
 
 /** The adapter shape: --adapter-init's own (flags that contradict it are an error), else the flags over the defaults. */
@@ -339,4 +379,27 @@ function loraOf(options: SftOptions, initLora: LoraConfig | undefined, parse: (i
   ].filter((c): c is string => c !== null);
   if (clash.length > 0) throw new AppError(ErrorCode.VALIDATION, `--adapter-init ${options.adapterInit ?? ''} fixes the adapter's shape: ${clash.join('; ')}`);
   return initLora;
+}
+
+/**
+ * Refuse, before any weight is read, a LoRA rank the model's projections cannot hold and a run
+ * whose weights, trained copies (gradients + AdamW moments) and activations exceed this machine's
+ * memory, with the numbers.
+ */
+function checkSftFits(options: SftOptions, config: ModelConfig, lora: LoraConfig, model: typeof ModelModule): void {
+  if (!options.full) {
+    try {
+      model.checkLoraFits(config, lora);
+    } catch (error) {
+      throw new AppError(ErrorCode.VALIDATION, `--lora-rank ${lora.rank}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+  // One micro-batch of activations: its token budget when given, else one row of the longest context the model was trained for (capped: the estimate must stay a lower bound).
+  const tokens = options.microBatchTokens ?? Math.min(config.maxPositionEmbeddings, 512);
+  model.checkModelFits(config, `sft --model ${options.model}`, {
+    ...(options.full ? { fullTraining: true } : { lora }),
+    trainedCopies: options.optimizer === 'adamw' ? 3 : 1,
+    batchSize: 1,
+    contextTokens: tokens,
+  });
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { drawQuestionIds } from '@sqlenv/agents';
 import type { RolloutRunSpec } from '@sqlenv/protocol';
-import { AppError, createRootLogger, ErrorCode, PhaseProgress, progressMode, silentLogger, type ProgressMode } from '@sqlenv/shared';
+import { AppError, createRootLogger, ErrorCode, PhaseProgress, progressMode, silentLogger, type ProgressMode, maxOf, minOf } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import type { BatchStats } from '../batch-stats.ts';
 import { runCoordinator, type RunSummary } from '../coordinator.ts';
@@ -361,7 +361,7 @@ export function formatSummary(summary: RunSummary, batches: readonly BatchStats[
     `  trained   reward ${num(summary.reward_mean)}, success ${pct(summary.success_rate)}`,
   ];
   if (batches.length > 1) {
-    lines.push(`  reward    ${sparkline(batches.map((b) => b.reward_mean))}  (per batch, ${num(Math.min(...batches.map((b) => b.reward_mean)))} … ${num(Math.max(...batches.map((b) => b.reward_mean)))})`);
+    lines.push(`  reward    ${sparkline(batches.map((b) => b.reward_mean))}  (per batch, ${num(minOf(batches.map((b) => b.reward_mean)))} … ${num(maxOf(batches.map((b) => b.reward_mean)))})`);
     lines.push(`  success   ${sparkline(batches.map((b) => b.success_rate), 0, 1)}  (per batch, 0 … 100 %)`);
   }
   for (const failed of summary.failed_groups.slice(0, 5)) lines.push(`  failed    ${failed.group_id}: ${failed.reason}`);

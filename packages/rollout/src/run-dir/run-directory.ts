@@ -1,7 +1,7 @@
-import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, decodeSafetensors, loraConfigFromPeft, peftAdapterConfig } from '@sqlenv/model';
-import { AppError, ErrorCode, formatZodIssues, silentLogger, type Logger } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, silentLogger, writeDirAtomic, type Logger } from '@sqlenv/shared';
 import type { CommittedVersion } from '../trainer.ts';
 import { isStatsWeightsBlob } from '../trainer.ts';
 import { RunMetricsLineSchema, runMetricsLine, type RunMetricsLine } from './run-metrics.ts';
@@ -51,15 +51,17 @@ export function saveAdapterVersion(runDir: string, version: number, blob: Uint8A
     `weights of version ${version} (safetensors metadata)`,
   );
   const dir = join(runDir, ADAPTERS_DIR, `v${version}`);
-  mkdirSync(dir, { recursive: true });
-  const write = (name: string, data: string | Uint8Array): void => {
-    const tmp = join(dir, `.${name}.${process.pid}.tmp`);
-    writeFileSync(tmp, data);
-    renameSync(tmp, join(dir, name));
-  };
-  // The blob is already the PEFT safetensors file (encodeAdapter): written as it is, dtype kept.
-  write(ADAPTER_WEIGHTS_FILE, blob);
-  write(ADAPTER_CONFIG_FILE, `${JSON.stringify(peftAdapterConfig(lora, options.baseModel === undefined ? {} : { baseModel: options.baseModel }), null, 2)}\n`);
+  const adapterConfig = `${JSON.stringify(peftAdapterConfig(lora, options.baseModel === undefined ? {} : { baseModel: options.baseModel }), null, 2)}\n`;
+  // One version's adapter is the same bytes whoever writes it (a restarted trainer saves it again): replaced whole.
+  writeDirAtomic(
+    dir,
+    (temp) => {
+      // The blob is already the PEFT safetensors file (encodeAdapter): written as it is, dtype kept.
+      writeFileSync(join(temp, ADAPTER_WEIGHTS_FILE), blob);
+      writeFileSync(join(temp, ADAPTER_CONFIG_FILE), adapterConfig);
+    },
+    { force: true },
+  );
   return dir;
 }
 

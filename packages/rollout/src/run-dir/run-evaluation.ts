@@ -30,5 +30,6 @@ export async function evaluateIntoRunDir(options: RunEvaluationOptions): Promise
     ...(options.onProgress === undefined ? {} : { onProgress: (done: number, total: number) => options.onProgress?.(done, total) }),
   });
   const saved = savedEvalFromReport(report, transcripts, { name: options.name, version: options.version, dataset: options.dataset, split: options.split, seeds: [options.seed] });
-  return { saved, path: writeSavedEval(options.runDir, saved) };
+  // The run's own evaluations (train's before/after): the run recorder already refuses another run's directory, and a resumed run re-takes them.
+  return { saved, path: writeSavedEval(options.runDir, saved, { force: true }) };
 }

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { TranscriptTurn } from '@sqlenv/agents';
 import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
@@ -6,6 +6,7 @@ import { readRunMetrics, REPORT_FILE } from './run-directory.ts';
 import type { RunMetricsLine } from './run-metrics.ts';
 import { pairedDifferenceOf, passAtKOf, readSavedEvals, successInterval, type SavedEval, type SavedEvalEpisode } from './saved-eval.ts';
 import { escapeHtml as e, lineChart, type ChartMarker, type ChartSeries } from './svg-chart.ts';
+import { checkFileOutput, maxOf, writeFileAtomic } from '@sqlenv/shared';
 
 /** The run spec, kept beside the metrics so the report can say what was run. */
 export const RUN_SPEC_FILE = 'run.json';
@@ -26,7 +27,7 @@ export interface RunReportInput {
 }
 
 export function writeRunSpec(runDir: string, spec: RolloutRunSpec): void {
-  writeFileSync(join(runDir, RUN_SPEC_FILE), `${JSON.stringify(spec, null, 2)}\n`);
+  writeFileAtomic(join(runDir, RUN_SPEC_FILE), `${JSON.stringify(spec, null, 2)}\n`);
 }
 
 function readRunSpec(runDir: string): RolloutRunSpec | null {
@@ -38,12 +39,11 @@ function readRunSpec(runDir: string): RolloutRunSpec | null {
 
 /** Rebuild `runDir/report.html` from metrics.jsonl, evals/ and run.json; returns its path. */
 export function writeRunReport(runDir: string): string {
-  const html = renderRunReport({ title: basename(resolve(runDir)), metrics: readRunMetrics(runDir), evals: readSavedEvals(runDir), spec: readRunSpec(runDir) });
   const path = join(runDir, REPORT_FILE);
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, html);
-  renameSync(tmp, path);
-  return path;
+  // Refused before the (possibly long) rendering: a directory in its place is an operator's mistake to name.
+  checkFileOutput(path, { force: true });
+  const html = renderRunReport({ title: basename(resolve(runDir)), metrics: readRunMetrics(runDir), evals: readSavedEvals(runDir), spec: readRunSpec(runDir) });
+  return writeFileAtomic(path, html);
 }
 
 /** The before/after pair: evals named 'before' and 'after' when both exist, else the first and last by version. */
@@ -73,7 +73,7 @@ export function renderRunReport(input: RunReportInput): string {
     const n = entries.reduce((s, [, c]) => s + c, 0);
     return n === 0 ? 0 : entries.reduce((s, [k, c]) => s + Number(k) * c, 0) / n;
   };
-  const stalenessMax = (m: RunMetricsLine): number => Math.max(0, ...Object.keys(m.staleness_histogram).map(Number));
+  const stalenessMax = (m: RunMetricsLine): number => maxOf(Object.keys(m.staleness_histogram).map(Number), 0);
   const phases = [...new Set(metrics.flatMap((m) => Object.keys(m.phase_seconds)))];
   const phaseColors = [COLORS.a, COLORS.b, COLORS.c, COLORS.d, COLORS.e, COLORS.format];
 

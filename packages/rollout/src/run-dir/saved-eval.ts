@@ -1,9 +1,9 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { pairByQuestion, pairedBootstrap, passAtKs, TranscriptTurnSchema, type EvaluationReport, type PairedDifference, type PassAtK, type TranscriptCollector } from '@sqlenv/agents';
 import { EpisodeDoneReason, SplitName } from '@sqlenv/protocol';
-import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+import { AppError, checkFileOutput, ErrorCode, formatZodIssues, writeFileAtomic } from '@sqlenv/shared';
 
 /** Where a run directory keeps its saved evaluations (one JSON file each). */
 export const EVALS_DIR = 'evals';
@@ -157,15 +157,28 @@ function parseSavedEval(value: unknown, label = 'saved evaluation'): SavedEval {
   return parsed.data;
 }
 
-/** Write `runDir/evals/<name>.json` (through a temporary file, so a reader never sees half of it); returns its path. */
-export function writeSavedEval(runDir: string, saved: SavedEval): string {
-  const dir = join(runDir, EVALS_DIR);
-  mkdirSync(dir, { recursive: true });
-  const path = join(dir, `${saved.name}.json`);
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(parseSavedEval(saved))}\n`);
-  renameSync(tmp, path);
-  return path;
+/** Where a saved evaluation named `name` lives in a run directory. */
+export function savedEvalPath(runDir: string, name: string): string {
+  return join(runDir, EVALS_DIR, `${name}.json`);
+}
+
+/**
+ * Refuse an evaluation name already saved in the run directory unless `force` (a second `--eval-name
+ * after` would silently replace the first): called before the episodes are played, and again when
+ * writing.
+ */
+export function checkSavedEvalTarget(runDir: string, name: string, options: { force?: boolean } = {}): void {
+  checkFileOutput(savedEvalPath(runDir, name), { force: options.force ?? false, label: `evaluation ${name}:` });
+}
+
+/**
+ * Write `runDir/evals/<name>.json` (through a temporary file, so a reader never sees half of it);
+ * returns its path. An existing evaluation of that name is refused unless `force`.
+ */
+export function writeSavedEval(runDir: string, saved: SavedEval, options: { force?: boolean } = {}): string {
+  const path = savedEvalPath(runDir, saved.name);
+  checkSavedEvalTarget(runDir, saved.name, options);
+  return writeFileAtomic(path, `${JSON.stringify(parseSavedEval(saved))}\n`);
 }
 
 /** Every saved evaluation of a run directory, by version then name (none: []). */

@@ -2,6 +2,7 @@
  * Line charts as inline SVG markup, written by hand so the run report is one file with no script,
  * no font and no chart library. Every text that reaches the markup goes through escapeHtml.
  */
+import { appendAll, maxOf, minOf } from '@sqlenv/shared';
 
 /** Text safe inside HTML/SVG elements and double- or single-quoted attributes. */
 export function escapeHtml(text: string): string {
@@ -81,11 +82,11 @@ export function lineChart(options: LineChartOptions): string {
   }
   const markers = options.markers ?? [];
   const xs = [...options.series.flatMap((s) => s.points.map((p) => p.x)), ...markers.map((m) => m.x)];
-  let [xMin, xMax] = [Math.min(...xs), Math.max(...xs)];
+  let [xMin, xMax] = [minOf(xs), maxOf(xs)];
   if (xMax === xMin) [xMin, xMax] = [xMin - 1, xMax + 1];
   const ys = [...values, ...markers.map((m) => m.y)];
-  let yMin = options.yMin ?? Math.min(...ys);
-  let yMax = options.yMax ?? Math.max(...ys);
+  let yMin = options.yMin ?? minOf(ys);
+  let yMax = options.yMax ?? maxOf(ys);
   if (yMax <= yMin) {
     // A flat curve: open the range around it (upwards only when the bottom is fixed, as for rates).
     const pad = Math.abs(yMax) * 0.1 || 1;
@@ -128,7 +129,7 @@ export function lineChart(options: LineChartOptions): string {
       if (series.points.length <= 60) dots.push(`<circle class="dot" cx="${f(sx(p.x))}" cy="${f(sy(p.y))}" r="2.2" fill="${escapeHtml(series.color)}"/>`);
     }
     parts.push(`<path class="series" data-series="${escapeHtml(series.name)}" d="${segments.join(' ')}" fill="none" stroke="${escapeHtml(series.color)}" stroke-width="1.8"/>`);
-    parts.push(...dots);
+    appendAll(parts, dots);
   }
   for (const m of markers) {
     parts.push(

@@ -16,7 +16,7 @@ import {
   type ScoredGroup,
   type Trajectory,
 } from '@sqlenv/protocol';
-import { AppError, ErrorCode, formatZodIssues, silentLogger, toAppError, type Logger } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, silentLogger, toAppError, type Logger, maxOf } from '@sqlenv/shared';
 import { BatchStatsSchema, type BatchStats } from '../batch-stats.ts';
 import { failureReason, isPermanentFailure } from '../failure.ts';
 import { DirectoryBlobStore, type BlobStore } from '../store/blob-store.ts';
@@ -251,7 +251,7 @@ export class BullmqTransport implements Transport {
     this.#runQueues(spec.run_id);
     // One MULTI for all the flows: atomic, so a crash leaves each group whole or absent.
     if (missing.length > 0) await this.#flows.addBulk(missing.map(({ group, episodes }) => groupFlow(spec, keys, group, episodes, this.#config)));
-    await this.#redis.sqlenvAdvanceAdmitted(keys.state, Math.max(...admissions.map((a) => a.group.seq)) + 1);
+    await this.#redis.sqlenvAdvanceAdmitted(keys.state, maxOf(admissions.map((a) => a.group.seq)) + 1);
   }
 
   async closeAdmission(runId: string, totalGroups: number): Promise<void> {

@@ -9,7 +9,7 @@ import {
   type ScoredGroup,
   type Trajectory,
 } from '@sqlenv/protocol';
-import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, appendAll } from '@sqlenv/shared';
 import type { BatchStats } from '../batch-stats.ts';
 import { failureReason, isPermanentFailure, retryDelayMs } from '../failure.ts';
 import { MemoryBlobStore } from '../store/blob-store.ts';
@@ -261,7 +261,7 @@ export class InProcessTransport implements Transport {
       if (run.consumedGroups.has(group.group_id)) return false;
       run.consumedGroups.add(group.group_id);
       run.consumedEpisodes += group.episode_ids.length;
-      run.trash.push(...(run.attempts.get(group.seq) ?? []));
+      appendAll(run.trash, run.attempts.get(group.seq) ?? []);
       run.attempts.delete(group.seq);
       return true;
     };

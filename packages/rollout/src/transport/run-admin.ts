@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { RolloutRunSpecSchema, RunIdSchema, type RolloutRunSpec } from '@sqlenv/protocol';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, appendAll } from '@sqlenv/shared';
 import { DirectoryBlobStore } from '../store/blob-store.ts';
 import { BullmqTransportConfigSchema } from './bullmq-transport.ts';
 import { RunKeys } from './run-keys.ts';
@@ -156,7 +156,7 @@ export class RunAdmin {
     do {
       const [next, batch] = await this.#redis.scan(cursor, 'MATCH', keys.pattern, 'COUNT', 1000);
       cursor = next;
-      found.push(...batch);
+      appendAll(found, batch);
     } while (cursor !== '0');
     return found;
   }

@@ -1,4 +1,5 @@
 import type { WeightsRetention } from './transport.ts';
+import { maxOf } from '@sqlenv/shared';
 
 /**
  * Which committed weights to delete (docs/operations.md, "Clean-up"). Workers load the newest
@@ -11,7 +12,7 @@ import type { WeightsRetention } from './transport.ts';
  */
 export function weightsToPrune(committed: ReadonlyArray<{ version: number; key: string }>, retention: WeightsRetention, protectedKeys: ReadonlySet<string>): string[] {
   if (committed.length === 0) return [];
-  const newest = Math.max(...committed.map((c) => c.version));
+  const newest = maxOf(committed.map((c) => c.version));
   const keepFrom = newest - Math.max(1, retention.keepLast) + 1;
   return committed
     .filter((c) => c.version < keepFrom && !protectedKeys.has(c.key) && !(retention.checkpointEvery > 0 && c.version % retention.checkpointEvery === 0))

@@ -1,7 +1,7 @@
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, appendAll } from '@sqlenv/shared';
 import type { DomainSpec } from './domain-spec.ts';
 import { BUILTIN_DOMAINS } from './builtin-domains.ts';
 import { buildExtraDevQuestions } from './extra-dev-questions.ts';
@@ -188,10 +188,10 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
   const domains: BuiltinDomainSummary[] = [];
   for (const domain of BUILTIN_DOMAINS) {
     const generated = await generateDomain(domain, outDir, seed, extraTrainPerInstance, extraDevPerInstance, vocabulary);
-    train.push(...generated.train.map(toSpider));
-    dev.push(...generated.dev.map(toSpider));
-    extra.push(...generated.extra.map(toSpider));
-    extraDev.push(...generated.extraDev.map(toSpider));
+    appendAll(train, generated.train.map(toSpider));
+    appendAll(dev, generated.dev.map(toSpider));
+    appendAll(extra, generated.extra.map(toSpider));
+    appendAll(extraDev, generated.extraDev.map(toSpider));
     domains.push(generated.summary);
   }
   if (extraTrainOnly) for (const domain of domains) domain.questions.train = extra.filter((q) => q.db_id === domain.dbId).length;
