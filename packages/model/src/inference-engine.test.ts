@@ -95,7 +95,8 @@ describe('InferenceEngine', () => {
 
   it('splits pending turns into runs whose prefill attention scores fit the memory bound', async () => {
     // tiny-llama: 4 heads; 16-token prompts in 8-token buckets: 4 × 16² × 4 B = 4 KiB of scores per row.
-    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 8192 });
+    // The static engine (one batch at a time, no cache kept): each batch is one prefill run.
+    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 8192, reuseKv: false, chunkSteps: Infinity });
     try {
       const six = Array.from({ length: 6 }, (_, i) => ({ promptIds: Array.from({ length: 16 }, (_, t) => (t * 5 + i) % 256), seed: i, temperature: 0.8, maxNewTokens: 5 }));
       const results = await Promise.all(six.map((t) => bounded.generate(t)));
