@@ -189,19 +189,20 @@ export class TurnScheduler {
     try {
       for (;;) {
         this.#applySwaps();
-        const admitted = this.#admit();
+        // With no row active, #applySwaps has applied every swap, so the first waiting turn is admitted below.
+        if (this.#active.length === 0 && this.#waiting.length === 0) break;
+        const { rows: admitted, morePrefill } = this.#admit();
+        const static_ = !Number.isFinite(this.#options.chunkSteps);
         if (admitted.length > 0) {
-          // With nothing else running, the admitted rows decode a whole chunk in the same run.
-          const steps = this.#active.length === 0 ? this.#chunkFor(admitted) : 1;
-          await this.#run(admitted, steps);
+          // Static: the batch decodes to its end in this run. Continuous: the prefill samples one token
+          // and the rows join the next decode chunk with everyone else.
+          await this.#run(admitted, static_ ? this.#chunkFor(admitted) : 1);
           this.#active.push(...admitted.filter((r) => !this.#finishIfDone(r)));
-        } else if (this.#active.length > 0) {
+        }
+        // Turns kept out only by one prefill run's scores bound are prefilled first, so they join this chunk.
+        if (!static_ && !morePrefill && this.#active.length > 0) {
           await this.#run(this.#active, this.#chunkFor(this.#active));
           this.#active = this.#active.filter((r) => !this.#finishIfDone(r));
-        } else {
-          // Nothing waiting that may run: with no row active, #applySwaps has applied every swap, so
-          // a waiting turn would have been admitted.
-          break;
         }
         // Let the thread's messages in (new turns, swaps) before the next chunk.
         await new Promise<void>((resolve) => setImmediate(resolve));
@@ -233,11 +234,14 @@ export class TurnScheduler {
     }
   }
 
-  /** Waiting turns that join now: FIFO, under the batch size, the KV budget and the prefill scores bound. */
-  #admit(): Row[] {
+  /**
+   * Waiting turns that join now: FIFO, under the batch size, the KV budget and the prefill scores
+   * bound. `morePrefill`: the next waiting turn was kept out by the scores bound only.
+   */
+  #admit(): { rows: Row[]; morePrefill: boolean } {
     const { maxBatchSize, maxPrefillScoresBytes, lengthBucketTokens: bucket } = this.#options;
     const static_ = !Number.isFinite(this.#options.chunkSteps);
-    if (static_ && this.#active.length > 0) return [];
+    if (static_ && this.#active.length > 0) return { rows: [], morePrefill: false };
     const admitted: Row[] = [];
     let reserved = this.#active.reduce((n, r) => n + this.#reservedBytes(r), 0);
     let widest = 0;
@@ -252,7 +256,12 @@ export class TurnScheduler {
       const scores = (admitted.length + 1) * this.#config.numHeads * nextWidest * (nextLongest + nextWidest) * 4;
       const bytes = this.#reservedBytes(row);
       const first = this.#active.length === 0 && admitted.length === 0;
-      if (!first && (scores > maxPrefillScoresBytes || !this.#makeRoom(reserved + bytes))) {
+      // The scores bound is per prefill run (active rows decode separately); the budget covers everything.
+      if (admitted.length > 0 && scores > maxPrefillScoresBytes) {
+        this.#unclaim(row);
+        return { rows: admitted, morePrefill: true };
+      }
+      if (!first && !this.#makeRoom(reserved + bytes)) {
         this.#unclaim(row);
         break;
       }
@@ -263,7 +272,7 @@ export class TurnScheduler {
       widest = nextWidest;
       longest = nextLongest;
     }
-    return admitted;
+    return { rows: admitted, morePrefill: false };
   }
 
   /** A turn as a row, continuing its episode's parked cache when the prompt extends what it holds. */
