@@ -71,7 +71,7 @@ export { Generator, type GenerateOptions, type GenerationRequest, type Generatio
 export { kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
 export { type SchedulerStats } from './turn-scheduler.ts';
 export { Scorer, LogitsModel, type ScorerOptions } from './scorer.ts';
-export { InferenceEngine, engineOptionsSchema, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './inference-engine.ts';
+export { InferenceEngine, engineOptionsSchema, turnSchedulingDefaults, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './inference-engine.ts';
 export {
   modelInit,
   modelLogits,

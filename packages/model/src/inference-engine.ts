@@ -26,22 +26,23 @@ export const engineOptionsSchema = z.object({
   maxBatchSize: z.number().int().positive().default(32),
   /**
    * Keep each episode's KV cache between its turns (requests carry `cacheKey`), so the next turn
-   * prefills only the tokens appended since. Default true (CPU: the cache stays in host memory;
-   * on a GPU without IO binding every chunk would copy it across, see docs/inference.md).
+   * prefills only the tokens appended since. Default: per execution provider
+   * (`turnSchedulingDefaults`): on for the CPU, where the cache stays in host memory; off on a GPU
+   * without IO binding, where every run would copy the cache across (docs/inference.md).
    */
-  reuseKv: z.boolean().default(true),
+  reuseKv: z.boolean().optional(),
   /**
    * Decode steps per run: between runs finished turns leave and waiting turns join (continuous
    * batching). `Infinity`: static batches, a run lasts until its longest row stops and no turn
-   * joins meanwhile. Default 16.
+   * joins meanwhile. Default: per execution provider (`turnSchedulingDefaults`): 16 on the CPU.
    */
-  chunkSteps: z.union([z.number().int().positive(), z.literal(Infinity)]).default(16),
+  chunkSteps: z.union([z.number().int().positive(), z.literal(Infinity)]).optional(),
   /**
    * Bound on KV cache memory, in bytes: active turns (reserved at prompt + max new tokens) plus the
    * caches parked between turns (least recently used dropped first). A turn that alone exceeds it
-   * still runs, by itself. Default 2 GiB.
+   * still runs, by itself. Default 4 GiB (Qwen3-0.6B: 224 KiB per token, 8 turns of 2,300 tokens).
    */
-  kvCacheBytes: z.number().int().positive().default(2 * 1024 * 1024 * 1024),
+  kvCacheBytes: z.number().int().positive().default(4 * 1024 * 1024 * 1024),
   /** After the first request arrives at an idle engine, wait this long for more. Default 2 ms. */
   batchWindowMs: z.number().nonnegative().default(2),
   /** Prompt widths are rounded up to a multiple of this. Default 32 tokens. */
@@ -76,6 +77,17 @@ export const engineOptionsSchema = z.object({
   intraOpThreads: z.number().int().positive().default(1),
 });
 export type InferenceEngineOptions = z.input<typeof engineOptionsSchema>;
+
+/**
+ * Per execution provider: whether KV caches are kept between turns and the decode chunk. The CPU
+ * keeps caches in host memory, so reuse and continuous batching cost only host copies. A GPU session
+ * without IO binding (onnxruntime-node has none for CUDA) copies every input to the device and every
+ * output back per run, so a cache that lives between runs crosses the bus each chunk; the in-graph
+ * loop of a whole turn keeps it on the device instead (arithmetic in docs/inference.md).
+ */
+export function turnSchedulingDefaults(provider: string): { reuseKv: boolean; chunkSteps: number } {
+  return provider === 'cpu' ? { reuseKv: true, chunkSteps: 16 } : { reuseKv: false, chunkSteps: Infinity };
+}
 
 export interface TurnRequest extends GenerationRequest {
   /** Most new tokens for this turn. */
@@ -147,8 +159,9 @@ export class InferenceEngine {
         ...(options.disablePrepacking ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}),
       },
       scheduler: {
-        reuseKv: options.reuseKv,
-        chunkSteps: options.chunkSteps,
+        ...turnSchedulingDefaults('provider' in options && typeof options.provider === 'string' ? options.provider : 'cpu'),
+        ...(options.reuseKv === undefined ? {} : { reuseKv: options.reuseKv }),
+        ...(options.chunkSteps === undefined ? {} : { chunkSteps: options.chunkSteps }),
         maxBatchSize: options.maxBatchSize,
         kvCacheBytes: options.kvCacheBytes,
         maxPrefillScoresBytes: options.maxPrefillScoresBytes,
