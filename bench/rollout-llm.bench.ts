@@ -15,7 +15,7 @@
  * Writes bench/results/rollout-llm.md and .json.
  *
  *   npm run bench:rollout-llm
- *   BENCH_MODELS=sqlenv-tiny BENCH_CONCURRENCY=8,32 npm run bench:rollout-llm   # shorter
+ *   BENCH_MODELS=sqlenv-tiny BENCH_CONCURRENCY=8,32 BENCH_EPISODES_PER_SLOT=1 npm run bench:rollout-llm   # shorter
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -59,6 +59,7 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 const TINY_DIR = join(here, '..', 'models', 'sqlenv-tiny');
 const TINY_MAX_NEW_TOKENS = 96;
 const TINY_CONTEXT_TOKENS = 2048;
+const EPISODES_PER_SLOT = Number(process.env['BENCH_EPISODES_PER_SLOT'] ?? 2);
 const QWEN_EPISODES = 8;
 const QWEN_PROMPT_TOKENS = 1536;
 const QWEN_TURNS = Number(process.env['BENCH_QWEN_TURNS'] ?? 3);
@@ -117,7 +118,7 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
       drop_zero_variance: false,
       model: { fingerprint: modelFingerprint(spec.modelDir), lora: { rank: 8 }, sampling: { temperature: 1 }, max_new_tokens: TINY_MAX_NEW_TOKENS, context_tokens: TINY_CONTEXT_TOKENS },
     });
-  const episodes = Math.max(8, Math.ceil((spec.concurrency * 2) / 4) * 4);
+  const episodes = Math.max(8, Math.ceil((spec.concurrency * EPISODES_PER_SLOT) / 4) * 4);
   const model = await createModelResources(runSpec('warm-up', 8).model!, spec.modelDir, { maxBatchSize: spec.concurrency, lengthBucketTokens: 128, turnScheduling: ENGINES[spec.engine] });
   const play = async (label: string, count: number): Promise<number> => {
     const s = runSpec(label, count);
@@ -148,7 +149,7 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
   };
   try {
     const { value, peakRssMiB } = await withPeakRss(async () => {
-      await play('warm-up', Math.max(4, Math.min(episodes, spec.concurrency)));
+      await play('warm-up', Math.max(4, Math.min(16, spec.concurrency)));
       const before = model.engine.stats;
       const seconds = await play('timed', episodes);
       return { before, seconds };
@@ -248,7 +249,8 @@ ${table.join('\n')}
   decode chunks of 16 steps, turns join and leave between chunks; docs/inference.md). The same turns, seeds and sampling.
 - *sqlenv-tiny*: models/sqlenv-tiny (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
-  ${TINY_MAX_NEW_TOKENS} new tokens per turn, ${TINY_CONTEXT_TOKENS}-token contexts; an untimed pass on other questions first.
+  ${TINY_MAX_NEW_TOKENS} new tokens per turn, ${TINY_CONTEXT_TOKENS}-token contexts, ${EPISODES_PER_SLOT} episodes per slot in flight (at least 8); an untimed pass of up
+  to 16 episodes on other questions first.
 - *qwen3-0.6b shapes*: a random checkpoint of Qwen3-0.6B's config (28 layers, 16 query / 8 KV heads × 128, vocabulary 151,936),
   ${QWEN_EPISODES} synthetic episodes in flight straight through the engine: a ${QWEN_PROMPT_TOKENS}-token first prompt, ${QWEN_TURNS} turns of at
   most ${QWEN_MAX_NEW_TOKENS} new tokens, ${QWEN_OBSERVATION_TOKENS} observation tokens appended after each.
