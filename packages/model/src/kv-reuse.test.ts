@@ -155,6 +155,24 @@ describe('KV cache reuse across turns and continuous batching', () => {
     }
   }, 120_000);
 
+  it('decodes turns together whose prefills the scores bound runs one at a time (as Qwen3-0.6B shapes at 1,536 tokens)', async () => {
+    // tiny-qwen3: 4 heads; 64-token prompts: 4 × 64 × 64 × 4 B = 64 KiB of scores per row, the bound lets one through.
+    const bound = { maxPrefillScoresBytes: 100_000 };
+    const turns = Array.from({ length: 8 }, (_, i) => ({ promptIds: Array.from({ length: 64 }, (_, t) => (t * 11 + i * 5) % 256), maxNewTokens: 12, seed: 40 + i, temperature: 1 }));
+    const staticEngine = await InferenceEngine.start({ ...staticEngineOptions, ...bound, stopIds: [] });
+    const engine = await InferenceEngine.start({ ...common, ...bound, stopIds: [], chunkSteps: 16 });
+    try {
+      const expected = await Promise.all(turns.map((t) => staticEngine.generate(t)));
+      const results = await Promise.all(turns.map((t) => engine.generate(t)));
+      expect(results.map((r) => r.tokens)).toEqual(expected.map((r) => r.tokens));
+      expect(staticEngine.stats).toMatchObject({ runs: 8, meanBatchSize: 1 });
+      // Eight prefill runs of one row (one step each), then one chunk of 11 steps with all eight.
+      expect(engine.stats).toMatchObject({ runs: 9, steps: 8 + 11, rowSteps: 8 + 8 * 11 });
+    } finally {
+      await Promise.all([staticEngine.close(), engine.close()]);
+    }
+  }, 120_000);
+
   it('continuous batching: turns that join and leave between chunks get what each alone gets', async () => {
     const engine = await InferenceEngine.start({ ...common, chunkSteps: 2, batchWindowMs: 0 });
     const { weights } = loadModel(dir);
