@@ -5,8 +5,9 @@
  * - `sqlenv-tiny` (models/sqlenv-tiny, the checkpoint `npm start` uses) plays built-in-dataset
  *   episodes through one RolloutWorker (in-process transport, statistics-only trainer) with
  *   1 / 8 / 32 / 64 episodes in flight, all served by one InferenceEngine;
- * - a Qwen3-0.6B-shaped random checkpoint plays synthetic episodes straight through the engine
- *   (8 in flight, a 1,536-token first prompt, observations appended between turns).
+ * - the same checkpoint with synthetic episodes straight through the engine (no environment: what
+ *   the engine alone sustains), and a Qwen3-0.6B-shaped random checkpoint the same way (8 in flight,
+ *   a 1,536-token first prompt, observations appended between turns).
  *
  * Engines: `static` = `{ reuseKv: false, chunkSteps: Infinity }` (one batch at a time until its
  * longest row stops, every turn re-prefills its context: the engine before per-turn caches) and
@@ -18,11 +19,11 @@
  *   BENCH_MODELS=sqlenv-tiny BENCH_CONCURRENCY=8,32 BENCH_EPISODES_PER_SLOT=1 npm run bench:rollout-llm   # shorter
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { InferenceEngine, modelFingerprint, presetConfig, writeRandomCheckpoint, type InferenceEngineOptions } from '@sqlenv/model';
+import { InferenceEngine, modelFingerprint, presetConfig, readModelConfig, writeRandomCheckpoint, type InferenceEngineOptions } from '@sqlenv/model';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { createModelResources, InProcessTransport, RolloutWorker, runCoordinator, runTrainer, RuntimeCache, scheduledQuestions, StatsPolicyUpdater } from '@sqlenv/rollout';
 
@@ -33,7 +34,9 @@ const ENGINES = {
 type EngineName = keyof typeof ENGINES;
 
 interface ChildSpec {
-  kind: 'tiny-rollout' | 'qwen-turns';
+  kind: 'tiny-rollout' | 'engine-turns';
+  /** engine-turns: which synthetic episode shape (ENGINE_EPISODES). */
+  shape?: EngineShapeName;
   engine: EngineName;
   concurrency: number;
   modelDir: string;
@@ -60,11 +63,20 @@ const TINY_DIR = join(here, '..', 'models', 'sqlenv-tiny');
 const TINY_MAX_NEW_TOKENS = 96;
 const TINY_CONTEXT_TOKENS = 2048;
 const EPISODES_PER_SLOT = Number(process.env['BENCH_EPISODES_PER_SLOT'] ?? 2);
-const QWEN_EPISODES = 8;
-const QWEN_PROMPT_TOKENS = 1536;
-const QWEN_TURNS = Number(process.env['BENCH_QWEN_TURNS'] ?? 3);
-const QWEN_MAX_NEW_TOKENS = 16;
-const QWEN_OBSERVATION_TOKENS = 48;
+/** Synthetic episodes straight through the engine (no environment): a first prompt, then turns that append the reply and an observation. */
+interface EngineShape {
+  model: string;
+  promptTokens: number;
+  turns: number;
+  maxNewTokens: number;
+  observationTokens: number;
+}
+const ENGINE_EPISODES = {
+  // sqlenv-tiny's own agent episodes, measured above: ~190 context tokens per turn, ~13-token replies (stop early at T 1 here).
+  'sqlenv-tiny': { model: 'sqlenv-tiny (engine only)', promptTokens: 400, turns: 5, maxNewTokens: 48, observationTokens: 60 },
+  'qwen3-0.6b': { model: 'qwen3-0.6b shapes', promptTokens: 1536, turns: Number(process.env['BENCH_QWEN_TURNS'] ?? 3), maxNewTokens: 16, observationTokens: 48 },
+} as const satisfies Record<string, EngineShape>;
+type EngineShapeName = keyof typeof ENGINE_EPISODES;
 
 /** Peak RSS of this process while `work` runs, sampled every 20 ms. */
 async function withPeakRss<T>(work: () => Promise<T>): Promise<{ value: T; peakRssMiB: number }> {
@@ -161,42 +173,44 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
   }
 }
 
-/** Qwen3-0.6B shapes through the engine: QWEN_EPISODES episodes in flight, each turn's prompt the last context + completion + an observation. */
-async function qwenTurns(spec: ChildSpec): Promise<Row> {
-  const config = presetConfig('qwen3-0.6b');
+/** `spec.concurrency` synthetic episodes in flight straight through the engine, each turn's prompt the last context + reply + an observation. */
+async function engineTurns(spec: ChildSpec): Promise<Row> {
+  const shape: EngineShape = ENGINE_EPISODES[spec.shape ?? 'sqlenv-tiny'];
+  const vocabSize = readModelConfig(spec.modelDir).vocabSize;
   const { value, peakRssMiB } = await withPeakRss(async () => {
-    const engine = await InferenceEngine.start({ modelDir: spec.modelDir, maxBatchSize: QWEN_EPISODES, lengthBucketTokens: 128, disablePrepacking: true, ...ENGINES[spec.engine] });
+    const engine = await InferenceEngine.start({ modelDir: spec.modelDir, maxBatchSize: spec.concurrency, lengthBucketTokens: 128, disablePrepacking: true, ...ENGINES[spec.engine] });
+    const episode = async (e: number, label: number): Promise<void> => {
+      const context = Array.from({ length: shape.promptTokens - (e % 16) }, (_, t) => (t * 7919 + e * 104_729 + label) % vocabSize);
+      for (let turn = 0; turn < shape.turns; turn++) {
+        const r = await engine.generate({ promptIds: context, maxNewTokens: shape.maxNewTokens, seed: label * 1e6 + e * 100 + turn, temperature: 1, cacheKey: `${label}-${e}` });
+        context.push(...r.tokens, ...Array.from({ length: shape.observationTokens }, (_, t) => (t * 31 + turn * 17 + e) % vocabSize));
+      }
+    };
     try {
+      // An untimed pass of a few episodes: ONNX Runtime's first runs of new shapes are slow.
+      await Promise.all(Array.from({ length: Math.min(4, spec.concurrency) }, (_, e) => episode(e, 1)));
       const before = engine.stats;
       const started = performance.now();
-      await Promise.all(
-        Array.from({ length: QWEN_EPISODES }, async (_, e) => {
-          const context = Array.from({ length: QWEN_PROMPT_TOKENS - e }, (_, t) => (t * 7919 + e * 104_729) % config.vocabSize);
-          for (let turn = 0; turn < QWEN_TURNS; turn++) {
-            const r = await engine.generate({ promptIds: context, maxNewTokens: QWEN_MAX_NEW_TOKENS, seed: e * 100 + turn, temperature: 1, cacheKey: `episode-${e}` });
-            context.push(...r.tokens, ...Array.from({ length: QWEN_OBSERVATION_TOKENS }, (_, t) => (t * 31 + turn * 17 + e) % config.vocabSize));
-          }
-        }),
-      );
+      await Promise.all(Array.from({ length: spec.concurrency }, (_, e) => episode(e, 0)));
       return { before, seconds: (performance.now() - started) / 1000, after: engine.stats };
     } finally {
       await engine.close();
     }
   });
-  return statsRow('qwen3-0.6b shapes', spec, QWEN_EPISODES, value.seconds, value.before, value.after, peakRssMiB);
+  return statsRow(shape.model, spec, spec.concurrency, value.seconds, value.before, value.after, peakRssMiB);
 }
 
 // ---- child: one configuration, one JSON line ------------------------------------------------
 const childSpec = process.env['BENCH_CHILD'];
 if (childSpec !== undefined) {
   const spec = JSON.parse(childSpec) as ChildSpec;
-  const row = spec.kind === 'tiny-rollout' ? await tinyRollout(spec) : await qwenTurns(spec);
+  const row = spec.kind === 'tiny-rollout' ? await tinyRollout(spec) : await engineTurns(spec);
   process.stdout.write(`ROW ${JSON.stringify(row)}\n`);
   process.exit(0);
 }
 
 // ---- parent: every configuration, each engine right after the other -------------------------
-const MODELS = (process.env['BENCH_MODELS'] ?? 'sqlenv-tiny,qwen3-0.6b').split(',');
+const MODELS = (process.env['BENCH_MODELS'] ?? 'sqlenv-tiny,sqlenv-tiny-engine,qwen3-0.6b').split(',');
 const CONCURRENCIES = (process.env['BENCH_CONCURRENCY'] ?? '1,8,32,64').split(',').map(Number);
 const LOAD_AT_START = Number((loadavg()[0] ?? 0).toFixed(2));
 const root = mkdtempSync(join(tmpdir(), 'sqlenv-bench-llm-'));
@@ -214,21 +228,34 @@ function runChild(spec: ChildSpec): Row {
   return row;
 }
 
-const rows: Row[] = [];
+// Rows of an earlier run's rollout-llm.json to keep in the table (configurations measured separately, each pair still one run).
+const earlier = process.env['BENCH_INCLUDE'];
+const included = earlier === undefined ? undefined : (JSON.parse(readFileSync(earlier, 'utf8')) as { machine: string; rows: Row[] });
+const rows: Row[] = [...(included?.rows ?? [])];
 if (MODELS.includes('sqlenv-tiny')) {
   for (const concurrency of CONCURRENCIES) {
     for (const engine of Object.keys(ENGINES) as EngineName[]) rows.push(runChild({ kind: 'tiny-rollout', engine, concurrency, modelDir: TINY_DIR }));
   }
 }
+if (MODELS.includes('sqlenv-tiny-engine')) {
+  for (const concurrency of CONCURRENCIES) {
+    for (const engine of Object.keys(ENGINES) as EngineName[]) rows.push(runChild({ kind: 'engine-turns', shape: 'sqlenv-tiny', engine, concurrency, modelDir: TINY_DIR }));
+  }
+}
 if (MODELS.includes('qwen3-0.6b')) {
   const qwenDir = join(root, 'qwen3-0.6b');
   writeRandomCheckpoint(qwenDir, presetConfig('qwen3-0.6b'), { seed: 1, initStd: 0.02 });
-  for (const engine of Object.keys(ENGINES) as EngineName[]) rows.push(runChild({ kind: 'qwen-turns', engine, concurrency: QWEN_EPISODES, modelDir: qwenDir }));
+  for (const engine of Object.keys(ENGINES) as EngineName[]) rows.push(runChild({ kind: 'engine-turns', shape: 'qwen3-0.6b', engine, concurrency: 8, modelDir: qwenDir }));
 }
 rmSync(root, { recursive: true, force: true });
 
 const LOAD_AT_END = Number((loadavg()[0] ?? 0).toFixed(2));
-const machine = `${cpus()[0]?.model.trim() ?? 'unknown CPU'} · ${cpus().length} cores (shared; 1-min load average ${LOAD_AT_START} at start, ${LOAD_AT_END} at end) · Node ${process.version} · ORT intra-op threads 1`;
+const thisMachine = `${cpus()[0]?.model.trim() ?? 'unknown CPU'} · ${cpus().length} cores (shared; 1-min load average ${LOAD_AT_START} at start, ${LOAD_AT_END} at end) · Node ${process.version} · ORT intra-op threads 1`;
+const machine = included === undefined ? thisMachine : `${included.machine} (rows ${included.rows.map((r) => `${r.model} ${r.concurrency}`).filter((v, i, a) => a.indexOf(v) === i).join(', ')}); ${new Date().toISOString()} · ${thisMachine} (the rest)`;
+function shapeText(name: EngineShapeName): string {
+  const s = ENGINE_EPISODES[name];
+  return `a ${s.promptTokens}-token first prompt, ${s.turns} turns of at most ${s.maxNewTokens} new tokens, ${s.observationTokens} observation tokens appended after each`;
+}
 const speedup = (r: Row): string => {
   const base = rows.find((o) => o.model === r.model && o.concurrency === r.concurrency && o.engine === 'static');
   return r.engine === 'static' || base === undefined ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}×)`;
@@ -251,9 +278,10 @@ ${table.join('\n')}
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
   ${TINY_MAX_NEW_TOKENS} new tokens per turn, ${TINY_CONTEXT_TOKENS}-token contexts, ${EPISODES_PER_SLOT} episodes per slot in flight (at least 8); an untimed pass of up
   to 16 episodes on other questions first.
-- *qwen3-0.6b shapes*: a random checkpoint of Qwen3-0.6B's config (28 layers, 16 query / 8 KV heads × 128, vocabulary 151,936),
-  ${QWEN_EPISODES} synthetic episodes in flight straight through the engine: a ${QWEN_PROMPT_TOKENS}-token first prompt, ${QWEN_TURNS} turns of at
-  most ${QWEN_MAX_NEW_TOKENS} new tokens, ${QWEN_OBSERVATION_TOKENS} observation tokens appended after each.
+- *engine only*: synthetic episodes straight through the engine, no environment: \`in flight\` episodes at once, a first prompt,
+  then turns whose prompt is the last context + the reply + an observation. *sqlenv-tiny (engine only)*: ${shapeText('sqlenv-tiny')}.
+  *qwen3-0.6b shapes*: a random checkpoint of Qwen3-0.6B's config (28 layers, 16 query / 8 KV heads × 128, vocabulary
+  151,936), ${shapeText('qwen3-0.6b')}.
 - *prefill tokens per turn*: prompt tokens fed to the model per turn (cached ones not counted). *Mean batch*: rows per loop
   iteration (row-steps ÷ steps), the batch the decode ran at. *Row-steps ÷ returned tokens*: tokens computed (rows × loop
   iterations) per token returned; the excess is rows decoding past their stop while a batch-mate runs on. *Peak RSS*: of the
