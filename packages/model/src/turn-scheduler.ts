@@ -195,8 +195,10 @@ export class TurnScheduler {
         const static_ = !Number.isFinite(this.#options.chunkSteps);
         if (admitted.length > 0) {
           // Static: the batch decodes to its end in this run. Continuous: the prefill samples one token
-          // and the rows join the next decode chunk with everyone else.
-          await this.#run(admitted, static_ ? this.#chunkFor(admitted) : 1);
+          // and the rows join the next decode chunk with everyone else — unless there is no one else
+          // (nothing active or waiting): then the prefill run decodes the whole first chunk itself.
+          const alone = this.#active.length === 0 && this.#waiting.length === 0;
+          await this.#run(admitted, static_ || alone ? this.#chunkFor(admitted) : 1);
           this.#active.push(...admitted.filter((r) => !this.#finishIfDone(r)));
         }
         // Turns kept out only by one prefill run's scores bound are prefilled first, so they join this chunk.
