@@ -391,17 +391,13 @@ export class TurnScheduler {
       const valid = Math.min(row.cachedLength, row.turn.request.promptIds.length + result.tokens.length - 1);
       this.#store.park(cacheKey, { ids: row.ids.slice(0, valid), cache: truncateRowCache(this.#config, row.cache, valid) });
       this.#makeRoom(this.#active.reduce((n, r) => (r === row ? n : n + this.#reservedBytes(r)), 0));
+      // Episodes do not say when they end, so finished episodes' caches would sit in the budget until evicted.
+      // At most maxBatchSize episodes are in flight (the worker's concurrency): twice that many caches covers
+      // every live one, and the least recently used beyond it are an ended episode's.
+      while (this.#store.size > 2 * this.#options.maxBatchSize && this.#store.evictOldest()) this.stats.evictions++;
     }
     row.cache = undefined;
     row.turn.resolve(result);
     return true;
-  }
-
-  /** Fail everything waiting or running (the engine is closing). */
-  abort(error: AppError): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    for (const t of this.#waiting.splice(0)) t.reject(error);
-    for (const r of this.#active.splice(0)) r.turn.reject(error);
-    this.#store.clear();
   }
 }
