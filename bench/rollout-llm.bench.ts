@@ -1,251 +1,296 @@
 /**
- * The LLM agent inside a rollout worker: a tiny random Qwen3 (byte tokenizer)
- * plays built-in-dataset episodes through one RolloutWorker (in-process
- * transport, statistics-only trainer) with 1, 8 and 32 episodes in flight, all
- * served by one InferenceEngine. Measures episodes/s, generated tokens/s and
- * the engine's mean batch size, then runs the same engine on its own —
- * batches of that size, prompts of the rollout's mean context length, the same
- * max new tokens — and reports the ratio of the two token rates (target ≥ 0.75:
- * the rollout's own overhead — environment steps, prompt building, waiting
- * for batch-mates — costs at most a quarter of the generation throughput).
+ * The LLM agent inside a rollout worker, today's static engine against the
+ * continuous one, side by side in one run:
+ *
+ * - `sqlenv-tiny` (models/sqlenv-tiny, the checkpoint `npm start` uses) plays built-in-dataset
+ *   episodes through one RolloutWorker (in-process transport, statistics-only trainer) with
+ *   1 / 8 / 32 / 64 episodes in flight, all served by one InferenceEngine;
+ * - the same checkpoint with synthetic episodes straight through the engine (no environment: what
+ *   the engine alone sustains), and a Qwen3-0.6B-shaped random checkpoint the same way (8 in flight,
+ *   a 1,536-token first prompt, observations appended between turns).
+ *
+ * Engines: `static` = `{ reuseKv: false, chunkSteps: Infinity }` (one batch at a time until its
+ * longest row stops, every turn re-prefills its context: the engine before per-turn caches) and
+ * `continuous` = the defaults (per-episode KV caches, decode chunks of `chunkSteps`). Each
+ * configuration runs in a child process of its own, so its peak RSS is its own.
  * Writes bench/results/rollout-llm.md and .json.
  *
  *   npm run bench:rollout-llm
- *   BENCH_CONCURRENCY=8 BENCH_EPISODES_PER_SLOT=2 npm run bench:rollout-llm   # one configuration, shorter
+ *   BENCH_MODELS=sqlenv-tiny BENCH_CONCURRENCY=8,32 BENCH_EPISODES_PER_SLOT=1 npm run bench:rollout-llm   # shorter
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { modelFingerprint, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
-import { RolloutRunSpecSchema, type Trajectory } from '@sqlenv/protocol';
-import {
-  createModelResources,
-  InProcessTransport,
-  RolloutWorker,
-  runCoordinator,
-  runTrainer,
-  RuntimeCache,
-  scheduledQuestions,
-  StatsPolicyUpdater,
-  type ModelResources,
-  type TrainingBatch,
-} from '@sqlenv/rollout';
+import { InferenceEngine, modelFingerprint, presetConfig, readModelConfig, writeRandomCheckpoint, type InferenceEngineOptions } from '@sqlenv/model';
+import { RolloutRunSpecSchema } from '@sqlenv/protocol';
+import { createModelResources, InProcessTransport, RolloutWorker, runCoordinator, runTrainer, RuntimeCache, scheduledQuestions, StatsPolicyUpdater } from '@sqlenv/rollout';
 
-const CONCURRENCIES = (process.env['BENCH_CONCURRENCY'] ?? '1,8,32').split(',').map(Number);
-const EPISODES_PER_SLOT = Number(process.env['BENCH_EPISODES_PER_SLOT'] ?? 2);
-const MIN_EPISODES = 8;
-const MAX_NEW_TOKENS = 48;
-const CONTEXT_TOKENS = 2048;
-const ENGINE_REPEATS = 4;
-const BUCKET = Number(process.env['BENCH_BUCKET'] ?? 128);
+const ENGINES = {
+  static: { reuseKv: false, chunkSteps: Infinity },
+  continuous: {},
+} as const satisfies Record<string, Pick<InferenceEngineOptions, 'reuseKv' | 'chunkSteps'>>;
+type EngineName = keyof typeof ENGINES;
 
-const LOAD_AT_START = Number((loadavg()[0] ?? 0).toFixed(2));
-const root = mkdtempSync(join(tmpdir(), 'sqlenv-bench-llm-'));
-const modelDir = join(root, 'tiny-qwen3');
-writeRandomCheckpoint(modelDir, presetConfig('tiny-qwen3'), { seed: 1, initStd: 0.1 });
-const runtimes = new RuntimeCache({ executorPoolSize: 1 });
-const dataset = (await runtimes.get('builtin')).dataset;
-
-/** Keeps the trained trajectories (their turns give the context lengths the engine saw). */
-class RecordingUpdater extends StatsPolicyUpdater {
-  readonly trajectories: Trajectory[] = [];
-  override update(batch: TrainingBatch): Promise<Buffer> {
-    this.trajectories.push(...batch.trajectories.flat());
-    return super.update(batch);
-  }
+interface ChildSpec {
+  kind: 'tiny-rollout' | 'engine-turns';
+  /** engine-turns: which synthetic episode shape (ENGINE_EPISODES). */
+  shape?: EngineShapeName;
+  engine: EngineName;
+  concurrency: number;
+  modelDir: string;
 }
 
 interface Row {
+  model: string;
+  engine: EngineName;
   concurrency: number;
   episodes: number;
   seconds: number;
   episodesPerS: number;
-  turns: number;
-  generatedTokens: number;
   tokensPerS: number;
+  turns: number;
+  prefillTokensPerTurn: number;
   meanBatchSize: number;
-  engineBusyFraction: number;
-  meanContextTokens: number;
-  engineAloneTokensPerS: number;
-  ratio: number;
-  /** Tokens per CPU-second of this process (all its threads), rollout ÷ engine alone: steadier than wall time on shared cores. */
-  cpuRatio: number;
+  rowStepsPerToken: number;
+  runs: number;
+  peakRssMiB: number;
 }
 
-async function rolloutRun(concurrency: number): Promise<Row> {
-  const model: ModelResources = await createModelResources(specFor(concurrency, 'warm-up').model!, modelDir, { maxBatchSize: concurrency, lengthBucketTokens: BUCKET });
+const here = fileURLToPath(new URL('.', import.meta.url));
+const TINY_DIR = join(here, '..', 'models', 'sqlenv-tiny');
+const TINY_MAX_NEW_TOKENS = 96;
+const TINY_CONTEXT_TOKENS = 2048;
+const EPISODES_PER_SLOT = Number(process.env['BENCH_EPISODES_PER_SLOT'] ?? 2);
+/** Synthetic episodes straight through the engine (no environment): a first prompt, then turns that append the reply and an observation. */
+interface EngineShape {
+  model: string;
+  promptTokens: number;
+  turns: number;
+  maxNewTokens: number;
+  observationTokens: number;
+}
+const ENGINE_EPISODES = {
+  // sqlenv-tiny's own agent episodes, measured above: ~190 context tokens per turn, ~13-token replies (stop early at T 1 here).
+  'sqlenv-tiny': { model: 'sqlenv-tiny (engine only)', promptTokens: 400, turns: 5, maxNewTokens: 48, observationTokens: 60 },
+  'qwen3-0.6b': { model: 'qwen3-0.6b shapes', promptTokens: 1536, turns: Number(process.env['BENCH_QWEN_TURNS'] ?? 3), maxNewTokens: 16, observationTokens: 48 },
+} as const satisfies Record<string, EngineShape>;
+type EngineShapeName = keyof typeof ENGINE_EPISODES;
+
+/** Peak RSS of this process while `work` runs, sampled every 20 ms. */
+async function withPeakRss<T>(work: () => Promise<T>): Promise<{ value: T; peakRssMiB: number }> {
+  let peak = process.memoryUsage.rss();
+  const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage.rss())), 20);
   try {
-    // The first runs of each (batch, width) shape are slow in ONNX Runtime (allocations, memory
-    // planning): an untimed pass first, so the timed one measures the steady state.
-    await timedRollout(model, concurrency, 'warm-up');
-    return await timedRollout(model, concurrency, 'timed');
+    const value = await work();
+    return { value, peakRssMiB: Math.round(Math.max(peak, process.memoryUsage.rss()) / 2 ** 20) };
   } finally {
-    await model.close();
+    clearInterval(timer);
   }
-}
-
-function specFor(concurrency: number, label: string): ReturnType<typeof RolloutRunSpecSchema.parse> {
-  const episodes = Math.max(MIN_EPISODES, Math.ceil((concurrency * EPISODES_PER_SLOT) / 4) * 4);
-  return RolloutRunSpecSchema.parse({
-    run_id: `bench-llm-${concurrency}-${label}`,
-    // Other questions and seeds for the warm-up: the timed pass meets shapes it has not seen as well.
-    seed: label === 'warm-up' ? 1 : 0,
-    dataset: 'builtin',
-    policy: 'model',
-    episodes,
-    group_size: 4,
-    groups_per_batch: 1,
-    max_staleness: 1_000, // never wait for the trainer: this measures the worker
-    drop_zero_variance: false,
-    model: { fingerprint: modelFingerprint(modelDir), lora: { rank: 8 }, sampling: { temperature: 1 }, max_new_tokens: MAX_NEW_TOKENS, context_tokens: CONTEXT_TOKENS },
-  });
-}
-
-async function timedRollout(model: ModelResources, concurrency: number, label: string): Promise<Row> {
-  const spec = specFor(concurrency, label);
-  const episodes = spec.episodes;
-  const transport = new InProcessTransport();
-  const updater = new RecordingUpdater();
-  const runtime = await runtimes.get('builtin');
-  const worker = new RolloutWorker({
-    transport,
-    resolveRun: () => Promise.resolve({ policy: model.policy, environments: { create: () => runtime.createEnvironment() }, applyWeights: model.applyWeights, sampling: model.sampling }),
-    concurrency,
-    runId: spec.run_id,
-    workerId: 'bench',
-    discoveryMs: 100,
-  });
-  try {
-    await transport.registerRun(spec);
-    await worker.start();
-    const before = model.engine.stats;
-    const cpuBefore = process.cpuUsage();
-    const started = performance.now();
-    const trainer = runTrainer({ transport, runId: spec.run_id, updater, pollMs: 20, runWaitMs: 10_000 });
-    const summary = await runCoordinator({ transport, spec, questions: scheduledQuestions(dataset, spec.split), pollMs: 20 });
-    const seconds = (performance.now() - started) / 1000;
-    const cpu = process.cpuUsage(cpuBefore);
-    await trainer;
-    if (summary.episodes_completed !== episodes) throw new Error(`only ${summary.episodes_completed} of ${episodes} episodes completed`);
-    const after = model.engine.stats;
-    const runs = after.runs - before.runs;
-    const generated = after.generatedTokens - before.generatedTokens;
-    const meanBatchSize = (after.rows - before.rows) / runs;
-    // The context each turn was generated from: everything before its completion.
-    const contexts: number[] = [];
-    for (const trajectory of updater.trajectories) {
-      let length = 0;
-      for (const turn of trajectory.turns) {
-        length += turn.prompt_ids.length;
-        contexts.push(length);
-        length += turn.completion_ids.length;
-      }
-    }
-    const meanContext = contexts.reduce((a, b) => a + b, 0) / contexts.length;
-    const tokensPerS = generated / seconds;
-    const alone = await engineAlone(model, Math.max(1, Math.round(meanBatchSize)), Math.round(meanContext));
-    const rolloutTokensPerCpuS = generated / ((cpu.user + cpu.system) / 1e6);
-    return {
-      concurrency,
-      episodes,
-      seconds: round(seconds, 2),
-      episodesPerS: round(episodes / seconds, 2),
-      turns: contexts.length,
-      generatedTokens: generated,
-      tokensPerS: Math.round(tokensPerS),
-      meanBatchSize: round(meanBatchSize, 2),
-      engineBusyFraction: round((after.busyMs - before.busyMs) / 1000 / seconds, 2),
-      meanContextTokens: Math.round(meanContext),
-      engineAloneTokensPerS: Math.round(alone.tokensPerS),
-      ratio: round(tokensPerS / alone.tokensPerS, 2),
-      cpuRatio: round(rolloutTokensPerCpuS / alone.tokensPerCpuS, 2),
-    };
-  } finally {
-    await worker.close();
-    await transport.close();
-  }
-}
-
-/** The same engine with nothing else going on: `batch` turns at a time of `contextTokens`-long prompts. */
-async function engineAlone(model: ModelResources, batch: number, contextTokens: number): Promise<{ tokensPerS: number; tokensPerCpuS: number }> {
-  const prompt = (b: number, r: number): number[] => Array.from({ length: contextTokens }, (_, t) => (t * 31 + b * 17 + r) % 256);
-  let tokens = 0;
-  let ms = 0;
-  let cpuUs = 0;
-  for (let r = 0; r < ENGINE_REPEATS + 2; r++) {
-    const started = performance.now();
-    const cpuBefore = process.cpuUsage();
-    const results = await Promise.all(Array.from({ length: batch }, (_, b) => model.engine.generate({ promptIds: prompt(b, r), maxNewTokens: MAX_NEW_TOKENS, seed: r * 1000 + b, temperature: 1 })));
-    if (r < 2) continue; // warm-up
-    ms += performance.now() - started;
-    const cpu = process.cpuUsage(cpuBefore);
-    cpuUs += cpu.user + cpu.system;
-    tokens += results.reduce((n, x) => n + x.tokens.length, 0);
-  }
-  return { tokensPerS: (tokens / ms) * 1000, tokensPerCpuS: tokens / (cpuUs / 1e6) };
 }
 
 function round(x: number, digits: number): number {
   return Number(x.toFixed(digits));
 }
 
-const rows: Row[] = [];
-for (const concurrency of CONCURRENCIES) {
-  const row = await rolloutRun(concurrency);
-  rows.push(row);
-  console.log(JSON.stringify(row));
+function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: number, before: InferenceEngine['stats'], after: InferenceEngine['stats'], peakRssMiB: number): Row {
+  const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'rowSteps' | 'steps' | 'runs'): number => after[k] - before[k];
+  return {
+    model,
+    engine: spec.engine,
+    concurrency: spec.concurrency,
+    episodes,
+    seconds: round(seconds, 2),
+    episodesPerS: round(episodes / seconds, 2),
+    tokensPerS: Math.round(d('generatedTokens') / seconds),
+    turns: d('turns'),
+    prefillTokensPerTurn: Math.round(d('prefillTokens') / d('turns')),
+    meanBatchSize: round(d('rowSteps') / d('steps'), 2),
+    rowStepsPerToken: round(d('rowSteps') / d('generatedTokens'), 2),
+    runs: d('runs'),
+    peakRssMiB,
+  };
 }
-await runtimes.close();
+
+/** sqlenv-tiny through a RolloutWorker: an untimed pass first (ONNX Runtime's first runs of new shapes are slow), then the timed one. */
+async function tinyRollout(spec: ChildSpec): Promise<Row> {
+  const runtimes = new RuntimeCache({ executorPoolSize: 1 });
+  const dataset = (await runtimes.get('builtin')).dataset;
+  const runSpec = (label: string, episodes: number) =>
+    RolloutRunSpecSchema.parse({
+      run_id: `bench-llm-${spec.engine}-${spec.concurrency}-${label}`,
+      seed: label === 'warm-up' ? 1 : 0,
+      dataset: 'builtin',
+      policy: 'model',
+      episodes,
+      group_size: 4,
+      groups_per_batch: 1,
+      max_staleness: 1_000, // never wait for the trainer: this measures the worker
+      drop_zero_variance: false,
+      model: { fingerprint: modelFingerprint(spec.modelDir), lora: { rank: 8 }, sampling: { temperature: 1 }, max_new_tokens: TINY_MAX_NEW_TOKENS, context_tokens: TINY_CONTEXT_TOKENS },
+    });
+  const episodes = Math.max(8, Math.ceil((spec.concurrency * EPISODES_PER_SLOT) / 4) * 4);
+  const model = await createModelResources(runSpec('warm-up', 8).model!, spec.modelDir, { maxBatchSize: spec.concurrency, lengthBucketTokens: 128, turnScheduling: ENGINES[spec.engine] });
+  const play = async (label: string, count: number): Promise<number> => {
+    const s = runSpec(label, count);
+    const transport = new InProcessTransport();
+    const runtime = await runtimes.get('builtin');
+    const worker = new RolloutWorker({
+      transport,
+      resolveRun: () => Promise.resolve({ policy: model.policy, environments: { create: () => runtime.createEnvironment() }, applyWeights: model.applyWeights, sampling: model.sampling }),
+      concurrency: spec.concurrency,
+      runId: s.run_id,
+      workerId: 'bench',
+      discoveryMs: 100,
+    });
+    try {
+      await transport.registerRun(s);
+      await worker.start();
+      const started = performance.now();
+      const trainer = runTrainer({ transport, runId: s.run_id, updater: new StatsPolicyUpdater(), pollMs: 20, runWaitMs: 10_000 });
+      const summary = await runCoordinator({ transport, spec: s, questions: scheduledQuestions(dataset, s.split), pollMs: 20 });
+      const seconds = (performance.now() - started) / 1000;
+      await trainer;
+      if (summary.episodes_completed !== count) throw new Error(`only ${summary.episodes_completed} of ${count} episodes completed`);
+      return seconds;
+    } finally {
+      await worker.close();
+      await transport.close();
+    }
+  };
+  try {
+    const { value, peakRssMiB } = await withPeakRss(async () => {
+      await play('warm-up', Math.max(4, Math.min(16, spec.concurrency)));
+      const before = model.engine.stats;
+      const seconds = await play('timed', episodes);
+      return { before, seconds };
+    });
+    return statsRow('sqlenv-tiny', spec, episodes, value.seconds, value.before, model.engine.stats, peakRssMiB);
+  } finally {
+    await model.close();
+    await runtimes.close();
+  }
+}
+
+/** `spec.concurrency` synthetic episodes in flight straight through the engine, each turn's prompt the last context + reply + an observation. */
+async function engineTurns(spec: ChildSpec): Promise<Row> {
+  const shape: EngineShape = ENGINE_EPISODES[spec.shape ?? 'sqlenv-tiny'];
+  const vocabSize = readModelConfig(spec.modelDir).vocabSize;
+  const { value, peakRssMiB } = await withPeakRss(async () => {
+    const engine = await InferenceEngine.start({ modelDir: spec.modelDir, maxBatchSize: spec.concurrency, lengthBucketTokens: 128, disablePrepacking: true, ...ENGINES[spec.engine] });
+    const episode = async (e: number, label: number): Promise<void> => {
+      const context = Array.from({ length: shape.promptTokens - (e % 16) }, (_, t) => (t * 7919 + e * 104_729 + label) % vocabSize);
+      for (let turn = 0; turn < shape.turns; turn++) {
+        const r = await engine.generate({ promptIds: context, maxNewTokens: shape.maxNewTokens, seed: label * 1e6 + e * 100 + turn, temperature: 1, cacheKey: `${label}-${e}` });
+        context.push(...r.tokens, ...Array.from({ length: shape.observationTokens }, (_, t) => (t * 31 + turn * 17 + e) % vocabSize));
+      }
+    };
+    try {
+      // An untimed pass of a few episodes: ONNX Runtime's first runs of new shapes are slow.
+      await Promise.all(Array.from({ length: Math.min(4, spec.concurrency) }, (_, e) => episode(e, 1)));
+      const before = engine.stats;
+      const started = performance.now();
+      await Promise.all(Array.from({ length: spec.concurrency }, (_, e) => episode(e, 0)));
+      return { before, seconds: (performance.now() - started) / 1000, after: engine.stats };
+    } finally {
+      await engine.close();
+    }
+  });
+  return statsRow(shape.model, spec, spec.concurrency, value.seconds, value.before, value.after, peakRssMiB);
+}
+
+// ---- child: one configuration, one JSON line ------------------------------------------------
+const childSpec = process.env['BENCH_CHILD'];
+if (childSpec !== undefined) {
+  const spec = JSON.parse(childSpec) as ChildSpec;
+  const row = spec.kind === 'tiny-rollout' ? await tinyRollout(spec) : await engineTurns(spec);
+  process.stdout.write(`ROW ${JSON.stringify(row)}\n`);
+  process.exit(0);
+}
+
+// ---- parent: every configuration, each engine right after the other -------------------------
+const MODELS = (process.env['BENCH_MODELS'] ?? 'sqlenv-tiny,sqlenv-tiny-engine,qwen3-0.6b').split(',');
+const CONCURRENCIES = (process.env['BENCH_CONCURRENCY'] ?? '1,8,32,64').split(',').map(Number);
+const LOAD_AT_START = Number((loadavg()[0] ?? 0).toFixed(2));
+const root = mkdtempSync(join(tmpdir(), 'sqlenv-bench-llm-'));
+
+function runChild(spec: ChildSpec): Row {
+  const result = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], {
+    env: { ...process.env, BENCH_CHILD: JSON.stringify(spec) },
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  const line = result.stdout.split('\n').find((l) => l.startsWith('ROW '));
+  if (result.status !== 0 || line === undefined) throw new Error(`bench child ${JSON.stringify(spec)} failed (${result.status}): ${result.stderr.slice(-2000)}`);
+  const row = JSON.parse(line.slice(4)) as Row;
+  process.stderr.write(`${JSON.stringify(row)}\n`);
+  return row;
+}
+
+// Rows of an earlier run's rollout-llm.json to keep in the table (configurations measured separately, each pair still one run).
+const earlier = process.env['BENCH_INCLUDE'];
+const included = earlier === undefined ? undefined : (JSON.parse(readFileSync(earlier, 'utf8')) as { machine: string; rows: Row[] });
+const rows: Row[] = [...(included?.rows ?? [])];
+if (MODELS.includes('sqlenv-tiny')) {
+  for (const concurrency of CONCURRENCIES) {
+    for (const engine of Object.keys(ENGINES) as EngineName[]) rows.push(runChild({ kind: 'tiny-rollout', engine, concurrency, modelDir: TINY_DIR }));
+  }
+}
+if (MODELS.includes('sqlenv-tiny-engine')) {
+  for (const concurrency of CONCURRENCIES) {
+    for (const engine of Object.keys(ENGINES) as EngineName[]) rows.push(runChild({ kind: 'engine-turns', shape: 'sqlenv-tiny', engine, concurrency, modelDir: TINY_DIR }));
+  }
+}
+if (MODELS.includes('qwen3-0.6b')) {
+  const qwenDir = join(root, 'qwen3-0.6b');
+  writeRandomCheckpoint(qwenDir, presetConfig('qwen3-0.6b'), { seed: 1, initStd: 0.02 });
+  for (const engine of Object.keys(ENGINES) as EngineName[]) rows.push(runChild({ kind: 'engine-turns', shape: 'qwen3-0.6b', engine, concurrency: 8, modelDir: qwenDir }));
+}
 rmSync(root, { recursive: true, force: true });
 
 const LOAD_AT_END = Number((loadavg()[0] ?? 0).toFixed(2));
-const machine = `${cpus()[0]?.model.trim() ?? 'unknown CPU'} · ${cpus().length} cores (shared; 1-min load average ${LOAD_AT_START} at start, ${LOAD_AT_END} at end) · Node ${process.version} · ORT intra-op threads 1`;
+const thisMachine = `${cpus()[0]?.model.trim() ?? 'unknown CPU'} · ${cpus().length} cores (shared; 1-min load average ${LOAD_AT_START} at start, ${LOAD_AT_END} at end) · Node ${process.version} · ORT intra-op threads 1`;
+const machine = included === undefined ? thisMachine : `${included.machine} (rows ${included.rows.map((r) => `${r.model} ${r.concurrency}`).filter((v, i, a) => a.indexOf(v) === i).join(', ')}); ${new Date().toISOString()} · ${thisMachine} (the rest)`;
+function shapeText(name: EngineShapeName): string {
+  const s = ENGINE_EPISODES[name];
+  return `a ${s.promptTokens}-token first prompt, ${s.turns} turns of at most ${s.maxNewTokens} new tokens, ${s.observationTokens} observation tokens appended after each`;
+}
+const speedup = (r: Row): string => {
+  const base = rows.find((o) => o.model === r.model && o.concurrency === r.concurrency && o.engine === 'static');
+  return r.engine === 'static' || base === undefined ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}×)`;
+};
 const table = [
-  '| episodes in flight | episodes | episodes/s | generated tokens/s | mean batch size | engine busy | mean context (tokens) | engine alone, same batch (tokens/s) | ratio (wall) | ratio (CPU) |',
-  '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ...rows.map((r) => `| ${r.concurrency} | ${r.episodes} | ${r.episodesPerS} | ${r.tokensPerS} | ${r.meanBatchSize} | ${Math.round(r.engineBusyFraction * 100)} % | ${r.meanContextTokens} | ${r.engineAloneTokensPerS} | **${r.ratio}** | ${r.cpuRatio} |`),
+  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | mean batch | row-steps ÷ returned tokens | runs | peak RSS (MiB) |',
+  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.meanBatchSize} | ${r.rowStepsPerToken} | ${r.runs} | ${r.peakRssMiB} |`),
 ];
-const markdown = `# LLM rollout benchmark (CPU)
+const markdown = `# LLM rollout benchmark (CPU): static batches vs continuous batching with per-episode KV caches
 
 ${new Date().toISOString()} · ${machine}
 
-Model: \`tiny-qwen3\` (2 layers, hidden 64, byte vocabulary of 272), random weights, LoRA rank 8 on every projection (zero adapter).
-Episodes: the built-in dataset's train split, one worker (in-process transport, statistics-only trainer that never holds the
-worker back), the default prompt file, temperature 1, at most ${MAX_NEW_TOKENS} new tokens per turn, ${CONTEXT_TOKENS}-token episodes.
-A random model writes no valid tool call, so every turn is a parse error and episodes end when the context is full
-(or the 15-step budget runs out): the turns are long prompts and full-length replies, the worst case for the engine.
-
 ${table.join('\n')}
 
-- *generated tokens/s*: new tokens sampled inside the rollout ÷ wall time of the run (environment steps, prompt building and
-  queue work included). *Mean batch size*: turns per generation run of the InferenceEngine (dynamic batching: whatever is
-  pending when the worker thread is free, up to the worker's concurrency). *Engine busy*: share of the wall time with a batch
-  on the inference thread.
-- *engine alone*: the same engine, \`round(mean batch size)\` turns at a time with prompts of the rollout's mean context length
-  and the same max new tokens, nothing else running (best conditions for the engine); *ratio (wall)* = rollout tokens/s ÷
-  engine alone tokens/s (target ≥ 0.75). The two are measured one after the other on shared cores, so a change of background
-  load between them moves the wall ratio either way (values above 1 are that); *ratio (CPU)* divides tokens per CPU-second of
-  this process (inference thread and event loop together; the SQL executor's child processes are not counted) and is the
-  steadier of the two.
-- *Mean batch size* is bounded by the engine's prefill memory bound (\`maxPrefillScoresBytes\`, 256 MiB of attention
-  scores per run: about 5 rows at these ~1,650-token contexts on the 4-head tiny model), so 32 episodes in flight batch no
-  larger than 8; a bigger bound batches more at the cost of memory (the scores grow with rows × context²).
-- Every turn re-reads its whole context (no KV cache is kept between turns), so prefill of ~1–2k tokens dominates each run
-  of this tiny model.
-- The cores are shared with other jobs (load average above): compare rows of one run, not runs of different days.
-- Found while building this bench: (1) ONNX Runtime's first run of a new (batch, width) shape costs several times a
-  later one (3.6 s against 0.5 s for 7 rows of 1,300 tokens: allocation and memory planning), so a short rollout without
-  the untimed pass measured a ratio of 0.28 — agent workers therefore pad prompt widths to multiples of 128 tokens (fewer
-  distinct shapes), and this bench measures the steady state after an untimed pass on other questions. (2) The prefill
-  materialises (rows × heads × width²) attention scores per layer: 8 rows of ~2,000 tokens held 7.3 GB of RSS, and 32 would
-  not have fitted in memory; the engine now bounds each run's scores (\`maxPrefillScoresBytes\`, 256 MiB by default).
-  Keeping each episode's KV cache between turns (prefill only the new tokens) would remove most of the prefill work and
-  this bound's pressure; it needs a generation graph that takes a cache as input.
+- *static*: \`{ reuseKv: false, chunkSteps: Infinity }\`, the engine before per-turn caches: one batch at a time, decoded until
+  its longest row stops, every turn re-prefilling its whole context. *continuous*: the defaults (per-episode KV caches,
+  decode chunks of 16 steps, turns join and leave between chunks; docs/inference.md). The same turns, seeds and sampling.
+- *sqlenv-tiny*: models/sqlenv-tiny (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
+  one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
+  ${TINY_MAX_NEW_TOKENS} new tokens per turn, ${TINY_CONTEXT_TOKENS}-token contexts, ${EPISODES_PER_SLOT} episodes per slot in flight (at least 8); an untimed pass of up
+  to 16 episodes on other questions first.
+- *engine only*: synthetic episodes straight through the engine, no environment: \`in flight\` episodes at once, a first prompt,
+  then turns whose prompt is the last context + the reply + an observation. *sqlenv-tiny (engine only)*: ${shapeText('sqlenv-tiny')}.
+  *qwen3-0.6b shapes*: a random checkpoint of Qwen3-0.6B's config (28 layers, 16 query / 8 KV heads × 128, vocabulary
+  151,936), ${shapeText('qwen3-0.6b')}.
+- *prefill tokens per turn*: prompt tokens fed to the model per turn (cached ones not counted). *Mean batch*: rows per loop
+  iteration (row-steps ÷ steps), the batch the decode ran at. *Row-steps ÷ returned tokens*: tokens computed (rows × loop
+  iterations) per token returned; the excess is rows decoding past their stop while a batch-mate runs on. *Peak RSS*: of the
+  child process that ran the configuration (weights, session, caches).
+- Each configuration runs in its own process, the two engines one right after the other; the cores are shared with other
+  jobs (load average above), so compare the two engines of one row pair, not runs of different days.
 `;
-const dir = fileURLToPath(new URL('./results/', import.meta.url));
+const dir = join(here, 'results');
 mkdirSync(dir, { recursive: true });
 writeFileSync(join(dir, 'rollout-llm.md'), markdown);
 writeFileSync(join(dir, 'rollout-llm.json'), `${JSON.stringify({ machine, rows }, null, 2)}\n`);
-console.log(markdown);
-process.exit(0);
+process.stdout.write(markdown);

@@ -163,6 +163,35 @@ describe('the LLM agent on SQLEnv', () => {
     }
   }, 120_000);
 
+  it('episodes played with KV cache reuse and continuous batching record exactly the turns of the static re-prefilling engine', async () => {
+    const sampling = { temperature: 1, topP: 1, topK: 0 };
+    const play = async (options: { reuseKv: boolean; chunkSteps: number }): Promise<{ report: EvaluationReport; stats: InferenceEngine['stats'] }> => {
+      const engine = await InferenceEngine.start({ modelDir, maxBatchSize: 4, stopIds: chat.stopIds, ...options });
+      try {
+        const policy = new LlmPolicy({ chat, prompt, source: new EngineCompletionSource(engine, sampling), maxNewTokens: 24, contextTokens: 1800 });
+        const report = await evaluate(() => runtime.createEnvironment(), policy, { questionIds: trainIds().slice(0, 4), seed: 11, concurrency: 4 });
+        return { report, stats: engine.stats };
+      } finally {
+        await engine.close();
+      }
+    };
+    const reused = await play({ reuseKv: true, chunkSteps: 8 });
+    const plain = await play({ reuseKv: false, chunkSteps: Infinity });
+    expect(reused.report.errors).toBe(0);
+    const turns = (report: EvaluationReport) => report.records.map((r) => r.turns.map((t) => ({ prompt: t.prompt_ids, completion: t.completion_ids })));
+    expect(turns(reused.report)).toEqual(turns(plain.report));
+    reused.report.records.forEach((record, e) =>
+      record.turns.forEach((turn, t) => {
+        const other = plain.report.records[e]?.turns[t]?.logprobs ?? [];
+        turn.logprobs.forEach((lp, i) => expect(Math.abs(lp - (other[i] ?? NaN))).toBeLessThanOrEqual(1e-5));
+      }),
+    );
+    expect(reused.report.records.some((r) => r.turns.length > 1)).toBe(true);
+    // Only the first turn of each episode prefills its system prompt; later turns read the cache.
+    expect(reused.stats.reusedTokens).toBeGreaterThan(0);
+    expect(reused.stats.prefillTokens).toBeLessThan(plain.stats.prefillTokens / 2);
+  }, 180_000);
+
   it('a random tiny model plays episodes end to end; the scoring graph reproduces its log-probs', async () => {
     const engine = await InferenceEngine.start({ modelDir, maxBatchSize: 4, stopIds: chat.stopIds });
     try {

@@ -51,7 +51,8 @@ export interface SamplingOptions {
 
 /**
  * The model: every episode's turns go to one InferenceEngine, which batches
- * the pending turns of all episodes on its worker thread.
+ * the turns of all episodes on its worker thread and keeps each episode's KV
+ * cache between its turns (keyed by the episode id).
  */
 export class EngineCompletionSource implements CompletionSource {
   readonly #engine: InferenceEngine;
@@ -62,13 +63,15 @@ export class EngineCompletionSource implements CompletionSource {
     this.#sampling = sampling;
   }
 
-  episode(): EpisodeCompleter {
+  episode(context: EpisodeContext): EpisodeCompleter {
     return {
       complete: async (request) => {
         const result = await this.#engine.generate({
           promptIds: request.promptIds,
           maxNewTokens: request.maxNewTokens,
           seed: request.seed,
+          // Each turn's prompt extends the last one's context: the engine keeps the episode's KV cache in between.
+          cacheKey: context.episodeId,
           temperature: this.#sampling.temperature,
           topP: this.#sampling.topP,
         });

@@ -4,15 +4,17 @@ import { join } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { SessionConfig } from '@sqlenv/onnx-graph';
 import { ErrorCode, isAppError, workerInput } from '@sqlenv/shared';
-import { Generator, type GenerateOptions, type GenerationRequest, type GenerationResult } from './generator.ts';
-import type { LoraConfig, LoraWeights } from './lora.ts';
+import { Generator } from './generator.ts';
+import type { LoraConfig } from './lora.ts';
+import { TurnScheduler, type SchedulerResult, type SchedulerStats, type SchedulerTurn, type TurnSchedulerOptions } from './turn-scheduler.ts';
 import { loadModel } from './weights.ts';
 
 /**
  * Worker-thread side of the inference engine: loads the checkpoint itself
- * (weights never cross threads), owns the generation session in direct mode,
- * and runs one batch at a time. ORT's `run` blocks this thread, not the main
- * one, so BullMQ locks and the server keep moving (docs/architecture.md).
+ * (weights never cross threads), owns the generation session in direct mode
+ * and the turn scheduler (continuous batching, per-episode KV caches: the
+ * caches never cross threads either). ORT's `run` blocks this thread, not the
+ * main one, so BullMQ locks and the server keep moving (docs/architecture.md).
  */
 export interface EngineWorkerSetup {
   modelDir: string;
@@ -20,10 +22,12 @@ export interface EngineWorkerSetup {
   inPlaceWeights: boolean;
   loadViaFile: boolean;
   session: Omit<SessionConfig, 'logger' | 'mode'>;
+  /** Scheduler settings; `stopIds` undefined: the checkpoint's eos ids. */
+  scheduler: Omit<TurnSchedulerOptions, 'stopIds'> & { stopIds: number[] | undefined };
 }
 
 export type EngineRequest =
-  | { type: 'generate'; id: number; requests: GenerationRequest[]; options: Omit<GenerateOptions, 'lora'> }
+  | { type: 'submit'; id: number; turn: SchedulerTurn }
   /** New adapter tensors (null: keep the current ones) and the policy version they are. */
   | { type: 'set-lora'; id: number; weights: Record<string, Float32Array> | null; version: number };
 
@@ -31,8 +35,10 @@ export type EngineReply =
   /** `session`: the generation session's provider, threads and placement (logged by the engine: this thread has no logger). */
   | { type: 'ready'; vocabSize: number; eosTokenIds: number[]; padTokenId: number; numHeads: number; session: Record<string, unknown> }
   | { type: 'init-error'; message: string }
-  /** `policyVersion`: the version of the adapter this batch was sampled with (set by the worker, so it cannot race a swap). */
-  | { type: 'done'; id: number; results?: GenerationResult[]; policyVersion: number }
+  /** A finished turn; its `policyVersion` is the adapter's it was sampled with (set here, so it cannot race a swap). */
+  | { type: 'turn'; id: number; result: SchedulerResult; stats: SchedulerStats }
+  /** A swap applied. */
+  | { type: 'done'; id: number; policyVersion: number }
   | { type: 'error'; id: number; message: string; code: ErrorCode };
 
 const port = parentPort;
@@ -58,32 +64,24 @@ if (port !== null) {
   }
   const active = generator;
   if (active !== undefined) {
-    let lora: LoraWeights | undefined;
-    let version = 0;
-    // One message at a time, in order: a LoRA swap lands between two batches, never inside one.
-    let queue: Promise<void> = Promise.resolve();
+    const scheduler = new TurnScheduler(active, { ...setup.scheduler, stopIds: setup.scheduler.stopIds ?? active.config.eosTokenIds });
+    const fail = (id: number, error: unknown): void =>
+      reply({ type: 'error', id, message: error instanceof Error ? error.message : String(error), code: isAppError(error) ? error.code : ErrorCode.RUNTIME });
+    // Messages arrive between the scheduler's runs (it yields to the event loop after each), in order:
+    // a swap applies after the turns posted before it and before those posted after it.
     port.on('message', (request: EngineRequest) => {
-      queue = queue.then(async () => {
-        try {
-          if (request.type === 'set-lora') {
-            if (request.weights !== null) lora = new Map(Object.entries(request.weights));
-            version = request.version;
-            reply({ type: 'done', id: request.id, policyVersion: version });
-            return;
-          }
-          // Read once, before the run: the version that goes back is the adapter's this batch used.
-          const used = version;
-          const results = await active.generate(request.requests, { ...request.options, ...(lora === undefined ? {} : { lora }) });
-          reply({ type: 'done', id: request.id, results, policyVersion: used });
-        } catch (error) {
-          reply({
-            type: 'error',
-            id: request.id,
-            message: error instanceof Error ? error.message : String(error),
-            code: isAppError(error) ? error.code : ErrorCode.RUNTIME,
-          });
-        }
-      });
+      if (request.type === 'set-lora') {
+        const weights = request.weights === null ? null : new Map(Object.entries(request.weights));
+        scheduler.setLora(weights, request.version).then(
+          () => reply({ type: 'done', id: request.id, policyVersion: request.version }),
+          (error: unknown) => fail(request.id, error),
+        );
+        return;
+      }
+      scheduler.submit(request.turn).then(
+        (result) => reply({ type: 'turn', id: request.id, result, stats: { ...scheduler.stats } }),
+        (error: unknown) => fail(request.id, error),
+      );
     });
   }
 }

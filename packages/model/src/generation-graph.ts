@@ -1,6 +1,7 @@
 import { Graph, tensor, type Tensor } from '@sqlenv/onnx-graph';
 import type { ModelConfig } from './config.ts';
 import { attentionBiasAndPositions, declareDecoderParams, decoderForward, embedTokens, lmHeadLogits, type DecoderBuildOptions, type DecoderParams, type KvCache } from './decoder.ts';
+import { STEP_IO } from './decode-step-graph.ts';
 import { IO } from './forward-graphs.ts';
 import { sampleNextToken } from './sampler-graph.ts';
 import type { ModelWeights } from './weights.ts';
@@ -15,6 +16,14 @@ export const GEN_IO = {
   tokens: 'tokens',
   logprobs: 'logprobs',
   sampleLogprobs: 'sample_logprobs',
+  /** (B, S) int64: which slots of the past cache hold real tokens (S = 0: a fresh prefill). */
+  pastMask: STEP_IO.pastMask,
+  /** (B, S') int64: the mask of the cache after the run (`past_mask` + every slot fed in this run). */
+  presentMask: 'present_mask',
+  pastKey: STEP_IO.pastKey,
+  pastValue: STEP_IO.pastValue,
+  presentKey: STEP_IO.presentKey,
+  presentValue: STEP_IO.presentValue,
 } as const;
 
 export interface GenerationGraph {
@@ -27,19 +36,27 @@ export interface GenerationGraph {
  * left-padded batch (docs/architecture.md: Node has no CUDA IO binding, so the KV cache
  * must never cross to JS between tokens).
  *
- * Inputs: `input_ids`, `attention_mask` (B, P) int64; `uniforms` (B, N)
- * float32 in [0, 1) — one per row and step, N = max new tokens (≥ 1);
+ * Inputs: `input_ids`, `attention_mask` (B, P) int64 — each row's tokens not
+ * yet in its cache, left-padded; `past_mask` (B, S) int64 and per layer
+ * `past_key.i` / `past_value.i` (B, Hkv, S, D) float32 — the cache of earlier
+ * tokens (S = 0 for a fresh prefill); `uniforms` (B, N) float32 in [0, 1) —
+ * one per row and step, N = most decode steps of this run (≥ 1);
  * `temperature`, `top_p` (B) float32; `top_k` () int64 (0 = off);
  * `stop_ids` (S ≥ 1) int64; LoRA A/B when built with `lora`.
  *
  * Outputs, (B, N') with N' ≤ N (the loop exits when every row has stopped):
  * `tokens` int64 (after a row's stop token: the pad id), `logprobs` and
- * `sample_logprobs` float32 (0 after the stop; see sampler-graph.ts).
+ * `sample_logprobs` float32 (0 after the stop; see sampler-graph.ts); the
+ * cache after the run, `present_mask` (B, S') and `present_key.i` /
+ * `present_value.i` (B, Hkv, S', D): every slot fed in this run (the inputs
+ * and the first N' − 1 sampled tokens; the last sampled token is not fed, so
+ * a caller continues by feeding it against this cache). Callers that do not
+ * keep the cache leave these outputs out of the run's fetches.
  *
- * One ONNX Loop whose body is the decoder: iteration 0 feeds the whole
- * prompt against an empty cache (the prefill), later iterations feed the
- * previous token; the KV caches, the attention mask and the next input are
- * loop-carried state. One copy of the decoder in the graph means every
+ * One ONNX Loop whose body is the decoder: iteration 0 feeds the new tokens
+ * against the given cache (the prefill, or a continued turn), later
+ * iterations feed the previous token; the KV caches, the attention mask and
+ * the next input are loop-carried state. One copy of the decoder in the graph means every
  * weight has one consumer, so ONNX Runtime pre-packs it once and frees the
  * original (two copies — prefill outside, step inside — held 8 GB for
  * Qwen3-0.6B instead of the 6 GB budget).
@@ -52,30 +69,37 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const temperature = g.input(GEN_IO.temperature, 'float32', ['B']); // (B)
   const topP = g.input(GEN_IO.topP, 'float32', ['B']); // (B)
   const topK = g.input(GEN_IO.topK, 'int64', []); // ()
-  const stopIds = g.input(GEN_IO.stopIds, 'int64', ['S']); // (S)
-  const params = declareDecoderParams(g, config, weights, options);
+  const stopIds = g.input(GEN_IO.stopIds, 'int64', ['stops']); // (stops)
   const { vocabSize: V, numKvHeads: Hkv, headDim: D } = config;
+  const pastMaskIn = g.input(GEN_IO.pastMask, 'int64', ['B', 'S']); // (B, S)
+  const pastIn: KvCache[] = [];
+  for (let i = 0; i < config.numLayers; i++) {
+    pastIn.push({
+      k: g.input(GEN_IO.pastKey(i), 'float32', ['B', Hkv, 'S', D]), // (B, Hkv, S, D)
+      v: g.input(GEN_IO.pastValue(i), 'float32', ['B', Hkv, 'S', D]), // (B, Hkv, S, D)
+    });
+  }
+  const params = declareDecoderParams(g, config, weights, options);
 
   const isStop = (b: Graph, token: Tensor): Tensor => {
-    const hits = b.equal(b.unsqueeze(token, [1]), b.unsqueeze(stopIds, [0])); // (B, S)
+    const hits = b.equal(b.unsqueeze(token, [1]), b.unsqueeze(stopIds, [0])); // (B, stops)
     return b.greater(b.reduceMax(b.cast(hits, 'float32'), [1]), 0); // (B)
   };
 
   // Loop state: next input tokens, their mask, the mask and KV caches of earlier slots, done flags.
   const Tq = g.freshDim('T');
   const Sc = g.freshDim('S_past');
-  const emptyCache = g.full(['B', Hkv, 0, D], 0, 'float32'); // (B, Hkv, 0, D)
   const loop = g.loop({
     maxTrips: g.squeeze(g.shape(uniforms, 1, 2), [0]), // (): N
     cond: g.constant(tensor('bool', [], [true])),
     carried: [
       { init: ids, shape: ['B', Tq] },
       { init: mask, shape: ['B', Tq] },
-      { init: g.full(['B', 0], 0, 'int64'), shape: ['B', Sc] },
+      { init: pastMaskIn, shape: ['B', Sc] },
       g.fullLike(temperature, 0, 'bool'), // (B) done
-      ...params.layers.flatMap(() => [
-        { init: emptyCache, shape: ['B', Hkv, Sc, D] },
-        { init: emptyCache, shape: ['B', Hkv, Sc, D] },
+      ...pastIn.flatMap((c) => [
+        { init: c.k, shape: ['B', Hkv, Sc, D] },
+        { init: c.v, shape: ['B', Hkv, Sc, D] },
       ]),
     ],
     body: (b, { iter, carried }) => {
@@ -103,5 +127,12 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   g.output(GEN_IO.tokens, g.transpose(scanTokens, [1, 0])); // (B, N')
   g.output(GEN_IO.logprobs, g.transpose(scanLogprobs, [1, 0])); // (B, N')
   g.output(GEN_IO.sampleLogprobs, g.transpose(scanSampleLogprobs, [1, 0])); // (B, N')
+  // The final loop state: the mask and caches hold every slot fed, the pending next input is not in them.
+  const [, , presentMask, , ...presentCache] = loop.carried as [Tensor, Tensor, Tensor, Tensor, ...Tensor[]];
+  g.output(GEN_IO.presentMask, presentMask); // (B, S')
+  for (let i = 0; i < config.numLayers; i++) {
+    g.output(GEN_IO.presentKey(i), presentCache[2 * i] as Tensor); // (B, Hkv, S', D)
+    g.output(GEN_IO.presentValue(i), presentCache[2 * i + 1] as Tensor); // (B, Hkv, S', D)
+  }
   return { graph: g, params };
 }

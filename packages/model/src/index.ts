@@ -71,9 +71,11 @@ export { GEN_IO, buildGenerationGraph, type GenerationGraph } from './generation
 export { buildDecodeStepGraph, JsLoopGreedyDecoder, STEP_IO } from './decode-step-graph.ts';
 export { sampleNextToken, type SamplerInputs, type SampledToken } from './sampler-graph.ts';
 export { leftPad, uniformsForSeed, type PaddedBatch } from './batch.ts';
-export { Generator, type GenerateOptions, type GenerationRequest, type GenerationResult, type GeneratorOptions } from './generator.ts';
+export { Generator, type GenerateOptions, type GenerationRequest, type GenerationResult, type GeneratorOptions, type RowInput, type RowOutput, type RunRowsOptions } from './generator.ts';
+export { kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
+export { type SchedulerStats } from './turn-scheduler.ts';
 export { Scorer, LogitsModel, type ScorerOptions } from './scorer.ts';
-export { InferenceEngine, engineOptionsSchema, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './inference-engine.ts';
+export { InferenceEngine, engineOptionsSchema, turnSchedulingDefaults, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './inference-engine.ts';
 export {
   modelInit,
   modelLogits,

@@ -41,7 +41,8 @@ const turns = Array.from({ length: 10 }, (_, i) => ({
 describe('InferenceEngine', () => {
   it('batches concurrent turns into one worker run and returns what each turn alone would get', async () => {
     const results = await Promise.all(turns.map((t) => engine.generate(t)));
-    expect(engine.stats).toMatchObject({ runs: 1, rows: 10, meanBatchSize: 10, generatedTokens: results.reduce((n, r) => n + r.tokens.length, 0) });
+    // All ten admitted at once with nothing else to wait for: prefill and the whole decode (≤ 13 steps) in one run.
+    expect(engine.stats).toMatchObject({ runs: 1, rows: 10, turns: 10, meanBatchSize: 10, generatedTokens: results.reduce((n, r) => n + r.tokens.length, 0) });
     for (const [i, turn] of turns.entries()) {
       const [alone] = await direct.generate([turn], { maxNewTokens: turn.maxNewTokens, topK: 30 });
       expect(results[i]!.tokens).toEqual(alone!.tokens);
@@ -95,7 +96,8 @@ describe('InferenceEngine', () => {
 
   it('splits pending turns into runs whose prefill attention scores fit the memory bound', async () => {
     // tiny-llama: 4 heads; 16-token prompts in 8-token buckets: 4 × 16² × 4 B = 4 KiB of scores per row.
-    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 8192 });
+    // The static engine (one batch at a time, no cache kept): each batch is one prefill run.
+    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 8192, reuseKv: false, chunkSteps: Infinity });
     try {
       const six = Array.from({ length: 6 }, (_, i) => ({ promptIds: Array.from({ length: 16 }, (_, t) => (t * 5 + i) % 256), seed: i, temperature: 0.8, maxNewTokens: 5 }));
       const results = await Promise.all(six.map((t) => bounded.generate(t)));

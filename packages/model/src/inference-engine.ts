@@ -1,18 +1,22 @@
 import type { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { PROVIDERS } from '@sqlenv/onnx-graph';
-import { AppError, ErrorCode, formatZodIssues, silentLogger, startWorker, type Logger, maxOf } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, silentLogger, startWorker, type Logger } from '@sqlenv/shared';
 import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-worker.ts';
 import type { GenerationRequest, GenerationResult } from './generator.ts';
 import { loraConfigSchema, type LoraWeights } from './lora.ts';
+import type { SchedulerStats } from './turn-scheduler.ts';
 
 /**
- * Batches the pending turns of many concurrent episodes into one generation
- * run. Episodes call `generate()` independently; whatever is pending when the
- * worker thread is free goes out as one left-padded batch (FIFO, up to
- * `maxBatchSize`), its prompts padded to a multiple of `lengthBucketTokens`
- * so the session sees few distinct shapes. Each row draws its own uniforms
- * from its own seed, so a turn's tokens do not depend on its batch-mates.
+ * Serves the turns of many concurrent episodes from one worker thread.
+ * Episodes call `generate()` independently; the worker's scheduler
+ * (turn-scheduler.ts) batches them continuously: turns join and leave between
+ * decode chunks of `chunkSteps` steps, and each episode's KV cache is kept
+ * between its turns (`cacheKey`), so a turn prefills only the tokens appended
+ * since the last. Prompts are padded to a multiple of `lengthBucketTokens` so
+ * the session sees few distinct shapes. Each row draws its own uniforms from
+ * its own seed, so a turn's tokens do not depend on its batch-mates, on the
+ * chunking, or on whether its cache was reused (docs/inference.md).
  */
 export const engineOptionsSchema = z.object({
   /** Checkpoint directory (config.json + safetensors), loaded inside the worker thread. */
@@ -21,6 +25,25 @@ export const engineOptionsSchema = z.object({
   lora: loraConfigSchema.optional(),
   /** Most rows per run. Default 32. */
   maxBatchSize: z.number().int().positive().default(32),
+  /**
+   * Keep each episode's KV cache between its turns (requests carry `cacheKey`), so the next turn
+   * prefills only the tokens appended since. Default: per execution provider
+   * (`turnSchedulingDefaults`): on for the CPU, where the cache stays in host memory; off on a GPU
+   * without IO binding, where every run would copy the cache across (docs/inference.md).
+   */
+  reuseKv: z.boolean().optional(),
+  /**
+   * Decode steps per run: between runs finished turns leave and waiting turns join (continuous
+   * batching). `Infinity`: static batches, a run lasts until its longest row stops and no turn
+   * joins meanwhile. Default: per execution provider (`turnSchedulingDefaults`): 16 on the CPU.
+   */
+  chunkSteps: z.union([z.number().int().positive(), z.literal(Infinity)]).optional(),
+  /**
+   * Bound on KV cache memory, in bytes: active turns (reserved at prompt + max new tokens) plus the
+   * caches parked between turns (least recently used dropped first). A turn that alone exceeds it
+   * still runs, by itself. Default 4 GiB (Qwen3-0.6B: 224 KiB per token, 8 turns of 2,300 tokens).
+   */
+  kvCacheBytes: z.number().int().positive().default(4 * 1024 * 1024 * 1024),
   /** After the first request arrives at an idle engine, wait this long for more. Default 2 ms. */
   batchWindowMs: z.number().nonnegative().default(2),
   /** Prompt widths are rounded up to a multiple of this. Default 32 tokens. */
@@ -62,9 +85,25 @@ export const engineOptionsSchema = z.object({
 });
 export type InferenceEngineOptions = z.input<typeof engineOptionsSchema>;
 
+/**
+ * Per execution provider: whether KV caches are kept between turns and the decode chunk. The CPU
+ * keeps caches in host memory, so reuse and continuous batching cost only host copies. A GPU session
+ * without IO binding (onnxruntime-node has none for CUDA) copies every input to the device and every
+ * output back per run, so a cache that lives between runs crosses the bus each chunk; the in-graph
+ * loop of a whole turn keeps it on the device instead (arithmetic in docs/inference.md).
+ */
+export function turnSchedulingDefaults(provider: string): { reuseKv: boolean; chunkSteps: number } {
+  return provider === 'cpu' ? { reuseKv: true, chunkSteps: 16 } : { reuseKv: false, chunkSteps: Infinity };
+}
+
 export interface TurnRequest extends GenerationRequest {
   /** Most new tokens for this turn. */
   maxNewTokens: number;
+  /**
+   * The episode this turn belongs to: its cache is kept after the turn and continued by the next
+   * turn with the same key whose prompt extends it. Default: nothing kept.
+   */
+  cacheKey?: string;
 }
 
 export interface TurnResult extends GenerationResult {
@@ -72,54 +111,32 @@ export interface TurnResult extends GenerationResult {
   policyVersion: number;
 }
 
-interface Pending {
-  request: TurnRequest;
-  resolve: (result: TurnResult) => void;
-  reject: (error: AppError) => void;
-}
-
-export interface EngineStats {
-  runs: number;
-  rows: number;
-  /** Rows per run, averaged. */
+export interface EngineStats extends SchedulerStats {
+  /** Rows per loop iteration, averaged over iterations (rowSteps ÷ steps): the batch the decode ran at. */
   meanBatchSize: number;
-  /** New tokens returned to callers (after each row's own max-new-tokens cut). */
-  generatedTokens: number;
-  /** Wall time with a batch in flight on the worker thread, in milliseconds. */
-  busyMs: number;
 }
 
 export class InferenceEngine {
   readonly vocabSize: number;
   readonly #worker: Worker;
-  readonly #options: z.output<typeof engineOptionsSchema>;
-  readonly #stopIds: number[];
-  readonly #numHeads: number;
   readonly #log: Logger;
-  readonly #pending: Pending[] = [];
   readonly #calls = new Map<number, { resolve: (reply: EngineReply) => void; reject: (error: AppError) => void }>();
   #nextId = 0;
-  #busy = false;
-  #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
   #crashed: AppError | undefined;
   #policyVersion = 0;
-  #runs = 0;
-  #rows = 0;
-  #generatedTokens = 0;
-  #busyMs = 0;
+  /** The worker's counters as of its latest finished turn. */
+  #stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
 
-  private constructor(worker: Worker, options: z.output<typeof engineOptionsSchema>, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
+  private constructor(worker: Worker, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
     this.#worker = worker;
-    this.#options = options;
     this.vocabSize = ready.vocabSize;
-    this.#stopIds = options.stopIds ?? ready.eosTokenIds;
-    this.#numHeads = ready.numHeads;
     this.#log = log;
     worker.on('message', (reply: EngineReply) => {
-      if (reply.type !== 'done' && reply.type !== 'error') return;
+      if (reply.type !== 'done' && reply.type !== 'error' && reply.type !== 'turn') return;
       const call = this.#calls.get(reply.id);
       this.#calls.delete(reply.id);
+      if (reply.type === 'turn' && reply.stats.turns >= this.#stats.turns) this.#stats = reply.stats;
       if (reply.type === 'error') call?.reject(new AppError(reply.code, reply.message));
       else call?.resolve(reply);
     });
@@ -129,7 +146,6 @@ export class InferenceEngine {
       this.#log.error({ err: error }, 'inference worker died');
       for (const call of this.#calls.values()) call.reject(error);
       this.#calls.clear();
-      for (const p of this.#pending.splice(0)) p.reject(error);
     };
     worker.on('error', (e) => fail(new AppError(ErrorCode.EXECUTOR_CRASHED, `inference worker failed: ${e.message}`, { cause: e })));
     worker.on('exit', (code) => fail(new AppError(ErrorCode.EXECUTOR_CRASHED, `inference worker exited with code ${code}`)));
@@ -151,6 +167,18 @@ export class InferenceEngine {
         intraOpThreads: options.intraOpThreads,
         interOpThreads: options.interOpThreads,
         ...(options.disablePrepacking ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}),
+      },
+      scheduler: {
+        ...turnSchedulingDefaults('provider' in options && typeof options.provider === 'string' ? options.provider : 'cpu'),
+        ...(options.reuseKv === undefined ? {} : { reuseKv: options.reuseKv }),
+        ...(options.chunkSteps === undefined ? {} : { chunkSteps: options.chunkSteps }),
+        maxBatchSize: options.maxBatchSize,
+        kvCacheBytes: options.kvCacheBytes,
+        maxPrefillScoresBytes: options.maxPrefillScoresBytes,
+        lengthBucketTokens: options.lengthBucketTokens,
+        batchWindowMs: options.batchWindowMs,
+        topK: options.topK,
+        stopIds: options.stopIds,
       },
     };
     const worker = startWorker(new URL('./engine-worker.ts', import.meta.url), { data: setup });
@@ -174,7 +202,7 @@ export class InferenceEngine {
     if (onError !== undefined) worker.off('error', onError);
     const log = logger.child({ component: 'inference-engine' });
     log.info(ready.session, 'session created');
-    return new InferenceEngine(worker, options, ready, log);
+    return new InferenceEngine(worker, ready, log);
   }
 
   /** The newest version the worker thread has acknowledged (turns carry their own, exact one). */
@@ -183,35 +211,39 @@ export class InferenceEngine {
   }
 
   get stats(): EngineStats {
-    return {
-      runs: this.#runs,
-      rows: this.#rows,
-      meanBatchSize: this.#runs === 0 ? 0 : this.#rows / this.#runs,
-      generatedTokens: this.#generatedTokens,
-      busyMs: this.#busyMs,
-    };
+    const s = this.#stats;
+    return { ...s, meanBatchSize: s.steps === 0 ? 0 : s.rowSteps / s.steps };
   }
 
-  /** Queue one turn; resolves when its batch has run. */
+  /** Queue one turn; resolves when it has finished (its stop token or its budget). */
   generate(request: TurnRequest): Promise<TurnResult> {
     if (this.#closed) return Promise.reject(new AppError(ErrorCode.ABORTED, 'the inference engine is closed'));
     if (this.#crashed !== undefined) return Promise.reject(this.#crashed);
     if (!Number.isInteger(request.maxNewTokens) || request.maxNewTokens < 1) {
       return Promise.reject(new AppError(ErrorCode.VALIDATION, `maxNewTokens must be an integer ≥ 1, got ${request.maxNewTokens}`));
     }
-    return new Promise<TurnResult>((resolve, reject) => {
-      this.#pending.push({ request, resolve, reject });
-      this.#schedule();
+    const turn = {
+      promptIds: [...request.promptIds],
+      maxNewTokens: request.maxNewTokens,
+      ...(request.seed === undefined ? {} : { seed: request.seed }),
+      ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
+      ...(request.topP === undefined ? {} : { topP: request.topP }),
+      ...(request.cacheKey === undefined ? {} : { cacheKey: request.cacheKey }),
+    };
+    return this.#call({ type: 'submit', id: this.#nextId++, turn }).then((reply) => {
+      if (reply.type !== 'turn') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
+      return reply.result;
     });
   }
 
   /**
    * Swap the adapter (a new policy version); `null` keeps the current tensors and
-   * only moves the version (a trainer that published no weights). Batches already
-   * posted to the worker finish with the old adapter; later ones use the new one.
-   * Every result carries the version the worker thread actually sampled it with
-   * (the worker echoes it), so a batch posted while the swap is in flight is
-   * never tagged with the wrong version.
+   * only moves the version (a trainer that published no weights). Turns already
+   * posted to the worker finish with the old adapter (the swap waits for them);
+   * later ones use the new one. New tensors drop the kept KV caches (computed
+   * under the old adapter), so the next turn of each episode re-prefills.
+   * Every result carries the version the worker thread actually sampled it with,
+   * so a turn posted while the swap is in flight is never tagged with the wrong version.
    */
   async setLora(weights: LoraWeights | null, version: number): Promise<void> {
     if (!Number.isInteger(version) || version < 0) throw new AppError(ErrorCode.VALIDATION, `policy version must be an integer ≥ 0, got ${version}`);
@@ -222,76 +254,6 @@ export class InferenceEngine {
     }
     const reply = await this.#call({ type: 'set-lora', id: this.#nextId++, weights: copy, version });
     if (reply.type === 'done') this.#policyVersion = Math.max(this.#policyVersion, reply.policyVersion);
-  }
-
-  #schedule(): void {
-    if (this.#busy || this.#timer !== undefined || this.#pending.length === 0) return;
-    if (this.#pending.length >= this.#options.maxBatchSize || this.#batchLength(this.#options.lengthBucketTokens) < this.#pending.length || this.#options.batchWindowMs === 0) {
-      void this.#runBatch();
-      return;
-    }
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      void this.#runBatch();
-    }, this.#options.batchWindowMs);
-  }
-
-  async #runBatch(): Promise<void> {
-    if (this.#busy || this.#pending.length === 0) return;
-    this.#busy = true;
-    const bucket = this.#options.lengthBucketTokens;
-    const batch = this.#pending.splice(0, this.#batchLength(bucket));
-    const longest = maxOf(batch.map((p) => p.request.promptIds.length));
-    const maxNewTokens = maxOf(batch.map((p) => p.request.maxNewTokens));
-    const started = performance.now();
-    try {
-      const reply = await this.#call({
-        type: 'generate',
-        id: this.#nextId++,
-        requests: batch.map(({ request }) => ({
-          promptIds: [...request.promptIds],
-          ...(request.seed === undefined ? {} : { seed: request.seed }),
-          ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
-          ...(request.topP === undefined ? {} : { topP: request.topP }),
-        })),
-        options: { maxNewTokens, topK: this.#options.topK, stopIds: this.#stopIds, padToWidth: Math.ceil(longest / bucket) * bucket },
-      });
-      this.#runs++;
-      this.#rows += batch.length;
-      this.#busyMs += performance.now() - started;
-      if (reply.type !== 'done') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
-      const results = reply.results ?? [];
-      const version = reply.policyVersion;
-      batch.forEach((p, i) => {
-        const r = results[i];
-        if (r === undefined) {
-          p.reject(new AppError(ErrorCode.INTERNAL, 'the inference worker returned fewer results than requests'));
-          return;
-        }
-        const cut = truncate(r, p.request.maxNewTokens);
-        this.#generatedTokens += cut.tokens.length;
-        p.resolve({ ...cut, policyVersion: version });
-      });
-    } catch (error) {
-      const appError = error instanceof AppError ? error : new AppError(ErrorCode.RUNTIME, String(error), { cause: error });
-      for (const p of batch) p.reject(appError);
-    } finally {
-      this.#busy = false;
-      this.#schedule();
-    }
-  }
-
-  /** How many pending turns the next run takes: FIFO, up to maxBatchSize and the prefill memory bound. */
-  #batchLength(bucket: number): number {
-    const limit = Math.min(this.#pending.length, this.#options.maxBatchSize);
-    let longest = 0;
-    for (let n = 0; n < limit; n++) {
-      longest = Math.max(longest, (this.#pending[n] as Pending).request.promptIds.length);
-      const width = Math.ceil(longest / bucket) * bucket;
-      const bytes = (n + 1) * this.#numHeads * width * width * 4;
-      if (n > 0 && bytes > this.#options.maxPrefillScoresBytes) return n;
-    }
-    return limit;
   }
 
   #call(request: EngineRequest): Promise<EngineReply> {
@@ -306,22 +268,9 @@ export class InferenceEngine {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
     const aborted = new AppError(ErrorCode.ABORTED, 'the inference engine was closed');
-    for (const p of this.#pending.splice(0)) p.reject(aborted);
     for (const call of this.#calls.values()) call.reject(aborted);
     this.#calls.clear();
     await this.#worker.terminate();
   }
-}
-
-/** A row generated for a longer batch, cut to its own token budget (rows are independent, so this is exact). */
-function truncate(result: GenerationResult, maxNewTokens: number): GenerationResult {
-  if (result.tokens.length <= maxNewTokens) return result;
-  return {
-    tokens: result.tokens.slice(0, maxNewTokens),
-    logprobs: result.logprobs.slice(0, maxNewTokens),
-    sampleLogprobs: result.sampleLogprobs.slice(0, maxNewTokens),
-    finishReason: 'length',
-  };
 }

@@ -142,7 +142,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset, dataset, rewardModeOf(flags)), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
     } else {
       io.stdout.write(renderReport(report, dataset, flags.failures, rewardModeOf(flags)));
-      if (engine !== undefined) io.stdout.write(`  mean batch     ${engine.meanBatchSize.toFixed(2)} turns per generation run (${engine.runs} runs)\n`);
+      if (engine !== undefined) io.stdout.write(`  mean batch     ${engine.meanBatchSize.toFixed(2)} turns per decode step (${engine.runs} runs)\n`);
     }
     return evalExitCode(report, io.stderr);
   } finally {

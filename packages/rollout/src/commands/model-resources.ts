@@ -1,5 +1,5 @@
 import { EngineCompletionSource, LlmPolicy, loadAgentPrompt, parseAgentPrompt } from '@sqlenv/agents';
-import type { InferenceEngine, LoraConfig } from '@sqlenv/model';
+import type { InferenceEngine, InferenceEngineOptions, LoraConfig } from '@sqlenv/model';
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
@@ -31,6 +31,8 @@ export interface ModelResourcesOptions {
    * coarse; padding a row by up to 127 tokens costs far less. Default 128.
    */
   lengthBucketTokens?: number;
+  /** Per-turn engine settings (InferenceEngine `reuseKv`, `chunkSteps`, `kvCacheBytes`); default: the engine's. */
+  turnScheduling?: Pick<InferenceEngineOptions, 'reuseKv' | 'chunkSteps' | 'kvCacheBytes'>;
   /**
    * `null`: build the graphs without LoRA inputs (plain evaluation of the base model, no
    * adapter work per token); weights blobs can then not be applied. Default: the spec's LoRA.
@@ -66,6 +68,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
       ...(lora === null ? {} : { lora }),
       maxBatchSize: Math.max(1, options.maxBatchSize),
       lengthBucketTokens: options.lengthBucketTokens ?? 128,
+      ...options.turnScheduling,
       topK: spec.sampling.top_k,
       stopIds: [...new Set([...chat.stopIds, ...config.eosTokenIds])],
       ...options.execution,
