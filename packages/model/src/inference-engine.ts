@@ -2,6 +2,7 @@ import type { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { AppError, ErrorCode, formatZodIssues, silentLogger, startWorker, type Logger } from '@sqlenv/shared';
 import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-worker.ts';
+import { DEFAULT_PREFILL_CHUNK_TOKENS } from './generation-graph.ts';
 import type { GenerationRequest, GenerationResult } from './generator.ts';
 import { loraConfigSchema, type LoraWeights } from './lora.ts';
 
@@ -25,11 +26,11 @@ export const engineOptionsSchema = z.object({
   /** Prompt widths are rounded up to a multiple of this. Default 32 tokens. */
   lengthBucketTokens: z.number().int().positive().default(32),
   /**
-   * Bound on one run's prefill attention scores, (rows × heads × width²) float32 values, in bytes.
-   * The prefill materialises that tensor (and a few of its size) per layer, so memory grows with
-   * the square of the context: 32 rows of 2,048 tokens on a 4-head tiny model would be 2 GiB per
-   * buffer. Pending turns are taken in order while the next one still fits (one always goes), so
-   * long contexts run in smaller batches and short ones in large. Default 256 MiB.
+   * Bound on one run's prefill attention scores, (rows × heads × min(C, width) × width) float32 values,
+   * in bytes, C the generation graph's prefill chunk (DEFAULT_PREFILL_CHUNK_TOKENS). The prefill
+   * materialises that tensor (and a few of its size) per layer; estimateGenerationMemory
+   * (attention-memory.ts) gives the whole run's cache and workspace. Pending turns are taken in order
+   * while the next one still fits (one always goes). Default 256 MiB.
    */
   maxPrefillScoresBytes: z.number().int().positive().default(256 * 1024 * 1024),
   /** top-k for every run (0 = off). Default 0. */
@@ -276,7 +277,8 @@ export class InferenceEngine {
     for (let n = 0; n < limit; n++) {
       longest = Math.max(longest, (this.#pending[n] as Pending).request.promptIds.length);
       const width = Math.ceil(longest / bucket) * bucket;
-      const bytes = (n + 1) * this.#numHeads * width * width * 4;
+      // The generation graph prefills in chunks: its widest scores are (rows, heads, min(C, width), width).
+      const bytes = (n + 1) * this.#numHeads * Math.min(DEFAULT_PREFILL_CHUNK_TOKENS, width) * width * 4;
       if (n > 0 && bytes > this.#options.maxPrefillScoresBytes) return n;
     }
     return limit;
