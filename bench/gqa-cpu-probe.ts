@@ -1,9 +1,9 @@
 /**
- * Does ONNX Runtime's CPU GroupQueryAttention (com.microsoft) keep the attention probabilities of the
- * whole prompt? One prompt-phase GQA node at Qwen3-0.6B's head shapes (16 query heads, 8 key/value
+ * How much memory does ONNX Runtime's CPU GroupQueryAttention (com.microsoft) take for a prompt's
+ * attention probabilities? One prompt-phase GQA node at Qwen3-0.6B's head shapes (16 query heads, 8 key/value
  * heads, head dim 128), run once per prompt length in a fresh process; prints the growth of the
- * process's peak RSS over the run beside the size of a (B, Hq, S, S) float32 buffer. Used by
- * docs/inference.md ("## Attention") to decide against the contrib op on the CPU.
+ * process's peak RSS over the run beside the outputs and a full (B, Hq, S, S) float32 buffer.
+ * Figures in docs/inference.md ("## Attention").
  *
  *   node --import tsx bench/gqa-cpu-probe.ts [ROWS] [PROMPT_TOKENS]
  */
@@ -83,6 +83,7 @@ if (rowsArg !== undefined && promptArg !== undefined) {
   for (const [rows, promptTokens] of [
     [8, 512],
     [8, 1024],
+    [8, 2048],
   ] as const) {
     process.stdout.write(execFileSync(process.execPath, ['--import', 'tsx', self, String(rows), String(promptTokens)], { encoding: 'utf8' }));
   }
