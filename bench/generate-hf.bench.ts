@@ -76,20 +76,22 @@ const theirs = (c: Case): SideResult | undefined => {
   return lastJsonLine(execFileSync(PYTHON, [`${ROOT}bench/python/hf_generate.py`, payload], { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'ignore'] }));
 };
 
-const rows = cases.map((c) => {
+const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version, threads: THREADS };
+const resultsDir = `${ROOT}bench/results/`;
+mkdirSync(resultsDir, { recursive: true });
+type Row = Case & { loadAverage: number; sqlenv: SideResult; sqlenvWholePrompt: SideResult | null; transformers: SideResult | null };
+const rows: Row[] = [];
+const result = { date: new Date().toISOString(), machine, prefillChunkTokens: DEFAULT_PREFILL_CHUNK_TOKENS, pythonSkip: pythonSkip ?? null, rows };
+for (const c of cases) {
   const loadAverage = Number((loadavg()[0] ?? 0).toFixed(1));
   process.stderr.write(`${c.model} batch ${c.batch}, ${c.promptTokens} + ${c.newTokens} tokens (load ${loadAverage})\n`);
   const hf = theirs(c);
   const chunked = ours(c, DEFAULT_PREFILL_CHUNK_TOKENS);
   const whole = c.unchunked ? ours(c, null) : undefined;
-  return { ...c, loadAverage, sqlenv: chunked, sqlenvWholePrompt: whole ?? null, transformers: hf ?? null };
-});
-
-const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version, threads: THREADS };
-const result = { date: new Date().toISOString(), machine, prefillChunkTokens: DEFAULT_PREFILL_CHUNK_TOKENS, pythonSkip: pythonSkip ?? null, rows };
-const resultsDir = `${ROOT}bench/results/`;
-mkdirSync(resultsDir, { recursive: true });
-writeFileSync(`${resultsDir}generate-hf.json`, `${JSON.stringify(result, null, 2)}\n`);
+  rows.push({ ...c, loadAverage, sqlenv: chunked, sqlenvWholePrompt: whole ?? null, transformers: hf ?? null });
+  // Written after every case: the big one takes long on shared cores, and what was measured is kept.
+  writeFileSync(`${resultsDir}generate-hf.json`, `${JSON.stringify(result, null, 2)}\n`);
+}
 
 const gb = (bytes: number): string => `${(bytes / 1e9).toFixed(2)} GB`;
 const ratio = (a: number, b: number | undefined): string => (b === undefined ? '–' : `${(a / b).toFixed(2)}×`);
