@@ -31,7 +31,7 @@ export interface GenerationGraphOptions extends DecoderBuildOptions {
    * Prompt tokens the loop feeds per prefill iteration (≥ 1; default DEFAULT_PREFILL_CHUNK_TOKENS).
    * Each iteration's attention scores are (B, Hq, C, S) instead of the whole prompt's (B, Hq, P, P),
    * so a run's live memory grows with the context (the KV cache), not with its square
-   * (attentionWorkspaceBytes in attention-memory.ts). `Infinity` feeds the whole prompt at once.
+   * (estimateGenerationMemory, attention-memory.ts). `Infinity` feeds the whole prompt at once.
    */
   prefillChunkTokens?: number;
 }
@@ -59,7 +59,8 @@ export interface GenerationGraphOptions extends DecoderBuildOptions {
  * prompt outside the decoder bounds every activation of the prefill, not only
  * the scores (the SwiGLU block's (B, C, F) too), adds no node to the decode
  * step, and needs no operator beyond the default domain, so every provider
- * that runs the unchunked graph runs this one (tests/cuda-kernel-coverage.test.ts). One copy of the decoder in the graph means every
+ * that runs the unchunked graph runs this one (tests/cuda-kernel-coverage.test.ts;
+ * docs/inference.md). One copy of the decoder in the graph means every
  * weight has one consumer, so ONNX Runtime pre-packs it once and frees the
  * original (two copies — prefill outside, step inside — held 8 GB for
  * Qwen3-0.6B instead of the 6 GB budget).
