@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildTrainingGraph, PolicyLossConfigSchema } from '@sqlenv/grpo';
 import { Graph, kernelCoverage, loadCudaKernelTable, OP_GRADIENT, OPSET, opVersionAt, tensor, type KernelTable } from '@sqlenv/onnx-graph';
-import { buildGenerationGraph, buildScoringGraph, expectedTensorSpecs, parseLoraConfig, presetConfig, type ModelConfig, type ModelWeights } from '@sqlenv/model';
+import { buildDecodeStepGraph, buildGenerationGraph, buildScoringGraph, expectedTensorSpecs, parseLoraConfig, presetConfig, type ModelConfig, type ModelWeights } from '@sqlenv/model';
 
 /**
  * Every node of the graphs the project runs on a GPU — generation (workers), scoring and training
@@ -47,11 +47,15 @@ describe("ONNX Runtime's CUDA provider runs every node of the project's graphs",
   });
 
   for (const name of MODELS) {
-    it(`${name}: generation, scoring, GRPO and SFT training graphs`, () => {
+    it(`${name}: generation (chunked and whole-prompt prefill), decode-step, scoring, GRPO and SFT training graphs`, () => {
       const config = presetConfig(name);
       const weights = shapeOnlyWeights(config);
+      // Generation with its chunked prefill (the default; generation-graph.ts), with the whole prompt in one
+      // pass, and the step graph with the cache as inputs and outputs.
       const graphs = {
         generation: buildGenerationGraph(config, weights, { lora }).graph,
+        'generation, unchunked prefill': buildGenerationGraph(config, weights, { lora, prefillChunkTokens: Infinity }).graph,
+        'decode step': buildDecodeStepGraph(config, weights, { lora }),
         scoring: buildScoringGraph(config, weights, { lora }).graph,
         training: trainingGraphs(config, weights).policy,
         sft: trainingGraphs(config, weights).sft,

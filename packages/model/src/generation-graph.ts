@@ -1,4 +1,5 @@
 import { Graph, tensor, type Tensor } from '@sqlenv/onnx-graph';
+import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { ModelConfig } from './config.ts';
 import { attentionBiasAndPositions, declareDecoderParams, decoderForward, embedTokens, lmHeadLogits, type DecoderBuildOptions, type DecoderParams, type KvCache } from './decoder.ts';
 import { STEP_IO } from './decode-step-graph.ts';
@@ -31,6 +32,19 @@ export interface GenerationGraph {
   params: DecoderParams;
 }
 
+/** Prompt tokens per prefill iteration of the generation loop, unless a build asks for another. */
+export const DEFAULT_PREFILL_CHUNK_TOKENS = 128;
+
+export interface GenerationGraphOptions extends DecoderBuildOptions {
+  /**
+   * Prompt tokens the loop feeds per prefill iteration (≥ 1; default DEFAULT_PREFILL_CHUNK_TOKENS).
+   * Each iteration's attention scores are (B, Hq, C, S) instead of the whole prompt's (B, Hq, P, P),
+   * so a run's live memory grows with the context (the KV cache), not with its square
+   * (estimateGenerationMemory, attention-memory.ts). `Infinity` feeds the whole prompt at once.
+   */
+  prefillChunkTokens?: number;
+}
+
 /**
  * Prefill + decode in one graph: one `run()` generates a whole turn for a
  * left-padded batch (docs/architecture.md: Node has no CUDA IO binding, so the KV cache
@@ -53,15 +67,27 @@ export interface GenerationGraph {
  * a caller continues by feeding it against this cache). Callers that do not
  * keep the cache leave these outputs out of the run's fetches.
  *
- * One ONNX Loop whose body is the decoder: iteration 0 feeds the new tokens
- * against the given cache (the prefill, or a continued turn), later
- * iterations feed the previous token; the KV caches, the attention mask and
- * the next input are loop-carried state. One copy of the decoder in the graph means every
+ * One ONNX Loop whose body is the decoder. The prefill (the new tokens, against
+ * the given cache: empty for a fresh prompt, an episode's earlier turns for a
+ * continued one) is chunked: the first K = ⌈P / C⌉ iterations feed the new
+ * tokens C at a time against the cache of what came before (the same causal attention as one pass over the whole
+ * prompt, each query row seeing the same keys), and only the last of them
+ * samples; later iterations feed the previous token. The KV caches, the
+ * attention mask and the next input are loop-carried state. Chunking the
+ * prompt outside the decoder bounds every activation of the prefill, not only
+ * the scores (the SwiGLU block's (B, C, F) too), adds no node to the decode
+ * step, and needs no operator beyond the default domain, so every provider
+ * that runs the unchunked graph runs this one (tests/cuda-kernel-coverage.test.ts;
+ * docs/inference.md). One copy of the decoder in the graph means every
  * weight has one consumer, so ONNX Runtime pre-packs it once and frees the
  * original (two copies — prefill outside, step inside — held 8 GB for
  * Qwen3-0.6B instead of the 6 GB budget).
  */
-export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights, options: DecoderBuildOptions = {}): GenerationGraph {
+export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights, options: GenerationGraphOptions = {}): GenerationGraph {
+  const { prefillChunkTokens: chunk = DEFAULT_PREFILL_CHUNK_TOKENS, ...decoderOptions } = options;
+  if (!(chunk >= 1 && (Number.isInteger(chunk) || chunk === Infinity))) {
+    throw new AppError(ErrorCode.VALIDATION, `prefillChunkTokens must be an integer ≥ 1 or Infinity, got ${chunk}`);
+  }
   const g = new Graph();
   const ids = g.input(IO.inputIds, 'int64', ['B', 'P']); // (B, P)
   const mask = g.input(IO.attentionMask, 'int64', ['B', 'P']); // (B, P)
@@ -79,22 +105,32 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       v: g.input(GEN_IO.pastValue(i), 'float32', ['B', Hkv, 'S', D]), // (B, Hkv, S, D)
     });
   }
-  const params = declareDecoderParams(g, config, weights, options);
+  const params = declareDecoderParams(g, config, weights, decoderOptions);
 
   const isStop = (b: Graph, token: Tensor): Tensor => {
     const hits = b.equal(b.unsqueeze(token, [1]), b.unsqueeze(stopIds, [0])); // (B, stops)
     return b.greater(b.reduceMax(b.cast(hits, 'float32'), [1]), 0); // (B)
   };
 
+  // Prefill chunks K = ⌈P / C⌉ (one when the whole prompt goes at once); the loop runs K − 1 prefill-only
+  // iterations, then one iteration per new token, the first of which also ends the prefill.
+  const promptWidth = g.squeeze(g.shape(ids, 1, 2), [0]); // (): P
+  const C = Number.isFinite(chunk) ? chunk : undefined;
+  const chunks = C === undefined ? g.scalar(1, 'int64') : g.div(g.add(promptWidth, C - 1), C); // (): K
+  const prefillOnly = g.sub(chunks, 1); // (): K − 1
+  const promptChunk = (b: Graph, x: Tensor, index: Tensor | number): Tensor =>
+    C === undefined ? x : b.slice(x, { axis: 1, start: b.mul(index, C), end: b.mul(b.add(index, 1), C) }); // (B, ≤ C), empty past P
+
   // Loop state: next input tokens, their mask, the mask and KV caches of earlier slots, done flags.
   const Tq = g.freshDim('T');
   const Sc = g.freshDim('S_past');
+  const zero = g.scalar(0, 'int64');
   const loop = g.loop({
-    maxTrips: g.squeeze(g.shape(uniforms, 1, 2), [0]), // (): N
+    maxTrips: g.add(prefillOnly, g.squeeze(g.shape(uniforms, 1, 2), [0])), // (): K − 1 + N
     cond: g.constant(tensor('bool', [], [true])),
     carried: [
-      { init: ids, shape: ['B', Tq] },
-      { init: mask, shape: ['B', Tq] },
+      { init: promptChunk(g, ids, zero), shape: ['B', Tq] },
+      { init: promptChunk(g, mask, zero), shape: ['B', Tq] },
       { init: pastMaskIn, shape: ['B', Sc] },
       g.fullLike(temperature, 0, 'bool'), // (B) done
       ...pastIn.flatMap((c) => [
@@ -110,23 +146,35 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       const step = decoderForward(b, params, embedTokens(b, params, tokens), positions, bias, past); // (B, T, H)
       const last = b.gather(step.hidden, b.scalar(-1, 'int64'), 1); // (B, H): left padding puts every row's last token at the end
       const logits = lmHeadLogits(b, params, last); // (B, V)
-      const next = sampleNextToken(b, { logits, uniform: b.gather(uniforms, iter, 1), temperature, topP, topK }, V); // (B) each
+      // Iterations before the prompt's last chunk sample too (one (B, V) head, negligible beside a chunk);
+      // their draws are dropped and consume no uniform.
+      const sampling = b.not(b.less(iter, prefillOnly)); // (): this iteration ends the prefill or decodes
+      const draw = b.sub(iter, prefillOnly); // (): the new token's index, negative while prefilling
+      const uniform = b.gather(uniforms, b.where(sampling, draw, zero), 1); // (B)
+      const next = sampleNextToken(b, { logits, uniform, temperature, topP, topK }, V); // (B) each
       // Rows that already stopped emit padding with log-probability 0.
       const nextToken = b.where(done, b.scalar(config.padTokenId, 'int64'), next.token); // (B)
-      const nextDone = b.or(done, isStop(b, nextToken)); // (B)
-      const nextInput = b.unsqueeze(nextToken, [1]); // (B, 1)
+      const nextDone = b.and(sampling, b.or(done, isStop(b, nextToken))); // (B): no row stops while prefilling
+      // The next input: the prompt's next chunk while one is left, else the token just drawn. Slice
+      // clamps, so exactly one of the two parts is non-empty.
+      const tokenColumn = b.unsqueeze(nextToken, [1]); // (B, 1)
+      const tokenPart = b.slice(tokenColumn, { axis: 1, start: 0, end: b.cast(sampling, 'int64') }); // (B, 0 | 1)
+      const nextInput = C === undefined ? tokenColumn : b.concat([promptChunk(b, ids, b.add(iter, 1)), tokenPart], 1); // (B, T')
+      const nextMask = C === undefined ? b.fullLike(tokenColumn, 1) : b.concat([promptChunk(b, mask, b.add(iter, 1)), b.fullLike(tokenPart, 1)], 1); // (B, T')
       return {
-        cond: b.greater(b.reduceSum(b.cast(b.not(nextDone), 'int64')), 0), // continue while a row is running
-        carried: [nextInput, b.fullLike(nextInput, 1), b.concat([pastMask, tokenMask], 1), nextDone, ...step.present.flatMap((c) => [c.k, c.v])],
+        cond: b.or(b.not(sampling), b.greater(b.reduceSum(b.cast(b.not(nextDone), 'int64')), 0)), // continue while a row is running
+        carried: [nextInput, nextMask, b.concat([pastMask, tokenMask], 1), nextDone, ...step.present.flatMap((c) => [c.k, c.v])],
         scans: [nextToken, b.where(done, b.scalar(0), next.logprob), b.where(done, b.scalar(0), next.sampleLogprob)],
       };
     },
   });
 
-  const [scanTokens, scanLogprobs, scanSampleLogprobs] = loop.scans as [Tensor, Tensor, Tensor]; // (N', B) each
-  g.output(GEN_IO.tokens, g.transpose(scanTokens, [1, 0])); // (B, N')
-  g.output(GEN_IO.logprobs, g.transpose(scanLogprobs, [1, 0])); // (B, N')
-  g.output(GEN_IO.sampleLogprobs, g.transpose(scanSampleLogprobs, [1, 0])); // (B, N')
+  // Scans hold one entry per iteration, (K − 1 + N', B): the prefill-only iterations' come first.
+  const drawn = (scan: Tensor): Tensor => g.transpose(C === undefined ? scan : g.slice(scan, { axis: 0, start: prefillOnly, end: Infinity }), [1, 0]); // (B, N')
+  const [scanTokens, scanLogprobs, scanSampleLogprobs] = loop.scans as [Tensor, Tensor, Tensor];
+  g.output(GEN_IO.tokens, drawn(scanTokens)); // (B, N')
+  g.output(GEN_IO.logprobs, drawn(scanLogprobs)); // (B, N')
+  g.output(GEN_IO.sampleLogprobs, drawn(scanSampleLogprobs)); // (B, N')
   // The final loop state: the mask and caches hold every slot fed, the pending next input is not in them.
   const [, , presentMask, , ...presentCache] = loop.carried as [Tensor, Tensor, Tensor, Tensor, ...Tensor[]];
   g.output(GEN_IO.presentMask, presentMask); // (B, S')

@@ -19,12 +19,16 @@ const prompts = [
   [256, 99, 98, 97, 96, 95],
 ];
 
+// Prompts of 4, 6 and 9 tokens (padded to 9, or 16 with padToWidth) in chunks of 3: every test
+// below runs a prefill of several loop iterations, one chunk of it partly padding.
+const PREFILL_CHUNK_TOKENS = 3;
+
 let generator: Generator;
 let scorer: Scorer;
 let logitsModel: LogitsModel;
 beforeAll(async () => {
   [generator, scorer, logitsModel] = await Promise.all([
-    Generator.create(config, weights, { lora }),
+    Generator.create(config, weights, { lora, prefillChunkTokens: PREFILL_CHUNK_TOKENS }),
     Scorer.create(config, weights, { lora, vocabChunkSize: 128 }),
     LogitsModel.create(config, weights),
   ]);
@@ -188,6 +192,33 @@ describe('generation graph', () => {
   });
 });
 
+
+describe('chunked prefill', () => {
+  it('gives the tokens and log-probs of one pass over the whole prompt, for any chunk size', async () => {
+    const adapter = initLoraWeights(config, lora, { seed: 5, bStd: 0.05 });
+    const requests = prompts.map((promptIds, i) => ({ promptIds, seed: 40 + i, temperature: 1, topP: i === 1 ? 0.9 : 1 }));
+    const options = { maxNewTokens: 10, topK: 50, stopIds: [], lora: adapter, padToWidth: 13 };
+    const whole = await Generator.create(config, weights, { lora, prefillChunkTokens: Infinity });
+    const expected = await whole.generate(requests, options);
+    await whole.close();
+    for (const chunk of [1, 2, 4, 13, 128]) {
+      const chunked = await Generator.create(config, weights, { lora, prefillChunkTokens: chunk });
+      const results = await chunked.generate(requests, options);
+      await chunked.close();
+      results.forEach((r, i) => {
+        expect(r.tokens, `chunk ${chunk} row ${i}`).toEqual(expected[i]!.tokens);
+        r.logprobs.forEach((lp, t) => expect(Math.abs(lp - expected[i]!.logprobs[t]!), `chunk ${chunk} row ${i} token ${t}`).toBeLessThanOrEqual(1e-5));
+        r.sampleLogprobs.forEach((lp, t) => expect(Math.abs(lp - expected[i]!.sampleLogprobs[t]!)).toBeLessThanOrEqual(1e-5));
+      });
+    }
+  });
+
+  it('refuses a chunk size that is not a positive integer', async () => {
+    for (const bad of [0, -2, 2.5, Number.NaN]) {
+      await expect(Generator.create(config, weights, { prefillChunkTokens: bad })).rejects.toThrow(/prefillChunkTokens must be an integer ≥ 1 or Infinity, got/);
+    }
+  });
+});
 
 describe('Generator from a model file', () => {
   it('samples what the in-memory generator samples, can release the weights and outlives its files', async () => {

@@ -51,6 +51,11 @@ export interface GeneratorOptions {
    * gives one copy without changing the graph.
    */
   inPlaceWeights?: boolean;
+  /**
+   * Prompt tokens per prefill iteration (generation-graph.ts; default DEFAULT_PREFILL_CHUNK_TOKENS):
+   * bounds the attention workspace of a run by the cache, not the square of the prompt.
+   */
+  prefillChunkTokens?: number;
   /** ONNX Runtime session settings (default: direct mode, one intra-op thread). */
   session?: SessionConfig;
   /**
@@ -137,6 +142,7 @@ export class Generator {
       buildGenerationGraph(config, weights, {
         ...(options.lora === undefined ? {} : { lora: options.lora }),
         ...(options.inPlaceWeights === undefined ? {} : { inPlaceWeights: options.inPlaceWeights }),
+        ...(options.prefillChunkTokens === undefined ? {} : { prefillChunkTokens: options.prefillChunkTokens }),
       }).graph.toModel();
     if (options.releaseWeights === true && options.modelFile === undefined) throw new AppError(ErrorCode.VALIDATION, 'releaseWeights needs modelFile');
     // The built graph is not kept in a variable: once written, nothing here references the weights.

@@ -67,7 +67,8 @@ export {
   type KvCache,
 } from './decoder.ts';
 export { IO, buildDecoderTrunk, buildLogitsGraph, buildScoringGraph, type ForwardGraph, type ForwardGraphOptions, type ScoringGraphOptions } from './forward-graphs.ts';
-export { GEN_IO, buildGenerationGraph, type GenerationGraph } from './generation-graph.ts';
+export { DEFAULT_PREFILL_CHUNK_TOKENS, GEN_IO, buildGenerationGraph, type GenerationGraph, type GenerationGraphOptions } from './generation-graph.ts';
+export { estimateGenerationMemory, type GenerationMemoryEstimate, type GenerationMemoryShape } from './attention-memory.ts';
 export { buildDecodeStepGraph, JsLoopGreedyDecoder, STEP_IO } from './decode-step-graph.ts';
 export { sampleNextToken, type SamplerInputs, type SampledToken } from './sampler-graph.ts';
 export { leftPad, uniformsForSeed, type PaddedBatch } from './batch.ts';

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_PREFILL_CHUNK_TOKENS } from './generation-graph.ts';
 import { Generator } from './generator.ts';
 import { InferenceEngine } from './inference-engine.ts';
 import { initLoraWeights, parseLoraConfig, zeroLoraWeights } from './lora.ts';
@@ -115,6 +116,20 @@ describe('InferenceEngine', () => {
       // A single turn over the bound still runs (alone).
       const long = await bounded.generate({ promptIds: Array.from({ length: 40 }, (_, t) => t), maxNewTokens: 2 });
       expect(long.tokens.length).toBeGreaterThan(0);
+    } finally {
+      await bounded.close();
+    }
+  });
+
+  it('counts the chunked prefill: a context past one chunk is bounded by min(C, width) × width, not width²', async () => {
+    // 160-token prompts on 4 heads: chunked scores 4 × 128 × 160 × 4 B = 320 KiB a row, a whole-prompt pass 400 KiB.
+    // A 700,000-byte bound takes two rows a run (640 KiB); counting width² it would take one.
+    expect(DEFAULT_PREFILL_CHUNK_TOKENS).toBe(128);
+    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 700_000 });
+    try {
+      const four = Array.from({ length: 4 }, (_, i) => ({ promptIds: Array.from({ length: 160 }, (_, t) => (t * 3 + i) % 256), seed: i, maxNewTokens: 2 }));
+      await Promise.all(four.map((t) => bounded.generate(t)));
+      expect(bounded.stats).toMatchObject({ runs: 2, rows: 4, meanBatchSize: 2 });
     } finally {
       await bounded.close();
     }

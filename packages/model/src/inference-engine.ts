@@ -49,11 +49,11 @@ export const engineOptionsSchema = z.object({
   /** Prompt widths are rounded up to a multiple of this. Default 32 tokens. */
   lengthBucketTokens: z.number().int().positive().default(32),
   /**
-   * Bound on one run's prefill attention scores, (rows × heads × width²) float32 values, in bytes.
-   * The prefill materialises that tensor (and a few of its size) per layer, so memory grows with
-   * the square of the context: 32 rows of 2,048 tokens on a 4-head tiny model would be 2 GiB per
-   * buffer. Pending turns are taken in order while the next one still fits (one always goes), so
-   * long contexts run in smaller batches and short ones in large. Default 256 MiB.
+   * Bound on one run's prefill attention scores, (rows × heads × min(C, width) × width) float32 values,
+   * in bytes, C the generation graph's prefill chunk (DEFAULT_PREFILL_CHUNK_TOKENS). The prefill
+   * materialises that tensor (and a few of its size) per layer; estimateGenerationMemory
+   * (attention-memory.ts) gives the whole run's cache and workspace. Pending turns are taken in order
+   * while the next one still fits (one always goes). Default 256 MiB.
    */
   maxPrefillScoresBytes: z.number().int().positive().default(256 * 1024 * 1024),
   /** top-k for every run (0 = off). Default 0. */

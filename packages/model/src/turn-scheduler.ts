@@ -1,6 +1,7 @@
 import { AppError, ErrorCode, maxOf } from '@sqlenv/shared';
 import { uniformsForSeed } from './batch.ts';
 import type { ModelConfig } from './config.ts';
+import { DEFAULT_PREFILL_CHUNK_TOKENS } from './generation-graph.ts';
 import { checkRowInput, type Generator, type GenerationRequest, type GenerationResult, type RowInput, type RowOutput } from './generator.ts';
 import { KvCacheStore, kvBytesPerToken, truncateRowCache, type RowKvCache } from './kv-cache.ts';
 import type { LoraWeights } from './lora.ts';
@@ -255,7 +256,8 @@ export class TurnScheduler {
       const fresh = row.ids.length - row.cachedLength;
       const nextWidest = Math.max(widest, Math.ceil(fresh / bucket) * bucket);
       const nextLongest = Math.max(longest, row.cachedLength);
-      const scores = (admitted.length + 1) * this.#config.numHeads * nextWidest * (nextLongest + nextWidest) * 4;
+      // The graph prefills in chunks of C new tokens: a run's widest scores are (rows, heads, min(C, new), cached + new).
+      const scores = (admitted.length + 1) * this.#config.numHeads * Math.min(DEFAULT_PREFILL_CHUNK_TOKENS, nextWidest) * (nextLongest + nextWidest) * 4;
       const bytes = this.#reservedBytes(row);
       const first = this.#active.length === 0 && admitted.length === 0;
       // The scores bound is per prefill run (active rows decode separately); the budget covers everything.

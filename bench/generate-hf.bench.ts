@@ -1,0 +1,120 @@
+/**
+ * Generation against Hugging Face transformers' `generate` (PyTorch CPU, float32): the same checkpoint
+ * directory, prompt lengths, batch sizes, new tokens, T = 1 sampling (top-k / top-p off, no stop token)
+ * and intra-op thread count, each case on each side in its own process so every peak RSS is that
+ * process's own. Our generator runs twice on the small model: with the chunked prefill (now) and with
+ * the whole prompt in one pass (the graph before chunking).
+ *
+ *   npm run bench:generate-hf                                 # sqlenv-tiny only
+ *   npm run bench:generate-hf -- --qwen3-0.6b [DIR]           # also Qwen3-0.6B shapes, batch 8 × 1,024
+ *   npm run bench:generate-hf -- --threads 2                  # default 1
+ *
+ * DIR defaults to .cache/bench/qwen3-0.6b-random, written (random BF16 weights, seed 0) when missing.
+ * The Python side runs with SQLENV_PYTHON (default python3); without torch and transformers it is
+ * skipped with a message. Writes bench/results/generate-hf.md and .json.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { DEFAULT_PREFILL_CHUNK_TOKENS, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const PYTHON = process.env['SQLENV_PYTHON'] ?? 'python3';
+const argValue = (flag: string): string | undefined => {
+  const i = process.argv.indexOf(flag);
+  const next = i > 0 ? process.argv[i + 1] : undefined;
+  return next !== undefined && !next.startsWith('--') ? next : undefined;
+};
+const THREADS = Number(argValue('--threads') ?? 1);
+const QWEN_DIR = process.argv.includes('--qwen3-0.6b') ? (argValue('--qwen3-0.6b') ?? `${ROOT}.cache/bench/qwen3-0.6b-random`) : undefined;
+
+interface Case {
+  model: string;
+  dir: string;
+  batch: number;
+  promptTokens: number;
+  newTokens: number;
+  /** Timed runs after a warm-up; 0: one run, timed (the big case, once). */
+  repeats: number;
+  /** Also run the whole-prompt graph (cheap only on the small model). */
+  unchunked: boolean;
+}
+interface SideResult {
+  tokensPerS: number;
+  generateMs: number;
+  loadMs: number;
+  loadedRssBytes: number;
+  maxRssBytes: number;
+  [key: string]: unknown;
+}
+
+const cases: Case[] = [];
+for (const [promptTokens, newTokens] of [
+  [16, 64], // decode-heavy
+  [600, 16], // prefill-heavy
+] as const) {
+  for (const batch of [1, 8, 32]) cases.push({ model: 'sqlenv-tiny', dir: `${ROOT}models/sqlenv-tiny`, batch, promptTokens, newTokens, repeats: 2, unchunked: true });
+}
+if (QWEN_DIR !== undefined) {
+  if (!existsSync(`${QWEN_DIR}/config.json`)) writeRandomCheckpoint(QWEN_DIR, presetConfig('qwen3-0.6b'), { dtype: 'BF16' });
+  cases.push({ model: 'Qwen3-0.6B shapes (random)', dir: QWEN_DIR, batch: 8, promptTokens: 1024, newTokens: 16, repeats: 0, unchunked: false });
+}
+
+const pythonCheck = spawnSync(PYTHON, ['-c', 'import torch, transformers'], { encoding: 'utf8' });
+const pythonSkip = pythonCheck.status === 0 ? undefined : `transformers side skipped: ${PYTHON} cannot import torch and transformers (set SQLENV_PYTHON)`;
+if (pythonSkip !== undefined) process.stderr.write(`${pythonSkip}\n`);
+
+const lastJsonLine = (stdout: string): SideResult => JSON.parse(stdout.trim().split('\n').at(-1) as string) as SideResult;
+const ours = (c: Case, prefillChunkTokens: number | null): SideResult => {
+  const payload = JSON.stringify({ dir: c.dir, batch: c.batch, promptTokens: c.promptTokens, newTokens: c.newTokens, threads: THREADS, repeats: c.repeats, prefillChunkTokens });
+  return lastJsonLine(execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', `${ROOT}bench/generate-hf-probe.ts`, payload], { encoding: 'utf8', maxBuffer: 1 << 24 }));
+};
+const theirs = (c: Case): SideResult | undefined => {
+  if (pythonSkip !== undefined) return undefined;
+  const payload = JSON.stringify({ dir: c.dir, batch: c.batch, promptTokens: c.promptTokens, newTokens: c.newTokens, threads: THREADS, repeats: c.repeats });
+  return lastJsonLine(execFileSync(PYTHON, [`${ROOT}bench/python/hf_generate.py`, payload], { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'ignore'] }));
+};
+
+const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version, threads: THREADS };
+const resultsDir = `${ROOT}bench/results/`;
+mkdirSync(resultsDir, { recursive: true });
+type Row = Case & { loadAverage: number; sqlenv: SideResult; sqlenvWholePrompt: SideResult | null; transformers: SideResult | null };
+const rows: Row[] = [];
+const result = { date: new Date().toISOString(), machine, prefillChunkTokens: DEFAULT_PREFILL_CHUNK_TOKENS, pythonSkip: pythonSkip ?? null, rows };
+for (const c of cases) {
+  const loadAverage = Number((loadavg()[0] ?? 0).toFixed(1));
+  process.stderr.write(`${c.model} batch ${c.batch}, ${c.promptTokens} + ${c.newTokens} tokens (load ${loadAverage})\n`);
+  const hf = theirs(c);
+  const chunked = ours(c, DEFAULT_PREFILL_CHUNK_TOKENS);
+  const whole = c.unchunked ? ours(c, null) : undefined;
+  rows.push({ ...c, loadAverage, sqlenv: chunked, sqlenvWholePrompt: whole ?? null, transformers: hf ?? null });
+  // Written after every case: the big one takes long on shared cores, and what was measured is kept.
+  writeFileSync(`${resultsDir}generate-hf.json`, `${JSON.stringify(result, null, 2)}\n`);
+}
+
+const gb = (bytes: number): string => `${(bytes / 1e9).toFixed(2)} GB`;
+const ratio = (a: number, b: number | undefined): string => (b === undefined ? '–' : `${(a / b).toFixed(2)}×`);
+const md = [
+  '# Generation against Hugging Face transformers (CPU)',
+  '',
+  `${result.date} · ${machine.cpu} · ${machine.cores} cores, shared with other jobs · Node ${machine.node} · ${THREADS} intra-op thread(s) on both sides`,
+  '',
+  pythonSkip ?? `transformers ${rows.find((r) => r.transformers)?.transformers?.['version'] ?? '?'}, torch ${rows.find((r) => r.transformers)?.transformers?.['torch'] ?? '?'}, attention \`${rows.find((r) => r.transformers)?.transformers?.['attention'] ?? '?'}\`, float32.`,
+  '',
+  `Both sides: the same checkpoint directory, equal-length prompts of the same ids (no padding), T = 1 sampling with top-k and top-p off,`,
+  'no stop token (every row gets exactly the new tokens). Tokens/s = rows × new tokens ÷ the `generate` call (prefill included);',
+  'best of 2 runs after a warm-up, except the Qwen3 case (one run each). Peak RSS is each process\'s own (`ru_maxrss`: loading included).',
+  `Ours: the generation graph with the chunked prefill (${DEFAULT_PREFILL_CHUNK_TOKENS} tokens per loop iteration), "whole prompt" the same`,
+  'graph with the prompt in one iteration (as before); ORT session loaded from a model file with prepacking off, as the engine does for big models.',
+  '',
+  '| model | batch | prompt + new | ours tokens/s | transformers tokens/s | ours ÷ transformers | ours, whole prompt, tokens/s | ours peak RSS | transformers peak RSS | RSS ratio | ours whole-prompt peak RSS | load avg |',
+  '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ...rows.map((r) => {
+    const hf = r.transformers ?? undefined;
+    return `| ${r.model} | ${r.batch} | ${r.promptTokens} + ${r.newTokens} | ${r.sqlenv.tokensPerS} | ${hf?.tokensPerS ?? '–'} | ${ratio(r.sqlenv.tokensPerS, hf?.tokensPerS)} | ${r.sqlenvWholePrompt?.tokensPerS ?? '–'} | ${gb(r.sqlenv.maxRssBytes)} | ${hf ? gb(hf.maxRssBytes) : '–'} | ${ratio(r.sqlenv.maxRssBytes, hf?.maxRssBytes)} | ${r.sqlenvWholePrompt ? gb(r.sqlenvWholePrompt.maxRssBytes) : '–'} | ${r.loadAverage} |`;
+  }),
+  '',
+].join('\n');
+writeFileSync(`${resultsDir}generate-hf.md`, md);
+process.stdout.write(md);
