@@ -125,11 +125,13 @@ describe('InferenceEngine', () => {
     // 160-token prompts on 4 heads: chunked scores 4 × 128 × 160 × 4 B = 320 KiB a row, a whole-prompt pass 400 KiB.
     // A 700,000-byte bound takes two rows a run (640 KiB); counting width² it would take one.
     expect(DEFAULT_PREFILL_CHUNK_TOKENS).toBe(128);
-    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 700_000 });
+    // Static scheduling (one run per admitted batch) makes the run count the number of prefill batches.
+    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 700_000, reuseKv: false, chunkSteps: Infinity });
     try {
       const four = Array.from({ length: 4 }, (_, i) => ({ promptIds: Array.from({ length: 160 }, (_, t) => (t * 3 + i) % 256), seed: i, maxNewTokens: 2 }));
       await Promise.all(four.map((t) => bounded.generate(t)));
-      expect(bounded.stats).toMatchObject({ runs: 2, rows: 4, meanBatchSize: 2 });
+      expect(bounded.stats).toMatchObject({ runs: 2, rows: 4, turns: 4 });
+      expect(bounded.stats.meanBatchSize).toBe(2);
     } finally {
       await bounded.close();
     }
