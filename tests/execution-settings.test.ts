@@ -8,7 +8,7 @@ import { parseModelConfig, modelFingerprint, writeRandomCheckpoint } from '@sqle
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { createRunResolver, modelSpecFrom, policyUpdaterFor, RuntimeCache } from '@sqlenv/rollout';
 import { main } from '@sqlenv/cli';
-import type { CommandIo } from '../apps/cli/src/io.ts';
+import type { CommandIo } from '@sqlenv/cli';
 
 /**
  * One setting reaches every ONNX Runtime session a command creates (issue 20): each command path

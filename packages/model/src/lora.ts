@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import type { ModelConfig } from './config.ts';
 import { Rng } from './rng.ts';
-import { layerPrefix, type ModelWeights } from './weights.ts';
+import { layerPrefix } from './tensor-names.ts';
+import type { ModelWeights } from './weights.ts';
 
 /**
  * LoRA (Hu et al. 2021, https://arxiv.org/abs/2106.09685): a frozen linear

@@ -4,6 +4,7 @@ import { AppError, ErrorCode } from '@sqlenv/shared';
 import { parseHfConfig, type ModelConfig } from './config.ts';
 import { checkModelFits } from './memory-estimate.ts';
 import { checkFinite, SafetensorsCheckpoint, type F32Tensor } from './safetensors.ts';
+import { layerPrefix } from './tensor-names.ts';
 
 /**
  * The tensors a checkpoint of a config must hold, with their Hugging Face
@@ -17,7 +18,7 @@ export interface TensorSpec {
   kind: 'weight' | 'bias' | 'norm';
 }
 
-export const layerPrefix = (layer: number): string => `model.layers.${layer}`;
+export { layerPrefix } from './tensor-names.ts';
 
 export function expectedTensorSpecs(config: ModelConfig): TensorSpec[] {
   const { hiddenSize: h, headDim: d, numHeads, numKvHeads, intermediateSize: f, vocabSize: v } = config;
