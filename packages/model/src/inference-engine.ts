@@ -1,7 +1,7 @@
 import type { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { PROVIDERS } from '@sqlenv/onnx-graph';
-import { AppError, ErrorCode, formatZodIssues, silentLogger, startWorker, type Logger } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, silentLogger, startRpcWorker, WorkerRpc, type Logger } from '@sqlenv/shared';
 import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-worker.ts';
 import type { GenerationRequest, GenerationResult } from './generator.ts';
 import { loraConfigSchema, type LoraWeights } from './lora.ts';
@@ -118,37 +118,23 @@ export interface EngineStats extends SchedulerStats {
 
 export class InferenceEngine {
   readonly vocabSize: number;
-  readonly #worker: Worker;
-  readonly #log: Logger;
-  readonly #calls = new Map<number, { resolve: (reply: EngineReply) => void; reject: (error: AppError) => void }>();
-  #nextId = 0;
-  #closed = false;
-  #crashed: AppError | undefined;
+  readonly #rpc: WorkerRpc<EngineRequest, EngineReply>;
   #policyVersion = 0;
   /** The worker's counters as of its latest finished turn. */
   #stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
 
   private constructor(worker: Worker, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
-    this.#worker = worker;
     this.vocabSize = ready.vocabSize;
-    this.#log = log;
+    // Registered before the call plumbing's own listener: a turn's counters are in place when its caller resumes.
     worker.on('message', (reply: EngineReply) => {
-      if (reply.type !== 'done' && reply.type !== 'error' && reply.type !== 'turn') return;
-      const call = this.#calls.get(reply.id);
-      this.#calls.delete(reply.id);
       if (reply.type === 'turn' && reply.stats.turns >= this.#stats.turns) this.#stats = reply.stats;
-      if (reply.type === 'error') call?.reject(new AppError(reply.code, reply.message));
-      else call?.resolve(reply);
     });
-    const fail = (error: AppError): void => {
-      if (this.#closed) return;
-      this.#crashed = error;
-      this.#log.error({ err: error }, 'inference worker died');
-      for (const call of this.#calls.values()) call.reject(error);
-      this.#calls.clear();
-    };
-    worker.on('error', (e) => fail(new AppError(ErrorCode.EXECUTOR_CRASHED, `inference worker failed: ${e.message}`, { cause: e })));
-    worker.on('exit', (code) => fail(new AppError(ErrorCode.EXECUTOR_CRASHED, `inference worker exited with code ${code}`)));
+    this.#rpc = new WorkerRpc<EngineRequest, EngineReply>(worker, {
+      name: 'inference worker',
+      replyId: (reply) => (reply.type === 'done' || reply.type === 'error' || reply.type === 'turn' ? reply.id : undefined),
+      replyError: (reply) => (reply.type === 'error' ? new AppError(reply.code, reply.message) : undefined),
+      logger: log,
+    });
   }
 
   /** Start the worker thread, load the checkpoint there and build the generation session. */
@@ -181,25 +167,11 @@ export class InferenceEngine {
         stopIds: options.stopIds,
       },
     };
-    const worker = startWorker(new URL('./engine-worker.ts', import.meta.url), { data: setup });
-    // Listeners are removed one by one: removeAllListeners() would also drop the Worker's
-    // internal ones, after which replies sat undelivered until the worker exited.
-    let onMessage: ((reply: EngineReply) => void) | undefined;
-    let onError: ((e: Error) => void) | undefined;
-    const ready = await new Promise<Extract<EngineReply, { type: 'ready' }>>((resolve, reject) => {
-      onMessage = (reply) => {
-        if (reply.type === 'ready') resolve(reply);
-        else reject(new AppError(ErrorCode.MODEL, reply.type === 'init-error' ? reply.message : `unexpected ${reply.type}`));
-      };
-      onError = (e) => reject(new AppError(ErrorCode.EXECUTOR_CRASHED, `inference worker failed to start: ${e.message}`, { cause: e }));
-      worker.once('message', onMessage);
-      worker.once('error', onError);
-    }).catch(async (error: unknown) => {
-      await worker.terminate();
-      throw error;
+    const { worker, ready } = await startRpcWorker(new URL('./engine-worker.ts', import.meta.url), setup, 'inference worker', (message) => {
+      const reply = message as EngineReply;
+      if (reply.type === 'ready') return reply;
+      throw new AppError(ErrorCode.MODEL, reply.type === 'init-error' ? reply.message : `unexpected ${reply.type}`);
     });
-    if (onMessage !== undefined) worker.off('message', onMessage);
-    if (onError !== undefined) worker.off('error', onError);
     const log = logger.child({ component: 'inference-engine' });
     log.info(ready.session, 'session created');
     return new InferenceEngine(worker, ready, log);
@@ -217,8 +189,6 @@ export class InferenceEngine {
 
   /** Queue one turn; resolves when it has finished (its stop token or its budget). */
   generate(request: TurnRequest): Promise<TurnResult> {
-    if (this.#closed) return Promise.reject(new AppError(ErrorCode.ABORTED, 'the inference engine is closed'));
-    if (this.#crashed !== undefined) return Promise.reject(this.#crashed);
     if (!Number.isInteger(request.maxNewTokens) || request.maxNewTokens < 1) {
       return Promise.reject(new AppError(ErrorCode.VALIDATION, `maxNewTokens must be an integer ≥ 1, got ${request.maxNewTokens}`));
     }
@@ -230,7 +200,7 @@ export class InferenceEngine {
       ...(request.topP === undefined ? {} : { topP: request.topP }),
       ...(request.cacheKey === undefined ? {} : { cacheKey: request.cacheKey }),
     };
-    return this.#call({ type: 'submit', id: this.#nextId++, turn }).then((reply) => {
+    return this.#rpc.call((id) => ({ type: 'submit', id, turn })).then((reply) => {
       if (reply.type !== 'turn') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
       return reply.result;
     });
@@ -252,25 +222,13 @@ export class InferenceEngine {
       copy = {};
       for (const [name, values] of weights) copy[name] = values;
     }
-    const reply = await this.#call({ type: 'set-lora', id: this.#nextId++, weights: copy, version });
+    const reply = await this.#rpc.call((id) => ({ type: 'set-lora', id, weights: copy, version }));
     if (reply.type === 'done') this.#policyVersion = Math.max(this.#policyVersion, reply.policyVersion);
-  }
-
-  #call(request: EngineRequest): Promise<EngineReply> {
-    if (this.#crashed !== undefined) return Promise.reject(this.#crashed);
-    return new Promise((resolve, reject) => {
-      this.#calls.set(request.id, { resolve, reject });
-      this.#worker.postMessage(request);
-    });
   }
 
   /** Stop the worker; pending turns fail with ABORTED. Idempotent. */
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    const aborted = new AppError(ErrorCode.ABORTED, 'the inference engine was closed');
-    for (const call of this.#calls.values()) call.reject(aborted);
-    this.#calls.clear();
-    await this.#worker.terminate();
+    await this.#rpc.close('the inference engine was closed');
   }
+
 }
