@@ -1,28 +1,18 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { coordinatorCommand, reportCommand, runsCommand, sftCommand, trainCommand, trainerCommand, workerCommand, type RolloutCommandIo } from '@sqlenv/rollout';
 import { silentLogger } from '@sqlenv/shared';
 import { commands, main } from '@sqlenv/cli';
+import { captureIo } from '@sqlenv/shared/testing';
 
 /**
  * `--help` on every command and sub-command prints its usage and exits 0. The list is walked from
  * the CLI's own command table, so a command added later is covered without touching this test; the
  * distributed apps' own entry points (one container each) answer it too.
  */
-function capture(): { stdout: Writable; stderr: Writable; text: () => { out: string; err: string } } {
-  let out = '';
-  let err = '';
-  return {
-    stdout: new Writable({ write: (chunk: Buffer, _e, done) => ((out += chunk.toString()), done()) }),
-    stderr: new Writable({ write: (chunk: Buffer, _e, done) => ((err += chunk.toString()), done()) }),
-    text: () => ({ out, err }),
-  };
-}
-
 async function sqlenv(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const io = capture();
+  const io = captureIo();
   const code = await main(argv, { stdout: io.stdout, stderr: io.stderr as unknown as NodeJS.WriteStream, logger: silentLogger });
   return { code, ...io.text() };
 }
@@ -68,7 +58,7 @@ describe('the rollout commands themselves (the apps call them without sqlenv)', 
     ['report', reportCommand],
     ['runs', runsCommand],
   ] as const)('%s --help prints its usage, exit 0, without connecting anywhere', async (name, command) => {
-    const io = capture();
+    const io = captureIo();
     // A Redis nobody listens on: help must not need one.
     const rolloutIo: RolloutCommandIo = { stdout: io.stdout, stderr: io.stderr, env: { REDIS_URL: 'redis://127.0.0.1:1' } };
     expect(await command(['--help'], rolloutIo)).toBe(0);

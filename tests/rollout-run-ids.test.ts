@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { BullmqTransport, RunAdmin, runsCommand, trainerCommand, workerCommand, redisGlobLiteral } from '@sqlenv/rollout';
 import { deleteKeysUnder } from '@sqlenv/rollout/testing';
+import { captureIo } from '@sqlenv/shared/testing';
 
 /**
  * A run id names one run and nothing else (docs/security.md, "Run ids and admin commands"): an id
@@ -67,18 +67,8 @@ async function snapshotAll(): Promise<Record<string, Record<string, string>>> {
   return Object.fromEntries(await Promise.all(RUNS.map(async (runId) => [runId, await snapshot(runId)] as const)));
 }
 
-function capture(): { stdout: Writable; stderr: Writable; text: () => { out: string; err: string } } {
-  let out = '';
-  let err = '';
-  return {
-    stdout: new Writable({ write: (chunk: Buffer, _e, done) => ((out += chunk.toString()), done()) }),
-    stderr: new Writable({ write: (chunk: Buffer, _e, done) => ((err += chunk.toString()), done()) }),
-    text: () => ({ out, err }),
-  };
-}
-
 async function runs(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const io = capture();
+  const io = captureIo();
   const code = await runsCommand(argv, { stdout: io.stdout, stderr: io.stderr, env: { REDIS_URL, SQLENV_KEY_BASE: keyBase } });
   return { code, ...io.text() };
 }
@@ -184,7 +174,7 @@ describe('run ids where the distributed apps take them', () => {
     ['worker', ['--run', 'myru?'], {}],
     ['worker', [], { RUN_ID: 'myrun[2]' }],
   ] as const)('%s %j %j is refused before it connects', async (app, argv, env) => {
-    const io = capture();
+    const io = captureIo();
     const command = app === 'trainer' ? trainerCommand : workerCommand;
     // A Redis URL nobody listens on: a refusal must come from the run id, not from a connection.
     const code = await command([...argv], { stdout: io.stdout, stderr: io.stderr, env: { REDIS_URL: 'redis://127.0.0.1:1', SQLENV_KEY_BASE: keyBase, ...env } });

@@ -1,0 +1,2 @@
+// Test helpers of @sqlenv/shared, for tests/ and bench/ (`@sqlenv/shared/testing`).
+export { captureIo } from './capture-io.ts';
