@@ -65,7 +65,7 @@ function median(xs: number[]): number {
 /** Step times in ms (the first step of the process dropped) and the thread count the side reports. */
 function runOnce(c: Config): { ms: number[]; threads: number } {
   if (c.side === 'ours') {
-    const out = sqlenv(['sft', '--model', model, '--data', data, '--steps', String(steps + 1), '--batch-size', String(episodes), '--full', '--lr', String(lr), '--out', join(work, 'out'), '--threads', String(c.threads)]);
+    const out = sqlenv(['sft', '--model', model, '--data', data, '--steps', String(steps + 1), '--batch-size', String(episodes), '--full', '--lr', String(lr), '--out', join(work, 'out'), '--force', '--threads', String(c.threads)]);
     const lines = out.trim().split('\n').map((l) => JSON.parse(l) as { step?: number; ms?: number });
     return { ms: lines.filter((l) => l.step !== undefined && l.step > 1).map((l) => l.ms as number), threads: c.threads as number };
   }
