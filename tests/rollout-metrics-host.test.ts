@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { networkInterfaces } from 'node:os';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { trainerCommand } from '@sqlenv/rollout';
@@ -8,18 +7,17 @@ import { freePort } from '@sqlenv/rollout/testing';
 /**
  * `--metrics-port` serves /status (which shows run specs) without credentials, so it binds loopback
  * unless `--metrics-host` / SQLENV_METRICS_HOST says otherwise (docs/security.md, "Metrics endpoint").
- * A trainer command in this process, asked on loopback and on this machine's own network address.
+ * A trainer command in this process, asked on 127.0.0.1 and on another loopback address.
  */
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 
-/** A non-loopback IPv4 address of this machine: what another host on the network would connect to. */
-function externalAddress(): string {
-  const address = Object.values(networkInterfaces())
-    .flat()
-    .find((a) => a !== undefined && a.family === 'IPv4' && !a.internal);
-  if (address === undefined) throw new Error('this test needs a non-loopback IPv4 interface to tell a loopback bind from a wide one');
-  return address.address;
-}
+/**
+ * Another address of this machine that a loopback-only bind does not answer on: 127.0.0.2 (the whole of
+ * 127.0.0.0/8 reaches the loopback interface, but a socket bound to 127.0.0.1 accepts only that
+ * address, while one bound to 0.0.0.0 accepts every address of the machine). The test tells a
+ * loopback bind from a wide one without sending anything off the loopback range.
+ */
+const OTHER_ADDRESS = '127.0.0.2';
 
 async function reachable(host: string, port: number): Promise<boolean> {
   try {
@@ -49,7 +47,7 @@ async function probeTrainer(argv: string[], env: Record<string, string>): Promis
       if (Date.now() > deadline) throw new Error(`metrics server never answered on loopback: ${err}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    return { loopback: true, external: await reachable(externalAddress(), port) };
+    return { loopback: true, external: await reachable(OTHER_ADDRESS, port) };
   } finally {
     controller.abort();
     expect(await running, err).toBe(0);
@@ -57,7 +55,7 @@ async function probeTrainer(argv: string[], env: Record<string, string>): Promis
 }
 
 describe('the metrics endpoint of a rollout app', () => {
-  it('binds loopback by default: not reachable on the network address', async () => {
+  it('binds 127.0.0.1 by default: not reachable on another address of the machine', async () => {
     expect(await probeTrainer([], {})).toEqual({ loopback: true, external: false });
   }, 60_000);
 
