@@ -247,4 +247,3 @@ export async function modelGenerate(args: ModelGenerateArgs): Promise<ModelGener
   }
 }
 
-export { countParameters };

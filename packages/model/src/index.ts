@@ -83,7 +83,6 @@ export {
   modelGenerate,
   resolveConfigArg,
   parseTokenList,
-  countParameters,
   type ModelInitArgs,
   type ModelInitResult,
   type ModelLogitsArgs,
@@ -104,5 +103,5 @@ export {
 export { trainByteLevelBpe, byteLevelAlphabet, BpeTrainerOptionsSchema, type BpeTrainerOptions, type TrainedBpe } from './bpe-trainer.ts';
 export { modelFingerprint, hasThinkTemplate, loadChatFormat, tokenizerFor } from './model-dir.ts';
 export { modelTokenizer, type ModelTokenizerArgs, type ModelTokenizerResult } from './tokenizer-command.ts';
-export { checkModelFits, estimateModelMemory, formatBytes, largestTensor, memoryBoundBytes, MAX_TENSOR_ELEMENTS, type MemoryEstimate, type MemoryEstimateOptions } from './memory-estimate.ts';
+export { checkModelFits, countParameters, estimateModelMemory, formatBytes, largestTensor, memoryBoundBytes, MAX_TENSOR_ELEMENTS, type MemoryEstimate, type MemoryEstimateOptions } from './memory-estimate.ts';
 export { validateTokenizerIds } from './hf-tokenizer.ts';

@@ -155,7 +155,7 @@ export class InferenceEngine {
         ...(options.disablePrepacking ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}),
       },
       scheduler: {
-        ...turnSchedulingDefaults('provider' in options && typeof options.provider === 'string' ? options.provider : 'cpu'),
+        ...turnSchedulingDefaults(options.provider),
         ...(options.reuseKv === undefined ? {} : { reuseKv: options.reuseKv }),
         ...(options.chunkSteps === undefined ? {} : { chunkSteps: options.chunkSteps }),
         maxBatchSize: options.maxBatchSize,
