@@ -29,8 +29,9 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createRng, mixSeeds, type Policy, type PolicyEpisode, type TokenRecordingEpisode, type TurnTokens } from '@sqlenv/agents';
+import { type Policy, type PolicyEpisode, type TokenRecordingEpisode, type TurnTokens } from '@sqlenv/agents';
 import { RolloutRunSpecSchema, type SqlAction } from '@sqlenv/protocol';
+import { mixSeeds, mulberry32 } from '@sqlenv/shared';
 import { BullmqTransport, readRunMetrics, RolloutWorker, RunRecorder, runCoordinator, runTrainer, writeRunReport, writeRunSpec, type PolicyUpdater, type TrainingBatch, type UpdateStats } from '@sqlenv/rollout';
 import { TOY_QUESTIONS, toyEnvironments } from '@sqlenv/rollout/testing';
 
@@ -76,7 +77,7 @@ class SyntheticPolicy implements Policy {
   }
 
   begin(context: { questionId: string; seed: number }): PolicyEpisode {
-    const rng = createRng(mixSeeds(SEED, context.seed));
+    const rng = mulberry32(mixSeeds(SEED, context.seed));
     const describes = 1 + Math.floor(rng() * 3);
     const delays = Array.from({ length: describes + 1 }, () => TURN_MEDIAN_MS * Math.exp(TURN_SIGMA * normal(rng)));
     const uniform = rng();

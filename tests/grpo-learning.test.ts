@@ -1,5 +1,6 @@
 import { LoraLearner, parseLearnerConfig, type PolicySample, type SequenceSample } from '@sqlenv/grpo';
-import { Generator, parseLoraConfig, presetConfig, randomWeights, Rng } from '@sqlenv/model';
+import { Generator, parseLoraConfig, presetConfig, randomWeights } from '@sqlenv/model';
+import { Xoshiro128 } from '@sqlenv/shared';
 import { AdvantageMode } from '@sqlenv/protocol';
 import { groupAdvantages } from '@sqlenv/rollout';
 import { describe, expect, it } from 'vitest';
@@ -23,7 +24,7 @@ describe('GRPO learns a one-turn task', () => {
     // unrelated rows): the adapter has to find that direction.
     const weights = randomWeights(config, { seed: 21, initStd: 0.05 });
     const embed = weights.get('model.embed_tokens.weight')!;
-    const direction = new Rng(8).normalArray(config.hiddenSize, 1 / Math.sqrt(config.hiddenSize));
+    const direction = new Xoshiro128(8).normalArray(config.hiddenSize, 1 / Math.sqrt(config.hiddenSize));
     for (let v = 0; v < config.vocabSize; v++) {
       if (!isLetter(v)) continue;
       for (let h = 0; h < config.hiddenSize; h++) embed.data[v * config.hiddenSize + h] = embed.data[v * config.hiddenSize + h]! + 0.8 * direction[h]!;
@@ -86,7 +87,7 @@ describe('SFT', () => {
       // Larger embeddings than the default init: a token's logit is bounded by |hidden|·|embedding|
       // while the embedding is frozen (LoRA).
       const weights = randomWeights(sftConfig, { seed: 22, initStd: 0.2 });
-      const rng = new Rng(4);
+      const rng = new Xoshiro128(4);
       const batch: SequenceSample[] = Array.from({ length: 4 }, () => {
         const prompt = Array.from({ length: 6 }, () => 32 + Math.floor(rng.uniform() * 90));
         const answer = Array.from({ length: 8 }, () => 32 + Math.floor(rng.uniform() * 90));

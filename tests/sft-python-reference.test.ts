@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { initLoraWeights, LORA_TARGETS, parseLoraConfig, readModelConfig, Rng, saveAdapterDir } from '@sqlenv/model';
+import { initLoraWeights, LORA_TARGETS, parseLoraConfig, readModelConfig, saveAdapterDir } from '@sqlenv/model';
+import { Xoshiro128 } from '@sqlenv/shared';
 
 /**
  * `sqlenv sft` against PyTorch + transformers + PEFT (tests/python/sft_reference_check.py), run
@@ -72,7 +73,7 @@ describe('sqlenv sft matches PyTorch + transformers + PEFT', () => {
     saveAdapterDir(init, config, { lora, weights: initLoraWeights(config, lora, { seed: 5, bStd: 0.1 }) });
 
     // Five ragged lines with scattered targets; batches of 3 wrap: step 1 takes lines 0-2, step 2 lines 3, 4, 0.
-    const rng = new Rng(11);
+    const rng = new Xoshiro128(11);
     const lines = [9, 23, 6, 17, 12].map((n) => {
       const ids = Array.from({ length: n }, () => Math.floor(rng.uniform() * config.vocabSize));
       const mask = ids.map((_, i) => (i > 0 && (i === n - 1 || rng.uniform() < 0.6) ? 1 : 0));

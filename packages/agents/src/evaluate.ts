@@ -1,8 +1,7 @@
 import type { EpisodeDoneReason, EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult, TrajectoryOutcome, TrajectoryStep, TrajectoryTurn } from '@sqlenv/protocol';
-import { toAppError, appendAll } from '@sqlenv/shared';
+import { toAppError, appendAll, mulberry32 } from '@sqlenv/shared';
 import type { Policy } from './policy.ts';
 import { passAtKs, type PassAtK } from './pass-at-k.ts';
-import { createRng } from './prng.ts';
 import { runEpisode, type TurnEvent } from './run-episode.ts';
 
 /**
@@ -250,7 +249,7 @@ function finalPotential(record: EpisodeRecord): number | null {
  */
 export function drawQuestionIds(ids: readonly string[], episodes: number | 'all', seed: number): string[] {
   if (episodes === 'all') return [...ids];
-  const rng = createRng(seed);
+  const rng = mulberry32(seed);
   const out: string[] = [];
   while (out.length < episodes && ids.length > 0) {
     const round = [...ids];

@@ -18,7 +18,6 @@ export { pairedBootstrap, pairByQuestion, type PairedBootstrapOptions, type Pair
 export { transcriptTurn, TranscriptCollector, TranscriptTurnSchema, type TranscriptTurn } from './transcript.ts';
 export { runEpisode, type EpisodeEnvironment, type EpisodeRun, type RunEpisodeOptions, type TurnEvent } from './run-episode.ts';
 export { tableNamesFromSchemaInfo } from './schema-info.ts';
-export { createRng, mixSeeds, hashString } from './prng.ts';
 export { createBaselinePolicy, BASELINE_POLICY_NAMES, type BaselinePolicyName } from './baseline-policies.ts';
 export {
   DEFAULT_PROMPT_PATH,

@@ -1,11 +1,10 @@
 import { PARSE_ERROR_ACTION, type SqlAction, type SqlObservation } from '@sqlenv/protocol';
-import { AppError, ErrorCode, appendAll } from '@sqlenv/shared';
+import { AppError, ErrorCode, appendAll, mixSeeds } from '@sqlenv/shared';
 import type { ChatFormat, ToolDefinition } from '@sqlenv/model';
 import { fillTemplate, renderFirstUser, renderToolResult, type AgentPrompt } from './agent-prompt.ts';
 import type { Completion, CompletionSource, EpisodeCompleter } from './completion-source.ts';
 import type { EpisodeContext, Policy, PolicyMove, TokenRecordingEpisode, TurnTokens } from './policy.ts';
 import { actionToolCall } from './action-completion.ts';
-import { mixSeeds } from './prng.ts';
 import { parseToolCall } from './tool-call-parser.ts';
 
 export interface LlmPolicyOptions {

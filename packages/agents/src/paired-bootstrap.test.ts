@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { pairByQuestion, pairedBootstrap, type PairedQuestion } from './paired-bootstrap.ts';
-import { createRng } from './prng.ts';
+import { mulberry32 } from '@sqlenv/shared';
 
 /** The 95 % Wilson interval (as the run report computes it), to compare with. */
 function wilson(k: number, n: number, z = 1.959963984540054): [number, number] {
@@ -22,7 +22,7 @@ describe('pairedBootstrap', () => {
   it('its interval has the width the normal approximation gives for many questions (±1.96 standard errors)', () => {
     // 200 questions of 4 seeds whose per-question gain is −1…+2 episodes: the standard error of the
     // mean gain is sd / √Q; the bootstrap's 95 % interval should be diff ± 1.96 SE to within a few %.
-    const rng = createRng(11);
+    const rng = mulberry32(11);
     const questions: PairedQuestion[] = Array.from({ length: 200 }, () => {
       const before = Math.floor(rng() * 3);
       const after = Math.min(4, Math.max(0, before + Math.floor(rng() * 4) - 1));

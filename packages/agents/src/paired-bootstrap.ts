@@ -1,4 +1,4 @@
-import { createRng } from './prng.ts';
+import { mulberry32 } from '@sqlenv/shared';
 
 /** One question's paired episodes: how many, and how many each policy solved (the same seeds for both). */
 export interface PairedQuestion {
@@ -52,7 +52,7 @@ export function pairedBootstrap(questions: readonly PairedQuestion[], options: P
   const counts = questions.map((q) => q.episodes);
   const episodes = counts.reduce((a, b) => a + b, 0);
   const diff = gains.reduce((a, b) => a + b, 0) / episodes;
-  const rng = createRng(options.seed ?? 0);
+  const rng = mulberry32(options.seed ?? 0);
   const stats = new Float64Array(resamples);
   const q = questions.length;
   for (let r = 0; r < resamples; r++) {

@@ -1,6 +1,6 @@
 import type { SqlAction, SqlObservation } from '@sqlenv/protocol';
 import type { EpisodeContext, Policy, PolicyEpisode } from './policy.ts';
-import { createRng, hashString, mixSeeds, pick } from './prng.ts';
+import { mulberry32, hashString, mixSeeds, pick } from '@sqlenv/shared';
 import { tableNamesFromSchemaInfo } from './schema-info.ts';
 
 export interface RandomPolicyOptions {
@@ -26,7 +26,7 @@ export class RandomPolicy implements Policy {
   }
 
   begin(context: EpisodeContext): PolicyEpisode {
-    const rng = createRng(mixSeeds(mixSeeds(this.#seed, context.seed), hashString(context.questionId)));
+    const rng = mulberry32(mixSeeds(mixSeeds(this.#seed, context.seed), hashString(context.questionId)));
     const answerProbability = this.#answerProbability;
     return {
       act: (observation: SqlObservation): Promise<SqlAction> => {

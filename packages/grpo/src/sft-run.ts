@@ -1,6 +1,6 @@
 import type { SessionConfig } from '@sqlenv/onnx-graph';
-import { Rng, type Adapter, type LoraConfig, type LoraWeights, type ModelConfig, type ModelWeights } from '@sqlenv/model';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { type Adapter, type LoraConfig, type LoraWeights, type ModelConfig, type ModelWeights } from '@sqlenv/model';
+import { AppError, ErrorCode, Xoshiro128 } from '@sqlenv/shared';
 import type { LearnerConfig } from './config.ts';
 import { LoraLearner, type LearnerState } from './lora-learner.ts';
 import type { TrainedParameters } from './training-graph.ts';
@@ -97,7 +97,7 @@ export function sftBatchLines(lineCount: number, batchSize: number, step: number
 
 /** Epoch `epoch`'s visiting order: a Fisher–Yates permutation of the lines, seeded by (seed, epoch). */
 function epochOrder(lineCount: number, epoch: number, seed: number): number[] {
-  const rng = new Rng(((seed >>> 0) * 0x9e3779b1 + epoch) >>> 0);
+  const rng = new Xoshiro128(((seed >>> 0) * 0x9e3779b1 + epoch) >>> 0);
   const order = Array.from({ length: lineCount }, (_, i) => i);
   for (let i = lineCount - 1; i > 0; i--) {
     const j = rng.nextUint32() % (i + 1);

@@ -1,5 +1,6 @@
 import { createSession, tensor, type GraphSession, type TensorData } from '@sqlenv/onnx-graph';
-import { initLoraWeights, leftPad, loraTensorSpecs, parseLoraConfig, presetConfig, randomWeights, Rng, IO, LORA_TARGETS } from '@sqlenv/model';
+import { initLoraWeights, leftPad, loraTensorSpecs, parseLoraConfig, presetConfig, randomWeights, IO, LORA_TARGETS } from '@sqlenv/model';
+import { Xoshiro128 } from '@sqlenv/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PolicyLossConfigSchema } from './config.ts';
 import { buildTrainingGraph, TRAIN_IO } from './training-graph.ts';
@@ -70,7 +71,7 @@ describe('training graph (float64, whole model)', () => {
     const current = await logprobsOf(session, feedsFor(all, adapter), all);
     const zeros = new Map([...adapter].map(([k, v]) => [k, new Float64Array(v.length)]));
     const ref = await logprobsOf(session, feedsFor(all, zeros), all);
-    const rng = new Rng(5);
+    const rng = new Xoshiro128(5);
     const shift = (rows: number[][], scale: number): number[][] => rows.map((r) => r.map((v) => v + (rng.uniform() * 2 - 1) * scale));
     perturbed = { prox: shift(current, 0.5), behaviour: shift(current, 0.8), ref };
   });

@@ -1,6 +1,5 @@
 import { tensor, type TensorData } from '@sqlenv/onnx-graph';
-import { AppError, ErrorCode, maxOf } from '@sqlenv/shared';
-import { Rng } from './rng.ts';
+import { AppError, ErrorCode, maxOf, Xoshiro128 } from '@sqlenv/shared';
 import type { LoraWeights } from './lora.ts';
 
 /**
@@ -40,7 +39,7 @@ export function leftPad(rows: readonly (readonly number[])[], padId: number, wid
  * so the float32 value is exact and strictly below 1.
  */
 export function uniformsForSeed(seed: number, steps: number): Float32Array {
-  const rng = new Rng(seed);
+  const rng = new Xoshiro128(seed);
   const out = new Float32Array(steps);
   for (let i = 0; i < steps; i++) out[i] = (rng.nextUint32() >>> 8) / 16_777_216;
   return out;

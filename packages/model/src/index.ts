@@ -19,7 +19,6 @@ export {
 export { expectedTensorSpecs, loadModel, loadModelWeights, readModelConfig, type ModelWeights, type TensorSpec } from './weights.ts';
 export { randomTensors, randomWeights, writeRandomCheckpoint, type RandomCheckpointOptions } from './random-checkpoint.ts';
 export { referenceForward } from './reference-forward.ts';
-export { Rng } from './rng.ts';
 export { CHAT_SPECIAL_TOKENS, type TextTokenizer, type ChatSpecialToken } from './tokenizer.ts';
 export { ByteTokenizer, BYTE_SPECIAL_IDS, BYTE_TOKENIZER_VOCAB_SIZE } from './byte-tokenizer.ts';
 export { HfTokenizer, loadHfTokenizer, loadBundledQwenTokenizer, bundledQwenTokenizerPaths } from './hf-tokenizer.ts';

@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, Xoshiro128 } from '@sqlenv/shared';
 import type { ModelConfig } from './config.ts';
-import { Rng } from './rng.ts';
 import { layerPrefix } from './tensor-names.ts';
 import type { ModelWeights } from './weights.ts';
 
@@ -129,7 +128,7 @@ export function zeroLoraWeights(config: ModelConfig, lora: LoraConfig): LoraWeig
  * `bStd` > 0 makes B random too (tests need an adapter that changes the output).
  */
 export function initLoraWeights(config: ModelConfig, lora: LoraConfig, options: { seed?: number; bStd?: number } = {}): LoraWeights {
-  const rng = new Rng(options.seed ?? 0);
+  const rng = new Xoshiro128(options.seed ?? 0);
   const weights: LoraWeights = new Map();
   for (const spec of loraTensorSpecs(config, lora)) {
     const [rows, cols] = spec.shape;

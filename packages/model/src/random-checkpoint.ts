@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { toHfConfig, type ModelConfig } from './config.ts';
-import { Rng } from './rng.ts';
+import { Xoshiro128 } from '@sqlenv/shared';
 import { writeSafetensorsCheckpoint, numel, type StoredDtype, type TensorToWrite } from './safetensors.ts';
 import { expectedTensorSpecs, type ModelWeights } from './weights.ts';
 
@@ -31,7 +31,7 @@ export function randomTensors(config: ModelConfig, options: RandomCheckpointOpti
     name: spec.name,
     shape: spec.shape,
     data: () => {
-      const rng = new Rng(seed * 1_000_003 + index);
+      const rng = new Xoshiro128(seed * 1_000_003 + index);
       return spec.kind === 'norm' ? rng.normalArray(numel(spec.shape), normStd, 1) : rng.normalArray(numel(spec.shape), initStd);
     },
   }));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AppError } from '@sqlenv/shared';
+import { AppError, boxMullerNormals, mulberry32 } from '@sqlenv/shared';
 import { checkpoint, gradients } from './autodiff.ts';
 import { attention, causalMask, crossEntropy, linear, maskedSoftmax, rmsNorm, silu, tokenLogProbs } from './composites.ts';
 import type { Tensor } from './graph-core.ts';
@@ -7,7 +7,7 @@ import { Graph } from './graph.ts';
 import type { GradInput } from './grad-cases.ts';
 import { gradCheck, relativeError, sampleInputs } from './grad-check.ts';
 import { tensor, toNumbers } from './tensor-data.ts';
-import { randn, rng, runOnce } from './testing/run-once.ts';
+import { runOnce } from './testing/run-once.ts';
 
 type Build = (g: Graph, x: readonly Tensor[]) => Tensor;
 
@@ -20,7 +20,7 @@ function at(x: readonly Tensor[], i: number): Tensor {
 /** A constant with fixed pseudo-random values, dtype taken from a reference tensor. */
 function randConst(g: Graph, like: Tensor, dims: number[], seed: number, scale = 0.5): Tensor {
   const n = dims.reduce((a, b) => a * b, 1);
-  return g.constant(tensor(like.dtype, dims, randn(rng(seed), n).map((v) => Math.fround(v * scale))));
+  return g.constant(tensor(like.dtype, dims, boxMullerNormals(mulberry32(seed), n).map((v) => Math.fround(v * scale))));
 }
 
 /**
@@ -104,9 +104,9 @@ const composites: { name: string; inputs: GradInput[]; build: Build }[] = [
 
 describe('composite gradients match finite differences (float64)', () => {
   it.each(composites.map((c, i) => [c.name, c, i] as const))('%s', async (_name, c, i) => {
-    const next = rng(500 + i);
+    const next = mulberry32(500 + i);
     const values = sampleInputs(c.inputs, next).map((v) => v.map((x) => x * 0.5));
-    const result = await gradCheck(c.build, c.inputs, { dtype: 'float64', values, projection: randn(next, 256), numeric: true, session: FLOAT64_SESSION });
+    const result = await gradCheck(c.build, c.inputs, { dtype: 'float64', values, projection: boxMullerNormals(next, 256), numeric: true, session: FLOAT64_SESSION });
     result.analytic.forEach((a, k) => {
       expect(Math.max(...(result.numeric[k] ?? []).map(Math.abs))).toBeGreaterThan(1e-4);
       expect(relativeError(a, result.numeric[k] ?? [])).toBeLessThanOrEqual(1e-6);
@@ -114,9 +114,9 @@ describe('composite gradients match finite differences (float64)', () => {
   });
 
   it('float32 gradients of the LoRA block agree with float64', async () => {
-    const next = rng(42);
+    const next = mulberry32(42);
     const values = sampleInputs(loraInputs, next).map((v) => v.map((x) => Math.fround(x * 0.5)));
-    const projection = randn(next, 256).map(Math.fround);
+    const projection = boxMullerNormals(next, 256).map(Math.fround);
     const f64 = await gradCheck(loraBlock, loraInputs, { dtype: 'float64', values, projection, numeric: false });
     const f32 = await gradCheck(loraBlock, loraInputs, { dtype: 'float32', values, projection, numeric: false });
     f64.analytic.forEach((a, k) => expect(relativeError(f32.analytic[k] ?? [], a)).toBeLessThanOrEqual(1e-4));
@@ -125,9 +125,9 @@ describe('composite gradients match finite differences (float64)', () => {
 
 describe('gradients()', () => {
   it('checkpointing re-emits each region once in the backward pass, gated on its gradient, with the same gradients', async () => {
-    const next = rng(43);
+    const next = mulberry32(43);
     const values = sampleInputs(loraInputs, next);
-    const projection = randn(next, 256);
+    const projection = boxMullerNormals(next, 256);
     const plain = await gradCheck(loraBlock, loraInputs, { dtype: 'float64', values, projection, numeric: false });
     const recomputed = await gradCheck(loraBlockOf(true), loraInputs, { dtype: 'float64', values, projection, numeric: false, session: FLOAT64_SESSION });
     plain.analytic.forEach((a, k) => expect(relativeError(recomputed.analytic[k] ?? [], a)).toBeLessThanOrEqual(1e-12));

@@ -6,7 +6,7 @@ import { OP_GRADIENT, type DifferentiableOp } from './ops.ts';
 import { gradients } from './autodiff.ts';
 import { Graph } from './graph.ts';
 import { tensor } from './tensor-data.ts';
-import { rng, randn } from './testing/run-once.ts';
+import { boxMullerNormals, mulberry32 } from '@sqlenv/shared';
 
 const cases = (Object.keys(GRAD_CASES) as DifferentiableOp[]).flatMap((op) => GRAD_CASES[op].map((c, i) => ({ op, c, seed: 1000 + i + op.length * 31 })));
 
@@ -20,9 +20,9 @@ describe('gradient rule table', () => {
 
 describe('every gradient rule matches central finite differences (float64)', () => {
   it.each(cases.map((k) => [`${k.op}: ${k.c.name}`, k] as const))('%s', async (_name, { op, c, seed }) => {
-    const next = rng(seed);
+    const next = mulberry32(seed);
     const values = sampleInputs(c.inputs, next);
-    const result = await gradCheck(c.build, c.inputs, { dtype: 'float64', values, projection: randn(next, 256), numeric: true });
+    const result = await gradCheck(c.build, c.inputs, { dtype: 'float64', values, projection: boxMullerNormals(next, 256), numeric: true });
     expect(result.forwardOps).toContain(op);
     expect(result.analytic.length).toBeGreaterThan(0);
     result.analytic.forEach((analytic, i) => {
@@ -36,9 +36,9 @@ describe('every gradient rule matches central finite differences (float64)', () 
 
 describe('float32 gradients agree with float64 on the same graphs', () => {
   it.each(cases.map((k) => [`${k.op}: ${k.c.name}`, k] as const))('%s', async (_name, { c, seed }) => {
-    const next = rng(seed);
+    const next = mulberry32(seed);
     const values = sampleInputs(c.inputs, next);
-    const projection = randn(next, 256).map(Math.fround);
+    const projection = boxMullerNormals(next, 256).map(Math.fround);
     const f64 = await gradCheck(c.build, c.inputs, { dtype: 'float64', values, projection, numeric: false });
     const f32 = await gradCheck(c.build, c.inputs, { dtype: 'float32', values, projection, numeric: false });
     f64.analytic.forEach((a, i) => expect(relativeError(f32.analytic[i] ?? [], a)).toBeLessThanOrEqual(1e-5));

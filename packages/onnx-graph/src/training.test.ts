@@ -4,7 +4,7 @@ import { crossEntropy, linear } from './composites.ts';
 import { Graph } from './graph.ts';
 import { createSession } from './runtime/session.ts';
 import { tensor, toNumbers, type TensorData } from './tensor-data.ts';
-import { randn, rng } from './testing/run-once.ts';
+import { boxMullerNormals, mulberry32 } from '@sqlenv/shared';
 
 /**
  * End-to-end: a 2-16-2 tanh MLP learns XOR-style quadrants with plain SGD,
@@ -14,7 +14,7 @@ describe('training with emitted gradients', () => {
   it('an MLP learns a toy task with SGD (loss falls by 10x)', async () => {
     const N = 32;
     const HIDDEN = 16;
-    const next = rng(7);
+    const next = mulberry32(7);
     const points = Array.from({ length: N }, () => [next() * 2 - 1, next() * 2 - 1] as const);
     const labels = points.map(([a, b]) => (a * b > 0 ? 1 : 0)); // XOR of the signs
 
@@ -35,7 +35,7 @@ describe('training with emitted gradients', () => {
     gradients(loss, names.map((k) => params[k])).forEach((d, i) => g.output(`d_${names[i]}`, d));
 
     const session = await createSession(g.toModel(), { mode: 'direct' });
-    const init = (dims: number[], scale: number): Float32Array => Float32Array.from(randn(next, dims.reduce((a, b) => a * b, 1)), (v) => v * scale);
+    const init = (dims: number[], scale: number): Float32Array => Float32Array.from(boxMullerNormals(next, dims.reduce((a, b) => a * b, 1)), (v) => v * scale);
     const values: Record<keyof typeof params, Float32Array> = { w1: init([HIDDEN, 2], 1), b1: init([HIDDEN], 0.1), w2: init([2, HIDDEN], 0.3), b2: new Float32Array(2) };
     const feeds = (): Record<string, TensorData> => ({
       x: tensor('float32', [N, 2], points.flat()),

@@ -1,5 +1,4 @@
-import { createRng, mixSeeds } from '@sqlenv/agents';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, mixSeeds, mulberry32 } from '@sqlenv/shared';
 
 /** The slice of a question the coordinator needs to admit a group. */
 export interface ScheduledQuestion {
@@ -42,7 +41,7 @@ export class QuestionSchedule {
   #epoch(epoch: number): readonly number[] {
     const cached = this.#epochs.get(epoch);
     if (cached) return cached;
-    const rng = createRng(mixSeeds(this.#seed, epoch + 1));
+    const rng = mulberry32(mixSeeds(this.#seed, epoch + 1));
     const order = this.#questions.map((_, i) => i);
     for (let i = order.length - 1; i > 0; i--) {
       const j = Math.floor(rng() * (i + 1));

@@ -9,3 +9,4 @@ export { ensurePrivateDir, readTrustedFile, writeExclusiveTemp, writePrivateFile
 export { WorkerRpc, startRpcWorker, type WorkerRpcOptions } from './worker-rpc.ts';
 export { minOf, maxOf, appendAll } from './bounded-math.ts';
 export { checkDirOutput, checkFileOutput, checkOutputNotInput, temporarySibling, writeDirAtomic, writeDirAtomicAsync, writeFileAtomic, type OutputOptions } from './atomic-write.ts';
+export { Mulberry32, Xoshiro128, mulberry32, boxMullerNormals, deriveSeed, hashString, mix32, mixSeeds, pick } from './prng.ts';

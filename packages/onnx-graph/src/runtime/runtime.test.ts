@@ -3,12 +3,11 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { AppError, ErrorCode, boxMullerNormals, mulberry32 } from '@sqlenv/shared';
 import { attention, rmsNorm } from '../composites.ts';
 import { Graph } from '../graph.ts';
 import { encodeModel } from '../onnx-writer.ts';
 import { tensor, type TensorData } from '../tensor-data.ts';
-import { randn, rng } from '../testing/run-once.ts';
 import { saveModel } from './model-files.ts';
 import { parsePlacementLog } from './placement.ts';
 import { createSession } from './session.ts';
@@ -17,7 +16,7 @@ import { ortSessionOptions, resolveSessionConfig } from './session-config.ts';
 function smallModel(): Graph {
   const g = new Graph();
   const x = g.input('x', 'float32', ['B', 'T', 8]);
-  const w = g.initializer('w', tensor('float32', [8], randn(rng(1), 8)));
+  const w = g.initializer('w', tensor('float32', [8], boxMullerNormals(mulberry32(1), 8)));
   const h = rmsNorm(x, w);
   const q = g.reshape(h, ['B', 'T', 2, 4]);
   const qh = g.transpose(q, [0, 2, 1, 3]); // (B, 2, T, 4)
@@ -26,7 +25,7 @@ function smallModel(): Graph {
   return g;
 }
 
-const feeds = { x: tensor('float32', [2, 5, 8], randn(rng(2), 80)) };
+const feeds = { x: tensor('float32', [2, 5, 8], boxMullerNormals(mulberry32(2), 80)) };
 
 async function expectAppError(p: Promise<unknown>, code: string, message: RegExp): Promise<void> {
   const error = await p.then(

@@ -1,4 +1,4 @@
-import type { Rng } from './rng.ts';
+import type { Mulberry32 } from '@sqlenv/shared';
 
 const MS_PER_DAY = 86_400_000;
 
@@ -15,7 +15,7 @@ function isoFromDayNumber(days: number): string {
 }
 
 /** A uniformly drawn ISO date (YYYY-MM-DD) in [from, to]. */
-export function randomDate(rng: Rng, from: string, to: string): string {
+export function randomDate(rng: Mulberry32, from: string, to: string): string {
   return isoFromDayNumber(rng.int(dayNumber(from), dayNumber(to)));
 }
 
@@ -24,7 +24,7 @@ export function addDays(isoDate: string, days: number): string {
 }
 
 /** A clock time `HH:MM` on a quarter hour between the two hours (inclusive start, exclusive end). */
-export function randomTime(rng: Rng, fromHour: number, toHour: number): string {
+export function randomTime(rng: Mulberry32, fromHour: number, toHour: number): string {
   const quarters = rng.int(fromHour * 4, toHour * 4 - 1);
   const hours = String(Math.floor(quarters / 4)).padStart(2, '0');
   const minutes = String((quarters % 4) * 15).padStart(2, '0');

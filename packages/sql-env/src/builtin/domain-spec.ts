@@ -1,5 +1,5 @@
 import type { Cell } from '@sqlenv/protocol';
-import type { Rng } from './rng.ts';
+import type { Mulberry32 } from '@sqlenv/shared';
 import type { QuestionTemplate } from './question-template.ts';
 import type { Vocabulary } from './vocabulary.ts';
 
@@ -36,6 +36,6 @@ export interface DomainSpec {
   summary: string;
   tables: readonly TableSpec[];
   /** The rows, with names and places from `vocabulary` (the standard word lists when omitted). */
-  generateRows(rng: Rng, vocabulary?: Vocabulary): DomainRows;
+  generateRows(rng: Mulberry32, vocabulary?: Vocabulary): DomainRows;
   templates: readonly QuestionTemplate[];
 }

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { DomainSpec } from './domain-spec.ts';
 import { buildQuestions, type GeneratedQuestion } from './question-builder.ts';
-import type { Rng } from './rng.ts';
+import type { Mulberry32 } from '@sqlenv/shared';
 
 /**
  * More held-out questions for a larger dev split: for every template with questions in dev, up to
@@ -13,7 +13,7 @@ import type { Rng } from './rng.ts';
 export function buildExtraDevQuestions(
   db: Database.Database,
   domain: DomainSpec,
-  rng: Rng,
+  rng: Mulberry32,
   dev: readonly GeneratedQuestion[],
   exclude: ReadonlySet<string>,
   perInstance: number,

@@ -1,12 +1,11 @@
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AppError, ErrorCode, formatZodIssues, appendAll } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, appendAll, deriveSeed, Mulberry32 } from '@sqlenv/shared';
 import type { DomainSpec } from './domain-spec.ts';
 import { BUILTIN_DOMAINS } from './builtin-domains.ts';
 import { buildExtraDevQuestions } from './extra-dev-questions.ts';
 import { buildQuestions, type GeneratedQuestion } from './question-builder.ts';
-import { deriveSeed, Rng } from './rng.ts';
 import { writeDatabase } from './sqlite-writer.ts';
 import { freshVocabulary, STANDARD_VOCABULARY, type Vocabulary } from './vocabulary.ts';
 import { spiderTablesEntry } from './tables-json.ts';
@@ -94,7 +93,7 @@ function toSpider(question: GeneratedQuestion): SpiderQuestion {
 }
 
 /** A deterministic ~80/20 split that keeps each split in generation order. */
-function splitQuestions(questions: readonly GeneratedQuestion[], rng: Rng): { train: GeneratedQuestion[]; dev: GeneratedQuestion[] } {
+function splitQuestions(questions: readonly GeneratedQuestion[], rng: Mulberry32): { train: GeneratedQuestion[]; dev: GeneratedQuestion[] } {
   const devCount = Math.round(questions.length * DEV_FRACTION);
   const devIndices = new Set(rng.shuffle(questions.map((_, index) => index)).slice(0, devCount));
   return {
@@ -111,7 +110,7 @@ async function generateDomain(
   extraDevPerInstance: number,
   vocabulary: Vocabulary,
 ): Promise<{ summary: BuiltinDomainSummary; train: GeneratedQuestion[]; dev: GeneratedQuestion[]; extra: GeneratedQuestion[]; extraDev: GeneratedQuestion[] }> {
-  const rng = new Rng(deriveSeed(seed, domain.dbId));
+  const rng = new Mulberry32(deriveSeed(seed, domain.dbId));
   const rows = domain.generateRows(rng.fork('rows'), vocabulary);
   const dbDir = join(outDir, 'database', domain.dbId);
   await mkdir(dbDir, { recursive: true });
@@ -178,7 +177,7 @@ export async function generateBuiltinDataset(options: BuiltinDatasetOptions): Pr
   }
   const { outDir, seed, extraTrainPerInstance, extraTrainOnly, extraDevPerInstance, freshValues } = parsed.data;
   // Its own stream: the rows' draws stay aligned with the standard dataset's for the same seed.
-  const vocabulary = freshValues ? freshVocabulary(new Rng(deriveSeed(seed, 'fresh-vocabulary'))) : STANDARD_VOCABULARY;
+  const vocabulary = freshValues ? freshVocabulary(new Mulberry32(deriveSeed(seed, 'fresh-vocabulary'))) : STANDARD_VOCABULARY;
   if (extraTrainOnly && extraTrainPerInstance === 0) throw new AppError(ErrorCode.VALIDATION, 'invalid built-in dataset options: extraTrainOnly needs extraTrainPerInstance > 0');
   await mkdir(outDir, { recursive: true });
   const train: SpiderQuestion[] = [];

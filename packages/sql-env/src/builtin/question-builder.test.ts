@@ -1,10 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { AppError } from '@sqlenv/shared';
+import { AppError, deriveSeed, Mulberry32 } from '@sqlenv/shared';
 import { BUILTIN_DOMAINS } from './builtin-domains.ts';
 import type { DomainRows, DomainSpec, RowData, TableSpec } from './domain-spec.ts';
 import { buildQuestions } from './question-builder.ts';
 import { defineTemplate, matchesAnswerShape, noTieAfter, sqlText, type QuestionTemplate } from './question-template.ts';
-import { deriveSeed, Rng } from './rng.ts';
 import { writeDatabase } from './sqlite-writer.ts';
 
 const pets: TableSpec = {
@@ -35,7 +34,7 @@ function domainWith(templates: QuestionTemplate[]): DomainSpec {
 function build(templates: QuestionTemplate[]): ReturnType<typeof buildQuestions> {
   const db = writeDatabase(':memory:', [pets], rows);
   try {
-    return buildQuestions(db, domainWith(templates), new Rng(1));
+    return buildQuestions(db, domainWith(templates), new Mulberry32(1));
   } finally {
     db.close();
   }
@@ -94,7 +93,7 @@ describe('buildQuestions', () => {
 
   it('instantiates every built-in template with the default seed', () => {
     for (const domain of BUILTIN_DOMAINS) {
-      const rng = new Rng(deriveSeed(20_240_601, domain.dbId));
+      const rng = new Mulberry32(deriveSeed(20_240_601, domain.dbId));
       const db = writeDatabase(':memory:', domain.tables, domain.generateRows(rng.fork('rows')));
       try {
         const ids = new Set(buildQuestions(db, domain, rng.fork('questions')).map((q) => q.templateId));

@@ -3,7 +3,7 @@ import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { AnswerType, Cell } from '@sqlenv/protocol';
 import type { DomainSpec } from './domain-spec.ts';
 import { matchesAnswerShape, type ParamSource } from './question-template.ts';
-import type { Rng } from './rng.ts';
+import type { Mulberry32 } from '@sqlenv/shared';
 
 /** Draws per wanted instance before a template gives up (empty results, ties, duplicates). */
 const ATTEMPTS_PER_INSTANCE = 12;
@@ -31,7 +31,7 @@ function runQuery(db: Database.Database, sql: string): QueryResult {
   return { columns, rows };
 }
 
-function createParamSource(db: Database.Database, rng: Rng): ParamSource {
+function createParamSource(db: Database.Database, rng: Mulberry32): ParamSource {
   // Parameter queries repeat across draws; the data is frozen, so cache them.
   const cache = new Map<string, Cell[][]>();
   const rowsOf = (sql: string): Cell[][] => {
@@ -84,7 +84,7 @@ function isTruthy(cell: Cell | undefined): boolean {
 export function buildQuestions(
   db: Database.Database,
   domain: DomainSpec,
-  rng: Rng,
+  rng: Mulberry32,
   options: { instancesPerTemplate?: (instances: number) => number; exclude?: ReadonlySet<string> } = {},
 ): GeneratedQuestion[] {
   const source = createParamSource(db, rng);

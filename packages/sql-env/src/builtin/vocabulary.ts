@@ -1,4 +1,4 @@
-import type { Rng } from './rng.ts';
+import type { Mulberry32 } from '@sqlenv/shared';
 
 /** Word lists shared by the domains. Names are varied on purpose (apostrophes, hyphens, accents). */
 
@@ -73,7 +73,7 @@ const ACCENTED: Readonly<Record<string, string>> = { a: 'á', e: 'é', o: 'ö', 
 const CODAS = ['', '', '', 'n', 'r', 'l', 's', 'm', 'k', 'th', 'nd', 'rt', 'x', 'sh', 'ck'] as const;
 
 /** A pronounceable made-up word of `syllables` syllables, capitalised ("Brakel", "Vouthin"). */
-function syntheticWord(rng: Rng, syllables: number): string {
+function syntheticWord(rng: Mulberry32, syllables: number): string {
   let word = '';
   for (let i = 0; i < syllables; i++) word += rng.pick(ONSETS) + rng.pick(VOWELS) + (i === syllables - 1 || rng.chance(0.3) ? rng.pick(CODAS) : '');
   // About one word in twenty carries an accent, as a few standard names do (Müller, Tomás).
@@ -82,7 +82,7 @@ function syntheticWord(rng: Rng, syllables: number): string {
 }
 
 /** `count` distinct made-up words of 2–3 syllables; `decorate` may reshape some (apostrophes, hyphens). */
-function syntheticWords(rng: Rng, count: number, decorate: (word: string) => string = (w) => w): string[] {
+function syntheticWords(rng: Mulberry32, count: number, decorate: (word: string) => string = (w) => w): string[] {
   const words = new Set<string>();
   while (words.size < count) words.add(decorate(syntheticWord(rng, rng.chance(0.6) ? 2 : 3)));
   return [...words];
@@ -94,7 +94,7 @@ function syntheticWords(rng: Rng, count: number, decorate: (word: string) => str
  * with the standard towns' weights, 40 words of each title kind and 80 product brands. Pools this
  * large, made anew for each seed, make a value rarely recur across generated databases.
  */
-export function freshVocabulary(rng: Rng): Vocabulary {
+export function freshVocabulary(rng: Mulberry32): Vocabulary {
   const countries = syntheticWords(rng.fork('countries'), 15, (w) => (w.endsWith('a') ? w : `${w}ia`));
   const cityRng = rng.fork('cities');
   const lastRng = rng.fork('last-names');
@@ -117,7 +117,7 @@ export function freshVocabulary(rng: Rng): Vocabulary {
  * A supply of people with unique full names: each call returns a `[first, last]`
  * pair not returned before (2,500 combinations with the standard pools; generation uses a few hundred).
  */
-export function nameSupply(rng: Rng, vocabulary: Vocabulary = STANDARD_VOCABULARY): () => [string, string] {
+export function nameSupply(rng: Mulberry32, vocabulary: Vocabulary = STANDARD_VOCABULARY): () => [string, string] {
   const seen = new Set<string>();
   return () => {
     for (;;) {
@@ -132,7 +132,7 @@ export function nameSupply(rng: Rng, vocabulary: Vocabulary = STANDARD_VOCABULAR
 }
 
 /** `count` people with unique full names. */
-export function uniqueNames(rng: Rng, count: number, vocabulary: Vocabulary = STANDARD_VOCABULARY): [string, string][] {
+export function uniqueNames(rng: Mulberry32, count: number, vocabulary: Vocabulary = STANDARD_VOCABULARY): [string, string][] {
   const next = nameSupply(rng, vocabulary);
   return Array.from({ length: count }, () => next());
 }

@@ -1,6 +1,6 @@
 import type { DomainSpec, RowData, TableSpec } from '../domain-spec.ts';
 import { randomDate, randomTime } from '../dates.ts';
-import type { Rng } from '../rng.ts';
+import type { Mulberry32 } from '@sqlenv/shared';
 import { nameSupply, STANDARD_VOCABULARY, type Vocabulary } from '../vocabulary.ts';
 import { clinicTemplates } from './clinic-questions.ts';
 
@@ -103,7 +103,7 @@ const INSURERS = [['BlueShield', 4], ['CareFirst', 3], ['HealthPlus', 3], ['Medi
 /** Appointments after this date have not happened yet. */
 const LAST_PAST_DAY = '2024-11-30';
 
-function generateRows(rng: Rng, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
+function generateRows(rng: Mulberry32, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
   const nextName = nameSupply(rng.fork('names'), vocabulary);
   const staff = SPECIALTIES.flatMap((spec) => Array.from({ length: spec[1] }, () => spec)).map((spec, i) => {
     const [specialty, , fee] = spec;

@@ -1,6 +1,6 @@
 import type { DomainSpec, RowData, TableSpec } from '../domain-spec.ts';
 import { addDays, randomDate, randomTime } from '../dates.ts';
-import type { Rng } from '../rng.ts';
+import type { Mulberry32 } from '@sqlenv/shared';
 import { nameSupply, STANDARD_VOCABULARY, type Vocabulary } from '../vocabulary.ts';
 import { musicStreamingTemplates } from './music-streaming-questions.ts';
 
@@ -66,7 +66,7 @@ const LABELS = ['Northlight Records', 'Blue Harbour Music', 'Static Wave', 'Copp
 const PLANS = [['free', 5], ['premium', 4], ['family', 2], ['student', 2]] as const;
 
 /** A title generator that never repeats, so titles identify rows the way names do. */
-function titleSupply(rng: Rng, { titleAdjectives: adjectives, titleNouns: nouns, titleSingular: singular }: Vocabulary): () => string {
+function titleSupply(rng: Mulberry32, { titleAdjectives: adjectives, titleNouns: nouns, titleSingular: singular }: Vocabulary): () => string {
   const seen = new Set<string>();
   const shapes = [
     () => `${rng.pick(adjectives)} ${rng.pick(singular)}`,
@@ -85,7 +85,7 @@ function titleSupply(rng: Rng, { titleAdjectives: adjectives, titleNouns: nouns,
   };
 }
 
-function bandSupply(rng: Rng, { titleAdjectives: adjectives, titleNouns: nouns }: Vocabulary): () => string {
+function bandSupply(rng: Mulberry32, { titleAdjectives: adjectives, titleNouns: nouns }: Vocabulary): () => string {
   const seen = new Set<string>();
   return () => {
     for (;;) {
@@ -97,7 +97,7 @@ function bandSupply(rng: Rng, { titleAdjectives: adjectives, titleNouns: nouns }
   };
 }
 
-function generateRows(rng: Rng, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
+function generateRows(rng: Mulberry32, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
   const nextTitle = titleSupply(rng.fork('titles'), vocabulary);
   const nextBand = bandSupply(rng.fork('bands'), vocabulary);
   const nextPerson = nameSupply(rng.fork('names'), vocabulary);

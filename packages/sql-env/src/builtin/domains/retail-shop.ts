@@ -1,6 +1,6 @@
 import type { DomainSpec, RowData, TableSpec } from '../domain-spec.ts';
 import { addDays, randomDate } from '../dates.ts';
-import type { Rng } from '../rng.ts';
+import type { Mulberry32 } from '@sqlenv/shared';
 import { emailFor, STANDARD_VOCABULARY, uniqueNames, type Vocabulary } from '../vocabulary.ts';
 import { retailShopTemplates } from './retail-shop-questions.ts';
 
@@ -86,7 +86,7 @@ const COMMENTS = [
   'Exactly what I needed.', 'Not worth the money.', 'My kids love it.',
 ] as const;
 
-function generateRows(rng: Rng, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
+function generateRows(rng: Mulberry32, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
   const customers = uniqueNames(rng.fork('names'), 120, vocabulary).map(([first, last], i): RowData => {
     const [city, country] = rng.weighted(vocabulary.cities.map((c) => [c, c[2]] as const));
     return {

@@ -1,6 +1,6 @@
 import type { DomainSpec, RowData, TableSpec } from '../domain-spec.ts';
 import { randomDate } from '../dates.ts';
-import type { Rng } from '../rng.ts';
+import type { Mulberry32 } from '@sqlenv/shared';
 import { emailFor, STANDARD_VOCABULARY, uniqueNames, type Vocabulary } from '../vocabulary.ts';
 import { universityTemplates } from './university-questions.ts';
 
@@ -95,7 +95,7 @@ function letterGrade(score: number): string {
   return 'F';
 }
 
-function generateRows(rng: Rng, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
+function generateRows(rng: Mulberry32, vocabulary: Vocabulary = STANDARD_VOCABULARY): Map<string, RowData[]> {
   const departments = DEPARTMENTS.map(([name, building, , founded], i): RowData => ({
     dept_id: i + 1,
     name,
