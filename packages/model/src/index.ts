@@ -1,6 +1,6 @@
 // @sqlenv/model: Qwen/Llama-family decoder on @sqlenv/onnx-graph.
-export { Architecture, MODEL_SIZE_LIMITS, modelConfigSchema, parseModelConfig, parseHfConfig, toHfConfig, type ModelConfig, type ModelConfigInput } from './config.ts';
-export { presetConfig, isPresetName, PRESET_NAMES, type PresetName } from './presets.ts';
+export { Architecture, MODEL_SIZE_LIMITS, modelConfigSchema, parseModelConfig, parseHfConfig, toHfConfig, type ModelConfig, type ModelConfigInput } from './io/config.ts';
+export { presetConfig, isPresetName, PRESET_NAMES, type PresetName } from './io/presets.ts';
 export {
   SafetensorsCheckpoint,
   readSafetensorsHeader,
@@ -15,13 +15,13 @@ export {
   type F32Tensor,
   checkFinite,
   F32_MAX,
-} from './safetensors.ts';
-export { expectedTensorSpecs, loadModel, loadModelWeights, readModelConfig, type ModelWeights, type TensorSpec } from './weights.ts';
-export { randomTensors, randomWeights, writeRandomCheckpoint, type RandomCheckpointOptions } from './random-checkpoint.ts';
-export { referenceForward } from './reference-forward.ts';
-export { CHAT_SPECIAL_TOKENS, type TextTokenizer, type ChatSpecialToken } from './tokenizer.ts';
-export { ByteTokenizer, BYTE_SPECIAL_IDS, BYTE_TOKENIZER_VOCAB_SIZE } from './byte-tokenizer.ts';
-export { HfTokenizer, loadHfTokenizer, loadBundledQwenTokenizer, bundledQwenTokenizerPaths } from './hf-tokenizer.ts';
+} from './io/safetensors.ts';
+export { expectedTensorSpecs, loadModel, loadModelWeights, readModelConfig, type ModelWeights, type TensorSpec } from './io/weights.ts';
+export { randomTensors, randomWeights, writeRandomCheckpoint, type RandomCheckpointOptions } from './io/random-checkpoint.ts';
+export { referenceForward } from './graphs/reference-forward.ts';
+export { CHAT_SPECIAL_TOKENS, type TextTokenizer, type ChatSpecialToken } from './tokenizer/tokenizer.ts';
+export { ByteTokenizer, BYTE_SPECIAL_IDS, BYTE_TOKENIZER_VOCAB_SIZE } from './tokenizer/byte-tokenizer.ts';
+export { HfTokenizer, loadHfTokenizer, loadBundledQwenTokenizer, bundledQwenTokenizerPaths } from './tokenizer/hf-tokenizer.ts';
 export {
   ChatFormat,
   pythonJsonDumps,
@@ -33,7 +33,7 @@ export {
   type ChatFormatOptions,
   type ToolCall,
   type ToolDefinition,
-} from './chat-template.ts';
+} from './tokenizer/chat-template.ts';
 export {
   LORA_TARGETS,
   loraConfigSchema,
@@ -51,7 +51,7 @@ export {
   type LoraWeights,
   checkLoraFits,
   MAX_LORA_SCALE,
-} from './lora.ts';
+} from './graphs/lora.ts';
 export {
   attentionBiasAndPositions,
   declareDecoderParams,
@@ -64,18 +64,18 @@ export {
   type DecoderRecompute,
   type ModelFloat,
   type KvCache,
-} from './decoder.ts';
-export { IO, buildDecoderTrunk, buildLogitsGraph, buildScoringGraph, type ForwardGraph, type ForwardGraphOptions, type ScoringGraphOptions } from './forward-graphs.ts';
-export { DEFAULT_PREFILL_CHUNK_TOKENS, GEN_IO, buildGenerationGraph, type GenerationGraph, type GenerationGraphOptions } from './generation-graph.ts';
-export { estimateGenerationMemory, type GenerationMemoryEstimate, type GenerationMemoryShape } from './attention-memory.ts';
-export { buildDecodeStepGraph, JsLoopGreedyDecoder, STEP_IO } from './decode-step-graph.ts';
-export { sampleNextToken, type SamplerInputs, type SampledToken } from './sampler-graph.ts';
-export { leftPad, uniformsForSeed, type PaddedBatch } from './batch.ts';
-export { Generator, type GenerateOptions, type GenerationRequest, type GenerationResult, type GeneratorOptions, type RowInput, type RowOutput, type RunRowsOptions } from './generator.ts';
-export { kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
-export { type SchedulerStats } from './turn-scheduler.ts';
-export { Scorer, LogitsModel, type ScorerOptions } from './scorer.ts';
-export { InferenceEngine, engineOptionsSchema, turnSchedulingDefaults, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './inference-engine.ts';
+} from './graphs/decoder.ts';
+export { IO, buildDecoderTrunk, buildLogitsGraph, buildScoringGraph, type ForwardGraph, type ForwardGraphOptions, type ScoringGraphOptions } from './graphs/forward-graphs.ts';
+export { DEFAULT_PREFILL_CHUNK_TOKENS, GEN_IO, buildGenerationGraph, type GenerationGraph, type GenerationGraphOptions } from './graphs/generation-graph.ts';
+export { estimateGenerationMemory, type GenerationMemoryEstimate, type GenerationMemoryShape } from './memory/attention-memory.ts';
+export { buildDecodeStepGraph, JsLoopGreedyDecoder, STEP_IO } from './graphs/decode-step-graph.ts';
+export { sampleNextToken, type SamplerInputs, type SampledToken } from './graphs/sampler-graph.ts';
+export { leftPad, uniformsForSeed, type PaddedBatch } from './runtime/batch.ts';
+export { Generator, type GenerateOptions, type GenerationRequest, type GenerationResult, type GeneratorOptions, type RowInput, type RowOutput, type RunRowsOptions } from './runtime/generator.ts';
+export { kvBytesPerToken, type RowKvCache } from './runtime/kv-cache.ts';
+export { type SchedulerStats } from './runtime/turn-scheduler.ts';
+export { Scorer, LogitsModel, type ScorerOptions } from './runtime/scorer.ts';
+export { InferenceEngine, engineOptionsSchema, turnSchedulingDefaults, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './runtime/inference-engine.ts';
 export {
   modelInit,
   modelLogits,
@@ -98,9 +98,9 @@ export {
   peftAdapterConfig,
   saveAdapterDir,
   type Adapter,
-} from './peft-adapter.ts';
-export { trainByteLevelBpe, byteLevelAlphabet, BpeTrainerOptionsSchema, type BpeTrainerOptions, type TrainedBpe } from './bpe-trainer.ts';
-export { modelFingerprint, hasThinkTemplate, loadChatFormat, tokenizerFor } from './model-dir.ts';
+} from './io/peft-adapter.ts';
+export { trainByteLevelBpe, byteLevelAlphabet, BpeTrainerOptionsSchema, type BpeTrainerOptions, type TrainedBpe } from './tokenizer/bpe-trainer.ts';
+export { modelFingerprint, hasThinkTemplate, loadChatFormat, tokenizerFor } from './io/model-dir.ts';
 export { modelTokenizer, type ModelTokenizerArgs, type ModelTokenizerResult } from './tokenizer-command.ts';
-export { checkModelFits, countParameters, estimateModelMemory, formatBytes, largestTensor, memoryBoundBytes, MAX_TENSOR_ELEMENTS, type MemoryEstimate, type MemoryEstimateOptions } from './memory-estimate.ts';
-export { validateTokenizerIds } from './hf-tokenizer.ts';
+export { checkModelFits, countParameters, estimateModelMemory, formatBytes, largestTensor, memoryBoundBytes, MAX_TENSOR_ELEMENTS, type MemoryEstimate, type MemoryEstimateOptions } from './memory/memory-estimate.ts';
+export { validateTokenizerIds } from './tokenizer/hf-tokenizer.ts';

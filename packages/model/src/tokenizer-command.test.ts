@@ -2,10 +2,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ByteTokenizer } from './byte-tokenizer.ts';
+import { ByteTokenizer } from './tokenizer/byte-tokenizer.ts';
 import { modelInit } from './commands.ts';
-import { tokenizerFor } from './model-dir.ts';
-import { readModelConfig } from './weights.ts';
+import { tokenizerFor } from './io/model-dir.ts';
+import { readModelConfig } from './io/weights.ts';
 import { modelTokenizer } from './tokenizer-command.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'tokenizer-command-'));

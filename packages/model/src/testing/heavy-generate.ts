@@ -7,8 +7,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Generator } from '../generator.ts';
-import { loadModel } from '../weights.ts';
+import { Generator } from '../runtime/generator.ts';
+import { loadModel } from '../io/weights.ts';
 
 const LAYOUTS = ['no-prepack', 'file', 'in-place', 'default'] as const;
 const [dir, batchArg = '1', promptArg = '32', newArg = '16', layoutArg = 'no-prepack'] = process.argv.slice(2);

@@ -1,0 +1,234 @@
+import type { Worker } from 'node:worker_threads';
+import { z } from 'zod';
+import { PROVIDERS } from '@sqlenv/onnx-graph';
+import { AppError, ErrorCode, formatZodIssues, silentLogger, startRpcWorker, WorkerRpc, type Logger } from '@sqlenv/shared';
+import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-worker.ts';
+import type { GenerationRequest, GenerationResult } from './generator.ts';
+import { loraConfigSchema, type LoraWeights } from '../graphs/lora.ts';
+import type { SchedulerStats } from './turn-scheduler.ts';
+
+/**
+ * Serves the turns of many concurrent episodes from one worker thread.
+ * Episodes call `generate()` independently; the worker's scheduler
+ * (turn-scheduler.ts) batches them continuously: turns join and leave between
+ * decode chunks of `chunkSteps` steps, and each episode's KV cache is kept
+ * between its turns (`cacheKey`), so a turn prefills only the tokens appended
+ * since the last. Prompts are padded to a multiple of `lengthBucketTokens` so
+ * the session sees few distinct shapes. Each row draws its own uniforms from
+ * its own seed, so a turn's tokens do not depend on its batch-mates, on the
+ * chunking, or on whether its cache was reused (docs/inference.md).
+ */
+export const engineOptionsSchema = z.object({
+  /** Checkpoint directory (config.json + safetensors), loaded inside the worker thread. */
+  modelDir: z.string().min(1),
+  /** Build LoRA inputs (rank, alpha, targets); default: no adapter support. */
+  lora: loraConfigSchema.optional(),
+  /** Most rows per run. Default 32. */
+  maxBatchSize: z.number().int().positive().default(32),
+  /**
+   * Keep each episode's KV cache between its turns (requests carry `cacheKey`), so the next turn
+   * prefills only the tokens appended since. Default: per execution provider
+   * (`turnSchedulingDefaults`): on for the CPU, where the cache stays in host memory; off on a GPU
+   * without IO binding, where every run would copy the cache across (docs/inference.md).
+   */
+  reuseKv: z.boolean().optional(),
+  /**
+   * Decode steps per run: between runs finished turns leave and waiting turns join (continuous
+   * batching). `Infinity`: static batches, a run lasts until its longest row stops and no turn
+   * joins meanwhile. Default: per execution provider (`turnSchedulingDefaults`): 16 on the CPU.
+   */
+  chunkSteps: z.union([z.number().int().positive(), z.literal(Infinity)]).optional(),
+  /**
+   * Bound on KV cache memory, in bytes: active turns (reserved at prompt + max new tokens) plus the
+   * caches parked between turns (least recently used dropped first). A turn that alone exceeds it
+   * still runs, by itself. Default 4 GiB (Qwen3-0.6B: 224 KiB per token, 8 turns of 2,300 tokens).
+   */
+  kvCacheBytes: z.number().int().positive().default(4 * 1024 * 1024 * 1024),
+  /** After the first request arrives at an idle engine, wait this long for more. Default 2 ms. */
+  batchWindowMs: z.number().nonnegative().default(2),
+  /** Prompt widths are rounded up to a multiple of this. Default 32 tokens. */
+  lengthBucketTokens: z.number().int().positive().default(32),
+  /**
+   * Bound on one run's prefill attention scores, (rows × heads × min(C, width) × width) float32 values,
+   * in bytes, C the generation graph's prefill chunk (DEFAULT_PREFILL_CHUNK_TOKENS). The prefill
+   * materialises that tensor (and a few of its size) per layer; estimateGenerationMemory
+   * (attention-memory.ts) gives the whole run's cache and workspace. Pending turns are taken in order
+   * while the next one still fits (one always goes). Default 256 MiB.
+   */
+  maxPrefillScoresBytes: z.number().int().positive().default(256 * 1024 * 1024),
+  /** top-k for every run (0 = off). Default 0. */
+  topK: z.number().int().nonnegative().default(0),
+  /** Stop ids; default: the checkpoint's eos_token_id. */
+  stopIds: z.array(z.number().int().nonnegative()).optional(),
+  /**
+   * One copy of the weights in ONNX Runtime instead of the original plus a pre-packed one
+   * (ORT `session.disable_prepacking`): for models near the memory limit; pre-packing speeds up larger
+   * GEMMs (prefill, big batches), not one-row decoding. Default false.
+   */
+  disablePrepacking: z.boolean().default(false),
+  /**
+   * Load the session through a model file in a temporary directory (removed once loaded) and release
+   * the float32 weights first (`Generator` `modelFile` + `releaseWeights`): ORT maps the file instead of
+   * loading from memory. Costs writing the weights to disk once. Default false.
+   */
+  loadViaFile: z.boolean().default(false),
+  /** The older way to one weight copy (W·xᵀ layout, decoder.ts `linear`); prefer `disablePrepacking`. Default false. */
+  inPlaceWeights: z.boolean().default(false),
+  /** Execution provider of the generation session (creation fails, never falls back to the CPU, when it cannot load). Default 'cpu'. */
+  provider: z.enum(PROVIDERS).default('cpu'),
+  /** GPU index for 'cuda'. Default 0. */
+  deviceId: z.number().int().nonnegative().default(0),
+  /** ORT threads inside one op. Default 1 (the commands pass the machine's cores, `--threads`). */
+  intraOpThreads: z.number().int().positive().default(1),
+  /** ORT threads running independent nodes at once. Default 1. */
+  interOpThreads: z.number().int().positive().default(1),
+});
+export type InferenceEngineOptions = z.input<typeof engineOptionsSchema>;
+
+/**
+ * Per execution provider: whether KV caches are kept between turns and the decode chunk. The CPU
+ * keeps caches in host memory, so reuse and continuous batching cost only host copies. A GPU session
+ * without IO binding (onnxruntime-node has none for CUDA) copies every input to the device and every
+ * output back per run, so a cache that lives between runs crosses the bus each chunk; the in-graph
+ * loop of a whole turn keeps it on the device instead (arithmetic in docs/inference.md).
+ */
+export function turnSchedulingDefaults(provider: string): { reuseKv: boolean; chunkSteps: number } {
+  return provider === 'cpu' ? { reuseKv: true, chunkSteps: 16 } : { reuseKv: false, chunkSteps: Infinity };
+}
+
+export interface TurnRequest extends GenerationRequest {
+  /** Most new tokens for this turn. */
+  maxNewTokens: number;
+  /**
+   * The episode this turn belongs to: its cache is kept after the turn and continued by the next
+   * turn with the same key whose prompt extends it. Default: nothing kept.
+   */
+  cacheKey?: string;
+}
+
+export interface TurnResult extends GenerationResult {
+  /** The adapter version the turn was sampled with (0 = the initial adapter). */
+  policyVersion: number;
+}
+
+export interface EngineStats extends SchedulerStats {
+  /** Rows per loop iteration, averaged over iterations (rowSteps ÷ steps): the batch the decode ran at. */
+  meanBatchSize: number;
+}
+
+export class InferenceEngine {
+  readonly vocabSize: number;
+  readonly #rpc: WorkerRpc<EngineRequest, EngineReply>;
+  #policyVersion = 0;
+  /** The worker's counters as of its latest finished turn. */
+  #stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
+
+  private constructor(worker: Worker, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
+    this.vocabSize = ready.vocabSize;
+    // Registered before the call plumbing's own listener: a turn's counters are in place when its caller resumes.
+    worker.on('message', (reply: EngineReply) => {
+      if (reply.type === 'turn' && reply.stats.turns >= this.#stats.turns) this.#stats = reply.stats;
+    });
+    this.#rpc = new WorkerRpc<EngineRequest, EngineReply>(worker, {
+      name: 'inference worker',
+      replyId: (reply) => (reply.type === 'done' || reply.type === 'error' || reply.type === 'turn' ? reply.id : undefined),
+      replyError: (reply) => (reply.type === 'error' ? new AppError(reply.code, reply.message) : undefined),
+      logger: log,
+    });
+  }
+
+  /** Start the worker thread, load the checkpoint there and build the generation session. */
+  static async start(input: InferenceEngineOptions, logger: Logger = silentLogger): Promise<InferenceEngine> {
+    const parsed = engineOptionsSchema.safeParse(input);
+    if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid inference engine options: ${formatZodIssues(parsed.error)}`);
+    const options = parsed.data;
+    const setup: EngineWorkerSetup = {
+      modelDir: options.modelDir,
+      lora: options.lora,
+      inPlaceWeights: options.inPlaceWeights,
+      loadViaFile: options.loadViaFile,
+      session: {
+        provider: options.provider,
+        deviceId: options.deviceId,
+        intraOpThreads: options.intraOpThreads,
+        interOpThreads: options.interOpThreads,
+        ...(options.disablePrepacking ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}),
+      },
+      scheduler: {
+        ...turnSchedulingDefaults(options.provider),
+        ...(options.reuseKv === undefined ? {} : { reuseKv: options.reuseKv }),
+        ...(options.chunkSteps === undefined ? {} : { chunkSteps: options.chunkSteps }),
+        maxBatchSize: options.maxBatchSize,
+        kvCacheBytes: options.kvCacheBytes,
+        maxPrefillScoresBytes: options.maxPrefillScoresBytes,
+        lengthBucketTokens: options.lengthBucketTokens,
+        batchWindowMs: options.batchWindowMs,
+        topK: options.topK,
+        stopIds: options.stopIds,
+      },
+    };
+    const { worker, ready } = await startRpcWorker(new URL('./engine-worker.ts', import.meta.url), setup, 'inference worker', (message) => {
+      const reply = message as EngineReply;
+      if (reply.type === 'ready') return reply;
+      throw new AppError(ErrorCode.MODEL, reply.type === 'init-error' ? reply.message : `unexpected ${reply.type}`);
+    });
+    const log = logger.child({ component: 'inference-engine' });
+    log.info(ready.session, 'session created');
+    return new InferenceEngine(worker, ready, log);
+  }
+
+  /** The newest version the worker thread has acknowledged (turns carry their own, exact one). */
+  get policyVersion(): number {
+    return this.#policyVersion;
+  }
+
+  get stats(): EngineStats {
+    const s = this.#stats;
+    return { ...s, meanBatchSize: s.steps === 0 ? 0 : s.rowSteps / s.steps };
+  }
+
+  /** Queue one turn; resolves when it has finished (its stop token or its budget). */
+  generate(request: TurnRequest): Promise<TurnResult> {
+    if (!Number.isInteger(request.maxNewTokens) || request.maxNewTokens < 1) {
+      return Promise.reject(new AppError(ErrorCode.VALIDATION, `maxNewTokens must be an integer ≥ 1, got ${request.maxNewTokens}`));
+    }
+    const turn = {
+      promptIds: [...request.promptIds],
+      maxNewTokens: request.maxNewTokens,
+      ...(request.seed === undefined ? {} : { seed: request.seed }),
+      ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
+      ...(request.topP === undefined ? {} : { topP: request.topP }),
+      ...(request.cacheKey === undefined ? {} : { cacheKey: request.cacheKey }),
+    };
+    return this.#rpc.call((id) => ({ type: 'submit', id, turn })).then((reply) => {
+      if (reply.type !== 'turn') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
+      return reply.result;
+    });
+  }
+
+  /**
+   * Swap the adapter (a new policy version); `null` keeps the current tensors and
+   * only moves the version (a trainer that published no weights). Turns already
+   * posted to the worker finish with the old adapter (the swap waits for them);
+   * later ones use the new one. New tensors drop the kept KV caches (computed
+   * under the old adapter), so the next turn of each episode re-prefills.
+   * Every result carries the version the worker thread actually sampled it with,
+   * so a turn posted while the swap is in flight is never tagged with the wrong version.
+   */
+  async setLora(weights: LoraWeights | null, version: number): Promise<void> {
+    if (!Number.isInteger(version) || version < 0) throw new AppError(ErrorCode.VALIDATION, `policy version must be an integer ≥ 0, got ${version}`);
+    let copy: Record<string, Float32Array> | null = null;
+    if (weights !== null) {
+      copy = {};
+      for (const [name, values] of weights) copy[name] = values;
+    }
+    const reply = await this.#rpc.call((id) => ({ type: 'set-lora', id, weights: copy, version }));
+    if (reply.type === 'done') this.#policyVersion = Math.max(this.#policyVersion, reply.policyVersion);
+  }
+
+  /** Stop the worker; pending turns fail with ABORTED. Idempotent. */
+  async close(): Promise<void> {
+    await this.#rpc.close('the inference engine was closed');
+  }
+
+}

@@ -1,0 +1,69 @@
+import { tensor, type TensorData } from '@sqlenv/onnx-graph';
+import { describe, expect, it } from 'vitest';
+import { GEN_IO } from '../graphs/generation-graph.ts';
+import { assembleBatchCache, extractRowCache, KvCacheStore, kvBytesPerToken, truncateRowCache, type RowKvCache } from './kv-cache.ts';
+import { presetConfig } from '../io/presets.ts';
+
+const config = { ...presetConfig('tiny-llama'), numLayers: 2, numKvHeads: 2, headDim: 3 };
+const { numKvHeads: Hkv, headDim: D } = config;
+
+/** A row cache whose value at (layer, k|v, head, slot, d) encodes all five, so misplaced copies show. */
+function rowCache(length: number, tag: number): RowKvCache {
+  const fill = (layer: number, which: number): Float32Array =>
+    Float32Array.from({ length: Hkv * length * D }, (_, i) => {
+      const h = Math.floor(i / (length * D));
+      const s = Math.floor(i / D) % length;
+      return tag * 10_000 + layer * 1000 + which * 100 + h * 10 + s + (i % D) / 10;
+    });
+  return { length, keys: [fill(0, 0), fill(1, 0)], values: [fill(0, 1), fill(1, 1)] };
+}
+
+describe('host KV caches', () => {
+  it('assembles rows left-padded and extracts each back, compacted over the holes a run leaves', () => {
+    const rows = [rowCache(3, 1), undefined, rowCache(1, 3)];
+    const feeds = assembleBatchCache(config, rows);
+    expect(feeds[GEN_IO.pastMask]?.dims).toEqual([3, 3]);
+    expect(Array.from(feeds[GEN_IO.pastMask]!.data as BigInt64Array, Number)).toEqual([1, 1, 1, 0, 0, 0, 0, 0, 1]);
+    // A run appends slots: two new ones per row, the first masked for row 2 (left padding of its input).
+    const S = 5;
+    const outputs: Record<string, TensorData> = {};
+    const newMask = [1, 1, 1, 1, 1, /**/ 0, 0, 0, 1, 1, /**/ 0, 0, 1, 0, 1];
+    outputs[GEN_IO.presentMask] = tensor('int64', [3, S], newMask);
+    for (let layer = 0; layer < 2; layer++) {
+      for (const [past, present] of [
+        [GEN_IO.pastKey(layer), GEN_IO.presentKey(layer)],
+        [GEN_IO.pastValue(layer), GEN_IO.presentValue(layer)],
+      ] as const) {
+        const from = feeds[past]!.data as Float32Array;
+        const data = new Float32Array(3 * Hkv * S * D).fill(-1);
+        for (let bh = 0; bh < 3 * Hkv; bh++) {
+          data.set(from.subarray(bh * 3 * D, (bh + 1) * 3 * D), bh * S * D);
+          data.fill(bh + 0.5, (bh * S + 3) * D, (bh + 1) * S * D); // the new slots
+        }
+        outputs[present] = tensor('float32', [3, Hkv, S, D], data);
+      }
+    }
+    const first = extractRowCache(config, outputs, 0);
+    expect(first.length).toBe(5);
+    expect(truncateRowCache(config, first, 3)).toEqual(rows[0]);
+    const second = extractRowCache(config, outputs, 1);
+    expect(second.length).toBe(2);
+    expect(Array.from(second.keys[1]!.subarray(0, D))).toEqual([2.5, 2.5, 2.5]); // batch 1, head 0: bh = 2
+    const third = extractRowCache(config, outputs, 2);
+    expect(third.length).toBe(2);
+    expect(truncateRowCache(config, third, 1)).toEqual(rows[2]);
+  });
+
+  it('keeps parked caches by key, least recently parked evicted first, counting their bytes', () => {
+    const store = new KvCacheStore(config);
+    store.park('a', { ids: [1, 2], cache: rowCache(2, 1) });
+    store.park('b', { ids: [3], cache: rowCache(1, 2) });
+    store.park('a', { ids: [1, 2, 3, 4], cache: rowCache(4, 1) }); // re-parked: now the newest
+    expect(store.sizeBytes).toBe(5 * kvBytesPerToken(config));
+    expect(store.evictOldest()).toBe(true);
+    expect(store.take('b')).toBeUndefined();
+    expect(store.take('a')?.ids).toEqual([1, 2, 3, 4]);
+    expect(store.sizeBytes).toBe(0);
+    expect(store.evictOldest()).toBe(false);
+  });
+});
