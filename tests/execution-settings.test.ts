@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseModelConfig, modelFingerprint, writeRandomCheckpoint } from '@sqlenv/model';
+import { TINY_BYTE_MODEL_CONFIG } from '@sqlenv/model/testing';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { createRunResolver, modelSpecFrom, policyUpdaterFor, RuntimeCache } from '@sqlenv/rollout';
 import { main } from '@sqlenv/cli';
@@ -57,10 +58,7 @@ beforeAll(async () => {
   // The byte tokenizer needs a long context: the agent's system turn alone is ~1,200 bytes.
   writeRandomCheckpoint(
     modelDir,
-    parseModelConfig({
-      architecture: 'qwen3', vocabSize: 272, hiddenSize: 32, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 16, intermediateSize: 64,
-      ropeTheta: 10_000, rmsNormEps: 1e-6, maxPositionEmbeddings: 8192, eosTokenIds: [258, 256], padTokenId: 256, qkNorm: true, tieWordEmbeddings: true,
-    }),
+    parseModelConfig(TINY_BYTE_MODEL_CONFIG),
     { seed: 1 },
   );
   const c = capture();

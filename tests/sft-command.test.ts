@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSftExamples } from '@sqlenv/grpo';
 import { loadAdapterDir, loadChatFormat, loadModel, readModelConfig } from '@sqlenv/model';
+import { TINY_BYTE_MODEL_CONFIG } from '@sqlenv/model/testing';
 
 /**
  * `sqlenv sft` as a user runs it (the real bin, a child process): on the oracle episodes
@@ -39,10 +40,7 @@ const tiny = join(root, 'tiny'); // byte tokenizer
 const qwenVocab = join(root, 'qwen-vocab'); // the Qwen tokenizer (BPE), a tiny decoder
 beforeAll(async () => {
   await ok(['model', 'init', '--config', 'tiny-qwen3', '--out', tiny, '--seed', '3']);
-  const config = {
-    architecture: 'qwen3', vocabSize: 151_936, hiddenSize: 32, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 16, intermediateSize: 64,
-    ropeTheta: 10_000, rmsNormEps: 1e-6, maxPositionEmbeddings: 4096, eosTokenIds: [151_645, 151_643], padTokenId: 151_643, qkNorm: true, tieWordEmbeddings: true,
-  };
+  const config = { ...TINY_BYTE_MODEL_CONFIG, vocabSize: 151_936, maxPositionEmbeddings: 4096, eosTokenIds: [151_645, 151_643], padTokenId: 151_643 };
   await ok(['model', 'init', '--config', JSON.stringify(config), '--out', qwenVocab, '--seed', '1']);
 }, 120_000);
 

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseModelConfig, writeRandomCheckpoint } from '@sqlenv/model';
+import { TINY_BYTE_MODEL_CONFIG } from '@sqlenv/model/testing';
 import { readRunMetrics, readSavedEvals } from '@sqlenv/rollout';
 import { DEFAULT_LEARN_MODEL } from './commands/learn.ts';
 
@@ -32,10 +33,7 @@ beforeAll(() => {
   // The byte tokenizer needs a long context: an oracle episode is ~2,500 bytes.
   writeRandomCheckpoint(
     modelDir,
-    parseModelConfig({
-      architecture: 'qwen3', vocabSize: 272, hiddenSize: 32, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 16, intermediateSize: 64,
-      ropeTheta: 10_000, rmsNormEps: 1e-6, maxPositionEmbeddings: 8192, eosTokenIds: [258, 256], padTokenId: 256, qkNorm: true, tieWordEmbeddings: true,
-    }),
+    parseModelConfig(TINY_BYTE_MODEL_CONFIG),
     { seed: 1 },
   );
 });
