@@ -13,22 +13,15 @@
  * allocator warm-up on both sides).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { describeMachine, machineLine, median, numberArg, repoRoot, resultsDir, runSqlenv, today, writeResultFiles } from './lib/cli-bench.ts';
 
-const args = process.argv.slice(2);
-const arg = (name: string, fallback: number): number => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
-const rounds = arg('--rounds', 3);
-const steps = arg('--steps', 4);
+const rounds = numberArg('--rounds', 3);
+const steps = numberArg('--steps', 4);
 const episodes = 16;
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'apps', 'cli', 'bin', 'sqlenv.js');
-const model = join(root, 'models', 'sqlenv-tiny');
+const model = join(repoRoot, 'models', 'sqlenv-tiny');
 const python = process.env['SQLENV_PYTHON'];
 const cores = availableParallelism();
 
@@ -52,35 +45,25 @@ const work = mkdtempSync(join(tmpdir(), 'bench-sft-torch-'));
 const data = join(work, 'sft.jsonl');
 const lr = 1e-4;
 
-function sqlenv(argv: string[]): string {
-  return execFileSync(process.execPath, [bin, ...argv], { cwd: root, encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, LOG_LEVEL: 'warn' } });
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-}
-
 /** Step times in ms (the first step of the process dropped) and the thread count the side reports. */
 function runOnce(c: Config): { ms: number[]; threads: number } {
   if (c.side === 'ours') {
-    const out = sqlenv(['sft', '--model', model, '--data', data, '--steps', String(steps + 1), '--batch-size', String(episodes), '--full', '--lr', String(lr), '--out', join(work, 'out'), '--force', '--threads', String(c.threads)]);
+    const out = runSqlenv(['sft', '--model', model, '--data', data, '--steps', String(steps + 1), '--batch-size', String(episodes), '--full', '--lr', String(lr), '--out', join(work, 'out'), '--force', '--threads', String(c.threads)]);
     const lines = out.trim().split('\n').map((l) => JSON.parse(l) as { step?: number; ms?: number });
     return { ms: lines.filter((l) => l.step !== undefined && l.step > 1).map((l) => l.ms as number), threads: c.threads as number };
   }
   const spec = { model, data, steps: steps + 1, threads: c.threads, batch: c.batch, lr };
-  const out = execFileSync(python as string, [join(root, 'bench', 'sft_torch_step.py'), JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 64 << 20 });
+  const out = execFileSync(python as string, [join(repoRoot, 'bench', 'sft_torch_step.py'), JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 64 << 20 });
   const result = JSON.parse(out.trim().split('\n').at(-1) as string) as { ms: number[]; threads: number };
   return { ms: result.ms.slice(1), threads: result.threads };
 }
 
-sqlenv(['sft-data', '--model', model, '--split', 'train', '--episodes', String(episodes), '--seed', '0', '--out', data]);
+runSqlenv(['sft-data', '--model', model, '--split', 'train', '--episodes', String(episodes), '--seed', '0', '--out', data]);
 const dataLines = readFileSync(data, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { input_ids: number[] });
 const tokens = dataLines.reduce((n, l) => n + l.input_ids.length, 0);
 const active = configs.filter((c) => c.side === 'ours' || python !== undefined);
 if (python === undefined) console.log('SQLENV_PYTHON is not set: the PyTorch rows are skipped (set it to a Python with torch and transformers).');
-const loadAverageAtStart = loadavg()[0] as number;
+const machine = describeMachine();
 const samples = new Map<string, { ms: number[]; threads: number }>();
 for (let r = 0; r < rounds; r++) {
   for (const c of active) {
@@ -94,7 +77,7 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 rmSync(work, { recursive: true, force: true });
-console.log(readFileSync(join(root, 'bench', 'results', 'sft-vs-torch.md'), 'utf8'));
+console.log(readFileSync(join(resultsDir, 'sft-vs-torch.md'), 'utf8'));
 
 function writeResults(roundsDone: number): void {
   const rows = active.filter((c) => samples.has(c.label)).map((c) => {
@@ -105,16 +88,11 @@ function writeResults(roundsDone: number): void {
   const torchRows = rows.filter((r) => r.side === 'torch' && r.label.includes('default threads'));
   const torchBest = torchRows.length === 0 ? undefined : torchRows.reduce((a, b) => (a.medianMs <= b.medianMs ? a : b));
   const speedup = torchBest === undefined ? null : torchBest.medianMs / oursDefault.medianMs;
-  const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores, node: process.version, loadAverageAtStart: Math.round(loadAverageAtStart * 100) / 100 };
-  const result = { date: new Date().toISOString().slice(0, 10), machine, episodes, tokens, rounds, roundsStarted: roundsDone, stepsPerRound: steps, rows, speedupVsTorchDefault: speedup === null ? null : Math.round(speedup * 100) / 100 };
-
-  const dir = join(root, 'bench', 'results');
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'sft-vs-torch.json'), `${JSON.stringify(result, null, 2)}\n`);
+  const result = { date: today(), machine, episodes, tokens, rounds, roundsStarted: roundsDone, stepsPerRound: steps, rows, speedupVsTorchDefault: speedup === null ? null : Math.round(speedup * 100) / 100 };
   const md = [
     '# SFT step: sqlenv vs PyTorch',
     '',
-    `${result.date} · ${machine.cpu} · ${cores} cores (shared; 1-min load average ${machine.loadAverageAtStart} at start) · Node ${machine.node}`,
+    machineLine(result.date, machine),
     '',
     `One full-parameter SFT step (AdamW, gradient clipped to norm 1) of models/sqlenv-tiny on ${episodes} oracle episodes of the train split (${tokens} tokens), float32 on the CPU. ` +
       `${roundsDone} of ${rounds} rounds, the sides alternating; ${steps} timed steps per process after one warm-up step. PyTorch + transformers via bench/sft_torch_step.py, at PyTorch's default thread count (one per core) and at 1.`,
@@ -126,5 +104,5 @@ function writeResults(roundsDone: number): void {
     speedup === null ? 'PyTorch was not measured (SQLENV_PYTHON unset).' : `sqlenv at its default threads vs PyTorch's faster default-thread configuration (${torchBest?.label}): **${speedup.toFixed(2)}×** PyTorch's speed (> 1 is faster).`,
     '',
   ];
-  writeFileSync(join(dir, 'sft-vs-torch.md'), md.join('\n'));
+  writeResultFiles('sft-vs-torch', result, md);
 }

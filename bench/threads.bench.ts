@@ -7,21 +7,12 @@
  *   npm run bench:threads                          # 64 train-split episodes, 2 rounds
  *   npm run bench:threads -- --episodes 128 --rounds 3
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus, loadavg } from 'node:os';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { describeMachine, machineLine, numberArg, repoRoot, runSqlenv, today, writeResultFiles } from './lib/cli-bench.ts';
 
-const args = process.argv.slice(2);
-const arg = (name: string, fallback: number): number => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
-const episodes = arg('--episodes', 64);
-const rounds = arg('--rounds', 2);
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'apps', 'cli', 'bin', 'sqlenv.js');
+const episodes = numberArg('--episodes', 64);
+const rounds = numberArg('--rounds', 2);
 const cores = availableParallelism();
 const threadCounts = [...new Set([1, cores])];
 const configs = [8, 32].flatMap((concurrency) => threadCounts.map((threads) => ({ concurrency, threads })));
@@ -30,16 +21,12 @@ interface Sample {
   seconds: number;
   meanBatch: number;
 }
-const loadAverageAtStart = loadavg()[0] as number;
+const machine = describeMachine();
 const samples = new Map<string, Sample[]>();
 for (let r = 0; r < rounds; r++) {
   for (const c of configs) {
     const started = performance.now();
-    const out = execFileSync(
-      process.execPath,
-      [bin, 'eval', '--policy', 'model', '--model', join(root, 'models', 'sqlenv-tiny'), '--split', 'train', '--episodes', String(episodes), '--temperature', '1', '--concurrency', String(c.concurrency), '--threads', String(c.threads), '--json'],
-      { cwd: root, encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, LOG_LEVEL: 'warn' } },
-    );
+    const out = runSqlenv(['eval', '--policy', 'model', '--model', join(repoRoot, 'models', 'sqlenv-tiny'), '--split', 'train', '--episodes', String(episodes), '--temperature', '1', '--concurrency', String(c.concurrency), '--threads', String(c.threads), '--json']);
     const seconds = (performance.now() - started) / 1000;
     const summary = JSON.parse(out.trim().split('\n').at(-1) as string) as { mean_batch_size: number };
     const key = `${c.concurrency}/${c.threads}`;
@@ -53,15 +40,11 @@ const rows = configs.map((c) => {
   const mean = s.reduce((n, x) => n + x.seconds, 0) / s.length;
   return { ...c, episodesPerS: Math.round((episodes / mean) * 100) / 100, bestEpisodesPerS: Math.round((episodes / best) * 100) / 100, meanBatch: s[0]?.meanBatch ?? 0 };
 });
-const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores, node: process.version, loadAverageAtStart: Math.round(loadAverageAtStart * 100) / 100 };
-const result = { date: new Date().toISOString().slice(0, 10), machine, episodes, rounds, rows };
-const dir = join(root, 'bench', 'results');
-if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
-writeFileSync(join(dir, 'threads.json'), `${JSON.stringify(result, null, 2)}\n`);
+const result = { date: today(), machine, episodes, rounds, rows };
 const md = [
   '# Engine threads beside the SQL executor',
   '',
-  `${result.date} · ${machine.cpu} · ${cores} cores (shared; 1-min load average ${machine.loadAverageAtStart} at start) · Node ${machine.node}`,
+  machineLine(result.date, machine),
   '',
   `\`sqlenv eval --policy model --model models/sqlenv-tiny --split train --episodes ${episodes} --temperature 1\` (process start, model load and the episodes; wall time), ${rounds} rounds with the configurations interleaved. Episodes/s: mean over the rounds (best round in brackets).`,
   '',
@@ -70,5 +53,5 @@ const md = [
   ...rows.map((r) => `| ${r.concurrency} | ${r.threads} | ${r.episodesPerS} (${r.bestEpisodesPerS}) | ${r.meanBatch} |`),
   '',
 ];
-writeFileSync(join(dir, 'threads.md'), md.join('\n'));
+writeResultFiles('threads', result, md);
 console.log(md.join('\n'));
