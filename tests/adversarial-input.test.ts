@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAgentPrompt, parseToolCall } from '@sqlenv/agents';
 import { MAX_ARGUMENT_CHARS, ObservationFrameSchema, type ActionType, type Cell, type SqlAction } from '@sqlenv/protocol';
 import { verifyAnswer, type GoldAnswer, type SqlEnvRuntime } from '@sqlenv/sql-env';
-import { RawWs, startHarness, type Harness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
+import { RawWs, type Harness, type OracleEpisode, startTestServer, type TestServer } from '@sqlenv/env-server/testing';
 
 // Every entry point that applies regular expressions (or any other text
 // processing) to agent- or client-supplied text must take time linear in it:
@@ -74,17 +74,13 @@ async function expectLinear(label: string, run: () => unknown): Promise<void> {
 let runtime: SqlEnvRuntime;
 let harness: Harness;
 let oracle: OracleEpisode;
+let server: TestServer | undefined;
 
 beforeAll(async () => {
-  runtime = await createTestRuntime();
-  oracle = firstOracleEpisode(runtime);
-  harness = await startHarness(runtime, { maxSessions: 8 });
+  ({ runtime, harness, oracle } = server = await startTestServer({ maxSessions: 8 }));
 });
 
-afterAll(async () => {
-  await harness?.close();
-  await runtime?.close();
-});
+afterAll(() => server?.close());
 
 describe('adversarial input: the environment', () => {
   it('answers every action type with 100 KB adversarial arguments in bounded CPU time', async () => {

@@ -3,24 +3,20 @@ import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { evaluate, OraclePolicy } from '@sqlenv/agents';
 import { SQLEnvClient } from '@sqlenv/client';
-import { startHarness, type Harness, createTestRuntime, firstOracleEpisode, oracleEpisodes, RUNAWAY_SQL, type OracleEpisode } from '@sqlenv/env-server/testing';
+import { startHarness, type Harness, oracleEpisodes, RUNAWAY_SQL, type OracleEpisode, startTestServer, type TestServer } from '@sqlenv/env-server/testing';
 
 // The TypeScript client against the real server: typed calls, errors as AppError codes.
 
 let runtime: SqlEnvRuntime;
 let harness: Harness;
 let oracle: OracleEpisode;
+let server: TestServer | undefined;
 
 beforeAll(async () => {
-  runtime = await createTestRuntime();
-  oracle = firstOracleEpisode(runtime);
-  harness = await startHarness(runtime, { maxSessions: 8 });
+  ({ runtime, harness, oracle } = server = await startTestServer({ maxSessions: 8 }));
 });
 
-afterAll(async () => {
-  await harness?.close();
-  await runtime?.close();
-});
+afterAll(() => server?.close());
 
 async function codeOf(promise: Promise<unknown>): Promise<string> {
   try {

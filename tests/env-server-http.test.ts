@@ -2,24 +2,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { EpisodeStateSchema, HttpStepResponseSchema, StepResultSchema, SqlActionSchema, toJsonSchema } from '@sqlenv/protocol';
 import { CatalogDocumentSchema } from '@sqlenv/env-server';
-import { RawWs, startHarness, type Harness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
+import { RawWs, startHarness, type Harness, type OracleEpisode, startTestServer, type TestServer } from '@sqlenv/env-server/testing';
 
 // The HTTP face of the server: OpenEnv's routes and shapes, plus the session-id extension.
 
 let runtime: SqlEnvRuntime;
 let harness: Harness;
 let oracle: OracleEpisode;
+let server: TestServer | undefined;
 
 beforeAll(async () => {
-  runtime = await createTestRuntime();
-  oracle = firstOracleEpisode(runtime);
-  harness = await startHarness(runtime, { maxSessions: 4 });
+  ({ runtime, harness, oracle } = server = await startTestServer({ maxSessions: 4 }));
 });
 
-afterAll(async () => {
-  await harness?.close();
-  await runtime?.close();
-});
+afterAll(() => server?.close());
 
 async function post(path: string, body: unknown, headers: Record<string, string> = {}, base = harness.baseUrl): Promise<{ status: number; json: Record<string, unknown>; headers: Headers }> {
   const res = await fetch(`${base}${path}`, {

@@ -6,7 +6,7 @@ import type { Logger } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
 import { parseServeConfig, startServer, type RunningServer } from '@sqlenv/env-server';
-import { RawWs, startHarness, type Harness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
+import { RawWs, startHarness, type Harness, type OracleEpisode, startTestServer, type TestServer } from '@sqlenv/env-server/testing';
 
 // What the server promises a machine it runs on: browsers on other sites cannot drive it (Host and
 // Origin allow-list), an evaluated client cannot probe the gold answer through the reward, and
@@ -14,20 +14,16 @@ import { RawWs, startHarness, type Harness, createTestRuntime, firstOracleEpisod
 
 let runtime: SqlEnvRuntime;
 let oracle: OracleEpisode;
+let server: TestServer | undefined;
 let harness: Harness;
 let port: number;
 
 beforeAll(async () => {
-  runtime = await createTestRuntime();
-  oracle = firstOracleEpisode(runtime);
-  harness = await startHarness(runtime);
+  ({ runtime, harness, oracle } = server = await startTestServer());
   port = Number(new URL(harness.baseUrl).port);
 });
 
-afterAll(async () => {
-  await harness?.close();
-  await runtime?.close();
-});
+afterAll(() => server?.close());
 
 /** A raw HTTP request (fetch may not set Host): status and body text. */
 function raw(base: string, method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; text: string }> {

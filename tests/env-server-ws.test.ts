@@ -1,24 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { ErrorFrameSchema, McpReplyFrameSchema, ObservationFrameSchema, StateReplyFrameSchema } from '@sqlenv/protocol';
-import { RawWs, startHarness, type Harness, createTestRuntime, firstOracleEpisode, RUNAWAY_SQL, type OracleEpisode } from '@sqlenv/env-server/testing';
+import { RawWs, startHarness, type Harness, RUNAWAY_SQL, type OracleEpisode, startTestServer, type TestServer } from '@sqlenv/env-server/testing';
 
 // Conformance of /ws with apps/env-server/README.md, against the real SQL environment.
 
 let runtime: SqlEnvRuntime;
 let harness: Harness;
 let oracle: OracleEpisode;
+let server: TestServer | undefined;
 
 beforeAll(async () => {
-  runtime = await createTestRuntime();
-  oracle = firstOracleEpisode(runtime);
-  harness = await startHarness(runtime);
+  ({ runtime, harness, oracle } = server = await startTestServer());
 });
 
-afterAll(async () => {
-  await harness?.close();
-  await runtime?.close();
-});
+afterAll(() => server?.close());
 
 function errorData(frame: unknown): { code: string; message: string; errors?: unknown[]; active_sessions?: number; max_sessions?: number } {
   return ErrorFrameSchema.parse(frame).data;

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
-import { startHarness, type Harness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
+import { type Harness, type OracleEpisode, startTestServer, type TestServer } from '@sqlenv/env-server/testing';
 
 // The /web page in real headless Chromium: a person's oracle episode, click by click.
 
@@ -20,11 +20,10 @@ describe.skipIf(!haveChromium)('/web in headless Chromium', () => {
   let harness: Harness;
   let browser: Browser;
   let oracle: OracleEpisode;
+  let server: TestServer | undefined;
 
   beforeAll(async () => {
-    runtime = await createTestRuntime();
-    oracle = firstOracleEpisode(runtime);
-    harness = await startHarness(runtime, { apiKey: 'browser-key' });
+    ({ runtime, harness, oracle } = server = await startTestServer({ apiKey: 'browser-key' }));
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
@@ -33,8 +32,7 @@ describe.skipIf(!haveChromium)('/web in headless Chromium', () => {
 
   afterAll(async () => {
     await browser?.close();
-    await harness?.close();
-    await runtime?.close();
+    await server?.close();
   });
 
   async function step(page: Page, actionType: string, argument: string, expectedSteps: number): Promise<void> {

@@ -2,6 +2,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createSqlEnvRuntime, type SqlEnvRuntime } from '@sqlenv/sql-env';
+import type { EnvServerOptions } from '../env-server.ts';
+import { startHarness, type Harness } from './server-harness.ts';
 
 /** What an oracle needs to play one question: reset id, tables to describe, gold SQL and answer. */
 export interface OracleEpisode {
@@ -46,3 +48,32 @@ export function firstOracleEpisode(runtime: SqlEnvRuntime): OracleEpisode {
 
 /** A query that never finishes on its own: the executor's timeout must cut it off. */
 export const RUNAWAY_SQL = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
+
+/** The real runtime, its simplest oracle episode and a server on it: the setup of most server tests. */
+export interface TestServer {
+  runtime: SqlEnvRuntime;
+  oracle: OracleEpisode;
+  harness: Harness;
+  /** Closes the server, then the runtime. */
+  close(): Promise<void>;
+}
+
+export async function startTestServer(options: Omit<EnvServerOptions, 'runtime'> = {}): Promise<TestServer> {
+  const runtime = await createTestRuntime();
+  try {
+    const oracle = firstOracleEpisode(runtime);
+    const harness = await startHarness(runtime, options);
+    return {
+      runtime,
+      oracle,
+      harness,
+      close: async () => {
+        await harness.close();
+        await runtime.close();
+      },
+    };
+  } catch (error) {
+    await runtime.close();
+    throw error;
+  }
+}
