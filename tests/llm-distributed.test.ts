@@ -8,7 +8,7 @@ import { decodeOptimizerState } from '@sqlenv/grpo';
 import { decodeAdapter, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
 import { BullmqTransport, type RunSummary } from '@sqlenv/rollout';
 import { writeTinySpider } from '@sqlenv/sql-env/testing';
-import { logTail, startApp, stopAll, type AppProcess, deleteKeysUnder } from '@sqlenv/rollout/testing';
+import { logTail, startApp, type AppProcess, stopAppsAndDeleteKeys } from '@sqlenv/rollout/testing';
 
 /**
  * The model policy across processes: coordinator + 2 workers + trainer (the
@@ -39,9 +39,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await stopAll(apps);
-  await deleteKeysUnder(redis, keyBase);
-  await redis.quit();
+  await stopAppsAndDeleteKeys(apps, redis, keyBase);
   rmSync(root, { recursive: true, force: true });
   rmSync(spiderDir, { recursive: true, force: true });
 });

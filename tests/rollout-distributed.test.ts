@@ -3,8 +3,8 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { episodeJobId, parseEpisodeJobId, type RunSummary } from '@sqlenv/rollout';
-import { createSqlEnvRuntime } from '@sqlenv/sql-env';
-import { logTail, startApp, stopAll, waitFor, type AppProcess, deleteKeysUnder } from '@sqlenv/rollout/testing';
+import { prepareBuiltinDataset } from '@sqlenv/sql-env/testing';
+import { logTail, startApp, waitFor, type AppProcess, stopAppsAndDeleteKeys } from '@sqlenv/rollout/testing';
 
 /**
  * The real thing: coordinator + 3 workers + trainer as separate processes
@@ -26,17 +26,9 @@ const apps: AppProcess[] = [];
 // Short locks so a killed worker's jobs come back within seconds, not the production 30 s.
 const common = ['--redis', REDIS_URL, '--key-base', keyBase, '--lock-duration-ms', '2000', '--stalled-interval-ms', '1000', '--poll-ms', '100'];
 
-beforeAll(async () => {
-  // Generate the built-in dataset once, before several processes want it at the same time.
-  const runtime = await createSqlEnvRuntime({ dataset: 'builtin' });
-  await runtime.close();
-}, 120_000);
+beforeAll(() => prepareBuiltinDataset(), 120_000);
 
-afterAll(async () => {
-  await stopAll(apps);
-  await deleteKeysUnder(redis, keyBase);
-  await redis.quit();
-});
+afterAll(() => stopAppsAndDeleteKeys(apps, redis, keyBase));
 
 async function scanKeys(pattern: string): Promise<string[]> {
   const out: string[] = [];

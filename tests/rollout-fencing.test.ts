@@ -7,8 +7,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EpisodeResult } from '@sqlenv/protocol';
 import type { RunSummary } from '@sqlenv/rollout';
-import { createSqlEnvRuntime } from '@sqlenv/sql-env';
-import { logTail, startApp, stopAll, waitFor, type AppProcess, deleteKeysUnder } from '@sqlenv/rollout/testing';
+import { prepareBuiltinDataset } from '@sqlenv/sql-env/testing';
+import { logTail, startApp, waitFor, type AppProcess, stopAppsAndDeleteKeys } from '@sqlenv/rollout/testing';
 
 /**
  * A worker paused past its job lock (SIGSTOP: a long GC, a VM pause) resumes and finishes episodes
@@ -50,10 +50,7 @@ function samplingWorker(name: string): { child: ChildProcess; events: () => Stor
   };
 }
 
-beforeAll(async () => {
-  const runtime = await createSqlEnvRuntime({ dataset: 'builtin' });
-  await runtime.close();
-}, 120_000);
+beforeAll(() => prepareBuiltinDataset(), 120_000);
 
 afterAll(async () => {
   for (const child of children) {
@@ -62,9 +59,7 @@ afterAll(async () => {
       child.kill('SIGKILL');
     }
   }
-  await stopAll(apps);
-  await deleteKeysUnder(redis, keyBase);
-  await redis.quit();
+  await stopAppsAndDeleteKeys(apps, redis, keyBase);
 });
 
 describe('fenced trajectory writes', () => {

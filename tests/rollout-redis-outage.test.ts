@@ -4,7 +4,7 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunSummary } from '@sqlenv/rollout';
-import { createSqlEnvRuntime } from '@sqlenv/sql-env';
+import { prepareBuiltinDataset } from '@sqlenv/sql-env/testing';
 import { logTail, startApp, stopAll, waitFor, type AppProcess } from '@sqlenv/rollout/testing';
 
 /**
@@ -70,8 +70,7 @@ class FlakyProxy {
 const proxy = new FlakyProxy();
 
 beforeAll(async () => {
-  const runtime = await createSqlEnvRuntime({ dataset: 'builtin' });
-  await runtime.close();
+  await prepareBuiltinDataset();
   redisPort = 20_000 + Math.floor(Math.random() * 20_000);
   redisServer = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
   const probe = new Redis(redisPort, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 100 });

@@ -5,8 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunSummary } from '@sqlenv/rollout';
-import { createSqlEnvRuntime } from '@sqlenv/sql-env';
-import { logTail, startApp, stopAll, waitFor, type AppProcess } from '@sqlenv/rollout/testing';
+import { prepareBuiltinDataset } from '@sqlenv/sql-env/testing';
+import { logTail, startApp, waitFor, type AppProcess, stopAppsAndDeleteKeys } from '@sqlenv/rollout/testing';
 
 /**
  * A trainer killed between writing the weights of version v and committing them: the commit never
@@ -28,17 +28,9 @@ async function weightBlobs(): Promise<string[]> {
   return keys.filter((k) => !k.includes('#')).map((k) => `${runId}/${k.slice(`${prefix}:blob:`.length)}`).sort();
 }
 
-beforeAll(async () => {
-  const runtime = await createSqlEnvRuntime({ dataset: 'builtin' });
-  await runtime.close();
-}, 120_000);
+beforeAll(() => prepareBuiltinDataset(), 120_000);
 
-afterAll(async () => {
-  await stopAll(apps);
-  const keys = await redis.keys(`${keyBase}:*`);
-  if (keys.length > 0) await redis.del(...keys);
-  await redis.quit();
-});
+afterAll(() => stopAppsAndDeleteKeys(apps, redis, keyBase));
 
 describe('a trainer killed between its weights write and its commit', () => {
   it('leaves the committed state untouched; the next trainer redoes the batch and deletes the orphan', async () => {

@@ -3,8 +3,8 @@ import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunSummary } from '@sqlenv/rollout';
-import { createSqlEnvRuntime } from '@sqlenv/sql-env';
-import { logTail, startApp, stopAll, waitFor, type AppProcess, deleteKeysUnder } from '@sqlenv/rollout/testing';
+import { prepareBuiltinDataset } from '@sqlenv/sql-env/testing';
+import { logTail, startApp, waitFor, type AppProcess, stopAppsAndDeleteKeys } from '@sqlenv/rollout/testing';
 
 /**
  * Two runs at once on one fleet, the way docker-compose.yml runs them: two workers and two trainers
@@ -20,16 +20,9 @@ const redis = new Redis(REDIS_URL);
 const apps: AppProcess[] = [];
 const common = ['--redis', REDIS_URL, '--key-base', keyBase, '--poll-ms', '100'];
 
-beforeAll(async () => {
-  const runtime = await createSqlEnvRuntime({ dataset: 'builtin' });
-  await runtime.close();
-}, 120_000);
+beforeAll(() => prepareBuiltinDataset(), 120_000);
 
-afterAll(async () => {
-  await stopAll(apps);
-  await deleteKeysUnder(redis, keyBase);
-  await redis.quit();
-});
+afterAll(() => stopAppsAndDeleteKeys(apps, redis, keyBase));
 
 describe('two runs sharing one set of workers and trainers', () => {
   it('finishes both runs exactly once, each with its own trainer, on the same workers', async () => {

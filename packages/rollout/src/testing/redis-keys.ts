@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { redisGlobLiteral } from '../transport/run-keys.ts';
+import { stopAll, type AppProcess } from './app-processes.ts';
 
 /** Delete every key under `<keyBase>:` (a test's or a bench's own prefix), scanning in pages. */
 export async function deleteKeysUnder(redis: Redis, keyBase: string): Promise<void> {
@@ -9,4 +10,11 @@ export async function deleteKeysUnder(redis: Redis, keyBase: string): Promise<vo
     cursor = next;
     if (keys.length > 0) await redis.del(...keys);
   } while (cursor !== '0');
+}
+
+/** The end of a test file that started apps on Redis: stop them, delete the keys under `keyBase`, disconnect. */
+export async function stopAppsAndDeleteKeys(apps: readonly AppProcess[], redis: Redis, keyBase: string): Promise<void> {
+  await stopAll(apps);
+  await deleteKeysUnder(redis, keyBase);
+  await redis.quit();
 }

@@ -2,3 +2,4 @@
 export { writeTinySpider, tinyQuestions } from './tiny-spider.ts';
 export { makeTestDb } from '../sandbox/testing/make-test-db.ts';
 export { executorChildEntry } from '../sandbox/child-entry.ts';
+export { prepareBuiltinDataset } from './builtin-dataset.ts';
