@@ -10,21 +10,37 @@ export interface ScorerOptions extends ScoringGraphOptions {
   session?: SessionConfig;
 }
 
+/** A model graph in one direct-mode session, with the LoRA configuration it was built with. */
+abstract class DirectModelSession {
+  readonly config: ModelConfig;
+  readonly lora: LoraConfig | undefined;
+  protected readonly session: GraphSession;
+
+  protected constructor(config: ModelConfig, lora: LoraConfig | undefined, session: GraphSession) {
+    this.config = config;
+    this.lora = lora;
+    this.session = session;
+  }
+
+  /** The LoRA inputs' feeds: `weights`, or a zero adapter (the base model) without them. */
+  protected adapterFeeds(weights: LoraWeights | undefined): Record<string, TensorData> {
+    if (this.lora === undefined) {
+      if (weights !== undefined) throw new AppError(ErrorCode.VALIDATION, 'this graph was built without LoRA inputs');
+      return {};
+    }
+    return loraFeeds(loraTensorSpecs(this.config, this.lora), weights ?? zeroLoraWeights(this.config, this.lora));
+  }
+
+  async close(): Promise<void> {
+    await this.session.close();
+  }
+}
+
 /**
  * Teacher-forced per-token log-probabilities of whole sequences (the
  * trainer's π_θ, and π_ref with a zero adapter), from the scoring graph.
  */
-export class Scorer {
-  readonly config: ModelConfig;
-  readonly lora: LoraConfig | undefined;
-  readonly #session: GraphSession;
-
-  private constructor(config: ModelConfig, lora: LoraConfig | undefined, session: GraphSession) {
-    this.config = config;
-    this.lora = lora;
-    this.#session = session;
-  }
-
+export class Scorer extends DirectModelSession {
   static async create(config: ModelConfig, weights: ModelWeights, options: ScorerOptions = {}): Promise<Scorer> {
     const { session, ...graphOptions } = options;
     const { graph } = buildScoringGraph(config, weights, graphOptions);
@@ -41,9 +57,9 @@ export class Scorer {
       [IO.inputIds]: batch.ids,
       [IO.attentionMask]: batch.mask,
       [IO.temperature]: tensor('float32', [], [options.temperature ?? 1]),
-      ...adapterFeeds(this.config, this.lora, options.lora),
+      ...this.adapterFeeds(options.lora),
     };
-    const out = await this.#session.run<'logprobs'>(feeds);
+    const out = await this.session.run<'logprobs'>(feeds);
     const values = out.logprobs.data as Float32Array;
     return sequences.map((seq, b) => {
       const row = Array.from(values.subarray(b * batch.width + batch.padLengths[b]!, (b + 1) * batch.width));
@@ -51,24 +67,10 @@ export class Scorer {
       return row.slice(0, seq.length);
     });
   }
-
-  async close(): Promise<void> {
-    await this.#session.close();
-  }
 }
 
 /** Full logits of every position (small models: tests and the `model logits` command). */
-export class LogitsModel {
-  readonly config: ModelConfig;
-  readonly lora: LoraConfig | undefined;
-  readonly #session: GraphSession;
-
-  private constructor(config: ModelConfig, lora: LoraConfig | undefined, session: GraphSession) {
-    this.config = config;
-    this.lora = lora;
-    this.#session = session;
-  }
-
+export class LogitsModel extends DirectModelSession {
   static async create(config: ModelConfig, weights: ModelWeights, options: ForwardGraphOptions & { session?: SessionConfig } = {}): Promise<LogitsModel> {
     const { session, ...graphOptions } = options;
     const { graph } = buildLogitsGraph(config, weights, graphOptions);
@@ -78,25 +80,13 @@ export class LogitsModel {
   /** Logits (T, V) per sequence, row-major, for the real (unpadded) positions. */
   async logits(sequences: readonly (readonly number[])[], options: { lora?: LoraWeights } = {}): Promise<Float32Array[]> {
     const batch = leftPad(sequences, this.config.padTokenId);
-    const out = await this.#session.run<'logits'>({
+    const out = await this.session.run<'logits'>({
       [IO.inputIds]: batch.ids,
       [IO.attentionMask]: batch.mask,
-      ...adapterFeeds(this.config, this.lora, options.lora),
+      ...this.adapterFeeds(options.lora),
     });
     const V = this.config.vocabSize;
     const values = out.logits.data as Float32Array;
     return sequences.map((_, b) => values.slice((b * batch.width + batch.padLengths[b]!) * V, (b + 1) * batch.width * V));
   }
-
-  async close(): Promise<void> {
-    await this.#session.close();
-  }
-}
-
-function adapterFeeds(config: ModelConfig, lora: LoraConfig | undefined, weights: LoraWeights | undefined): Record<string, TensorData> {
-  if (lora === undefined) {
-    if (weights !== undefined) throw new AppError(ErrorCode.VALIDATION, 'this graph was built without LoRA inputs');
-    return {};
-  }
-  return loraFeeds(loraTensorSpecs(config, lora), weights ?? zeroLoraWeights(config, lora));
 }
