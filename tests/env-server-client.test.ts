@@ -4,6 +4,7 @@ import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { evaluate, OraclePolicy } from '@sqlenv/agents';
 import { SQLEnvClient } from '@sqlenv/client';
 import { startHarness, type Harness, oracleEpisodes, RUNAWAY_SQL, type OracleEpisode, startTestServer, type TestServer } from '@sqlenv/env-server/testing';
+import { appErrorCodeOf } from '@sqlenv/shared/testing';
 
 // The TypeScript client against the real server: typed calls, errors as AppError codes.
 
@@ -17,16 +18,6 @@ beforeAll(async () => {
 });
 
 afterAll(() => server?.close());
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof AppError) return error.code;
-    throw error;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('SQLEnvClient', () => {
   it('plays an episode from the base http:// URL, as the OpenEnv client does', async () => {
@@ -44,14 +35,14 @@ describe('SQLEnvClient', () => {
     expect(mcp.error?.code).toBe(-32603);
     await client.close();
     expect(client.isOpen).toBe(false);
-    expect(await codeOf(client.state())).toBe(ErrorCode.TRANSPORT);
+    expect(await appErrorCodeOf(client.state())).toBe(ErrorCode.TRANSPORT);
   });
 
   it('maps server errors to AppError codes and keeps the session', async () => {
     const client = await SQLEnvClient.connect(harness.wsUrl);
-    expect(await codeOf(client.step({ action_type: 'DESCRIBE', argument: 'x' }))).toBe(ErrorCode.EPISODE_STATE);
-    expect(await codeOf(client.reset({ question_id: 'missing' }))).toBe(ErrorCode.VALIDATION);
-    expect(await codeOf(client.step({ action_type: 'QUERY', argument: 'x', bogus: 1 } as never))).toBe(ErrorCode.VALIDATION);
+    expect(await appErrorCodeOf(client.step({ action_type: 'DESCRIBE', argument: 'x' }))).toBe(ErrorCode.EPISODE_STATE);
+    expect(await appErrorCodeOf(client.reset({ question_id: 'missing' }))).toBe(ErrorCode.VALIDATION);
+    expect(await appErrorCodeOf(client.step({ action_type: 'QUERY', argument: 'x', bogus: 1 } as never))).toBe(ErrorCode.VALIDATION);
     await client.reset({ question_id: oracle.questionId });
     expect((await client.state()).question_id).toBe(oracle.questionId);
     await client.close();
@@ -60,7 +51,7 @@ describe('SQLEnvClient', () => {
   it('times out a request with TIMEOUT and still pairs later replies correctly', async () => {
     const client = await SQLEnvClient.connect(harness.baseUrl, { requestTimeoutMs: 200 });
     await client.reset({ question_id: oracle.questionId });
-    expect(await codeOf(client.step({ action_type: 'QUERY', argument: RUNAWAY_SQL }))).toBe(ErrorCode.TIMEOUT);
+    expect(await appErrorCodeOf(client.step({ action_type: 'QUERY', argument: RUNAWAY_SQL }))).toBe(ErrorCode.TIMEOUT);
     // Later requests queue behind the runaway on the server and time out too, until it is cut off;
     // each late reply must be skipped, never handed to the next request (that would be a 'state' vs 'observation' mix-up).
     const state = await new Promise<Awaited<ReturnType<SQLEnvClient['state']>>>((resolve, reject) => {
@@ -76,17 +67,17 @@ describe('SQLEnvClient', () => {
   it('reports CAPACITY, UNAUTHORIZED and unreachable servers with their codes', async () => {
     const small = await startHarness(runtime, { maxSessions: 1, apiKey: 'tok' });
     try {
-      expect(await codeOf(SQLEnvClient.connect(small.baseUrl))).toBe(ErrorCode.UNAUTHORIZED);
+      expect(await appErrorCodeOf(SQLEnvClient.connect(small.baseUrl))).toBe(ErrorCode.UNAUTHORIZED);
       const first = await SQLEnvClient.connect(small.baseUrl, { apiKey: 'tok' });
       await first.reset({});
       const second = await SQLEnvClient.connect(small.baseUrl, { apiKey: 'tok' });
-      expect(await codeOf(second.reset({}))).toBe(ErrorCode.CAPACITY);
+      expect(await appErrorCodeOf(second.reset({}))).toBe(ErrorCode.CAPACITY);
       await first.close();
     } finally {
       await small.close();
     }
-    expect(await codeOf(SQLEnvClient.connect(harness.baseUrl.replace(/:\d+$/, ':1')))).toBe(ErrorCode.TRANSPORT);
-    expect(await codeOf(SQLEnvClient.connect('ftp://example'))).toBe(ErrorCode.VALIDATION);
+    expect(await appErrorCodeOf(SQLEnvClient.connect(harness.baseUrl.replace(/:\d+$/, ':1')))).toBe(ErrorCode.TRANSPORT);
+    expect(await appErrorCodeOf(SQLEnvClient.connect('ftp://example'))).toBe(ErrorCode.VALIDATION);
   });
 
   it('runs evaluate() remotely with the oracle policy', async () => {

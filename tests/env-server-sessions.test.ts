@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { ErrorCode } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { ErrorFrameSchema, ObservationFrameSchema, StateReplyFrameSchema } from '@sqlenv/protocol';
 import { SQLEnvClient } from '@sqlenv/client';
 import { RawWs, startHarness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
+import { appErrorCodeOf } from '@sqlenv/shared/testing';
 
 // Session lifetime under pressure: capacity never drops a live session, and an idle one
 // loses its episode but not its client (RL trainers keep a pool of connections for hours).
@@ -26,16 +27,6 @@ async function post(base: string, path: string, body: unknown, headers: Record<s
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof AppError) return error.code;
-    throw error;
-  }
-  throw new Error('expected a rejection');
-}
 
 /** Play the oracle episode on a connected client; returns the final step. */
 async function playOracle(client: SQLEnvClient): Promise<{ reward: number | null; done: boolean }> {
@@ -157,7 +148,7 @@ describe('idle sessions: the episode is freed, the client is not broken', () => 
       await other.reset({});
       await waitFor(() => !client.isOpen);
       // Nothing is replayed: the step belonged to the lost episode.
-      expect(await codeOf(client.step({ action_type: 'QUERY', argument: oracle.goldSql }))).toBe(ErrorCode.EPISODE_STATE);
+      expect(await appErrorCodeOf(client.step({ action_type: 'QUERY', argument: oracle.goldSql }))).toBe(ErrorCode.EPISODE_STATE);
       await other.close();
       await waitFor(() => server.server.sessionCount() === 0);
       const last = await playOracle(client);
@@ -165,7 +156,7 @@ describe('idle sessions: the episode is freed, the client is not broken', () => 
       expect(last.reward).toBeGreaterThan(0.9);
       expect(client.reconnects).toBe(1);
       await client.close();
-      expect(await codeOf(client.reset({}))).toBe(ErrorCode.TRANSPORT);
+      expect(await appErrorCodeOf(client.reset({}))).toBe(ErrorCode.TRANSPORT);
     } finally {
       await server.close();
     }

@@ -1,39 +1,30 @@
 import { describe, expect, it } from 'vitest';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { ErrorCode } from '@sqlenv/shared';
 import { causalMask, logSoftmaxLse, rmsNorm } from './composites.ts';
 import { Graph } from './graph.ts';
 import { halfBitsToFloat, floatToHalfBits, tensor, toNumbers } from './tensor-data.ts';
 import { runOnce } from './testing/run-once.ts';
-
-function graphError(fn: () => unknown): AppError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof AppError) return e;
-    throw e;
-  }
-  throw new Error('expected a GRAPH error, got none');
-}
+import { appErrorOf } from '@sqlenv/shared/testing';
 
 describe('build-time shape and dtype checks', () => {
   it('says expected vs got for mismatched MatMul dims', () => {
     const g = new Graph();
-    const e = graphError(() => g.matMul(g.input('a', 'float32', ['B', 3, 4]), g.input('b', 'float32', [5, 6])));
+    const e = appErrorOf(() => g.matMul(g.input('a', 'float32', ['B', 3, 4]), g.input('b', 'float32', [5, 6])));
     expect(e.code).toBe(ErrorCode.GRAPH);
     expect(e.message).toMatch(/MatMul: inner dims must match: expected 4 .* got 5/);
   });
 
   it('says expected vs got for dtype mismatches', () => {
     const g = new Graph();
-    const e = graphError(() => g.add(g.input('a', 'float32', [2]), g.input('b', 'float64', [2])));
+    const e = appErrorOf(() => g.add(g.input('a', 'float32', [2]), g.input('b', 'float64', [2])));
     expect(e.message).toMatch(/Add: dtypes must match: expected float32 .* got float64/);
-    expect(graphError(() => g.exp(g.input('i', 'int64', [2]))).message).toMatch(/Exp: expected a float tensor .* got int64/);
-    expect(graphError(() => g.gather(g.input('t', 'float32', [5, 2]), g.input('f', 'float32', [3]))).message).toMatch(/expected int64 \| int32 indices, got float32/);
+    expect(appErrorOf(() => g.exp(g.input('i', 'int64', [2]))).message).toMatch(/Exp: expected a float tensor .* got int64/);
+    expect(appErrorOf(() => g.gather(g.input('t', 'float32', [5, 2]), g.input('f', 'float32', [3]))).message).toMatch(/expected int64 \| int32 indices, got float32/);
   });
 
   it('rejects shapes that do not broadcast, naming the axis', () => {
     const g = new Graph();
-    const e = graphError(() => g.mul(g.input('a', 'float32', ['B', 3]), g.input('b', 'float32', [4])));
+    const e = appErrorOf(() => g.mul(g.input('a', 'float32', ['B', 3]), g.input('b', 'float32', [4])));
     expect(e.message).toMatch(/do not broadcast: at axis -1 expected equal dims or 1, got 3 and 4/);
   });
 
@@ -43,25 +34,25 @@ describe('build-time shape and dtype checks', () => {
     expect(g.reshape(x, [-1, 64]).shape).toEqual(['B*T', 64]);
     expect(g.reshape(x, ['B', 'T', 4, 16]).shape).toEqual(['B', 'T', 4, 16]);
     expect(g.reshape(x, [0, 0, 8, -1]).shape).toEqual(['B', 'T', 8, 8]);
-    expect(graphError(() => g.reshape(x, ['B', 'T', 60])).message).toMatch(/element counts differ: expected 64\*B\*T .* got 60\*B\*T/);
+    expect(appErrorOf(() => g.reshape(x, ['B', 'T', 60])).message).toMatch(/element counts differ: expected 64\*B\*T .* got 60\*B\*T/);
   });
 
   it('checks axes, permutations, squeeze sizes and Loop bodies', () => {
     const g = new Graph();
     const x = g.input('x', 'float32', [2, 3]);
-    expect(graphError(() => g.softmax(x, 2)).message).toMatch(/Softmax: axis expected in \[-2, 1\], got 2/);
-    expect(graphError(() => g.transpose(x, [0, 0])).message).toMatch(/expected a permutation of 0..1, got \[0, 0\]/);
-    expect(graphError(() => g.squeeze(x, [0])).message).toMatch(/axis 0 must have size 1: expected 1, got 2/);
-    expect(graphError(() => g.loop({ maxTrips: 2, carried: [x], body: (b) => ({ carried: [b.cast(x, 'int64')] }) })).message).toMatch(
+    expect(appErrorOf(() => g.softmax(x, 2)).message).toMatch(/Softmax: axis expected in \[-2, 1\], got 2/);
+    expect(appErrorOf(() => g.transpose(x, [0, 0])).message).toMatch(/expected a permutation of 0..1, got \[0, 0\]/);
+    expect(appErrorOf(() => g.squeeze(x, [0])).message).toMatch(/axis 0 must have size 1: expected 1, got 2/);
+    expect(appErrorOf(() => g.loop({ maxTrips: 2, carried: [x], body: (b) => ({ carried: [b.cast(x, 'int64')] }) })).message).toMatch(
       /Loop: carried\[0\]: expected float32 of rank 2, got .*int64/,
     );
-    expect(graphError(() => g.input('x', 'float32', [1])).message).toMatch(/expected a name unique in the model/);
+    expect(appErrorOf(() => g.input('x', 'float32', [1])).message).toMatch(/expected a name unique in the model/);
   });
 
   it('refuses tensors from another graph', () => {
     const a = new Graph();
     const b = new Graph();
-    expect(graphError(() => b.neg(a.input('x', 'float32', [1]))).message).toMatch(/belongs to a different graph/);
+    expect(appErrorOf(() => b.neg(a.input('x', 'float32', [1]))).message).toMatch(/belongs to a different graph/);
   });
 });
 

@@ -2,26 +2,16 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AppError } from '@sqlenv/shared';
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from './half-float.ts';
 import { presetConfig } from './presets.ts';
 import { randomWeights, writeRandomCheckpoint } from './random-checkpoint.ts';
 import { readSafetensorsHeader, SafetensorsCheckpoint, writeSafetensorsFile } from './safetensors.ts';
 import { expectedTensorSpecs, loadModel } from './weights.ts';
 import { parseHfConfig, toHfConfig } from './config.ts';
+import { appErrorOf } from '@sqlenv/shared/testing';
 
 const root = mkdtempSync(join(tmpdir(), 'sqlenv-safetensors-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-function errorOf(fn: () => unknown): AppError {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof AppError) return error;
-    throw error;
-  }
-  throw new Error('expected an AppError');
-}
 
 describe('half floats', () => {
   it('bf16 and f16 conversions round to nearest even and keep special values', () => {
@@ -100,7 +90,7 @@ describe('checkpoint validation', () => {
     writeRandomCheckpoint(broken, config, { seed: 1 });
     const specs = expectedTensorSpecs(config).filter((s) => s.name !== 'model.layers.1.self_attn.k_proj.bias');
     writeSafetensorsFile(join(broken, 'model.safetensors'), specs.map((s) => ({ ...s, data: new Float32Array(s.shape.reduce((x, y) => x * y, 1)) })), 'F32');
-    const error = errorOf(() => loadModel(broken));
+    const error = appErrorOf(() => loadModel(broken));
     expect(error.code).toBe('MODEL');
     expect(error.message).toContain('missing 1 tensor(s)');
     expect(error.message).toContain('model.layers.1.self_attn.k_proj.bias');
@@ -111,23 +101,23 @@ describe('checkpoint validation', () => {
     writeRandomCheckpoint(broken, config, { seed: 1 });
     const specs = expectedTensorSpecs(config).map((s) => (s.name === 'model.norm.weight' ? { ...s, shape: [s.shape[0]! + 1] } : s));
     writeSafetensorsFile(join(broken, 'model.safetensors'), specs.map((s) => ({ ...s, data: new Float32Array(s.shape.reduce((x, y) => x * y, 1)) })), 'F32');
-    const error = errorOf(() => loadModel(broken));
+    const error = appErrorOf(() => loadModel(broken));
     expect(error.message).toBe(`tensor model.norm.weight has shape [${config.hiddenSize + 1}], expected [${config.hiddenSize}]`);
   });
 
   it('rejects unsupported architectures and features with a clear message', () => {
     const hf = toHfConfig(config);
-    expect(errorOf(() => parseHfConfig({ ...hf, architectures: ['MistralForCausalLM'] })).message).toMatch(
+    expect(appErrorOf(() => parseHfConfig({ ...hf, architectures: ['MistralForCausalLM'] })).message).toMatch(
       /^unsupported architecture "MistralForCausalLM": expected one of Qwen2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM$/,
     );
-    expect(errorOf(() => parseHfConfig({ ...hf, rope_scaling: { rope_type: 'llama3', factor: 8 } })).message).toContain('unsupported rope_scaling');
-    expect(errorOf(() => parseHfConfig({ ...hf, num_key_value_heads: 3 })).message).toContain('numHeads must be a multiple of numKvHeads');
-    expect(errorOf(() => parseHfConfig({ ...hf, hidden_size: 'big' })).message).toContain('hidden_size');
+    expect(appErrorOf(() => parseHfConfig({ ...hf, rope_scaling: { rope_type: 'llama3', factor: 8 } })).message).toContain('unsupported rope_scaling');
+    expect(appErrorOf(() => parseHfConfig({ ...hf, num_key_value_heads: 3 })).message).toContain('numHeads must be a multiple of numKvHeads');
+    expect(appErrorOf(() => parseHfConfig({ ...hf, hidden_size: 'big' })).message).toContain('hidden_size');
     const unsupported = join(root, 'mistral');
     writeRandomCheckpoint(unsupported, config, { seed: 1 });
     writeFileSync(join(unsupported, 'config.json'), JSON.stringify({ ...hf, architectures: ['MistralForCausalLM'] }));
-    expect(errorOf(() => loadModel(unsupported)).code).toBe('MODEL');
-    expect(errorOf(() => loadModel(join(root, 'nope'))).message).toContain('no config.json');
+    expect(appErrorOf(() => loadModel(unsupported)).code).toBe('MODEL');
+    expect(appErrorOf(() => loadModel(join(root, 'nope'))).message).toContain('no config.json');
   });
 
   it('parses real published configs into the presets', () => {

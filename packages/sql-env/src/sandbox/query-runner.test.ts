@@ -1,9 +1,10 @@
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { ErrorCode } from '@sqlenv/shared';
 import { QueryLimitsSchema } from './executor-config.ts';
 import { assertReadOnlyStatement, QueryRunner } from './query-runner.ts';
 import { makeTestDb } from './testing/make-test-db.ts';
+import { appErrorOf } from '@sqlenv/shared/testing';
 
 const FOREVER = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)';
 
@@ -18,16 +19,6 @@ afterAll(() => {
   runner.close();
   fixture.cleanup();
 });
-
-function failure(run: () => unknown): AppError {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof AppError) return error;
-    throw error;
-  }
-  throw new Error('expected an AppError');
-}
 
 describe('QueryRunner', () => {
   it('returns columns and rows', () => {
@@ -114,19 +105,19 @@ describe('QueryRunner', () => {
     const aliases = "SELECT 1 AS edit, 2 AS zipfile, p.name AS pragma_city FROM singer AS pragma_city JOIN singer p ON p.singer_id = pragma_city.singer_id WHERE p.name = 'Joe Sharp'";
     expect(runner.run(fixture.dbPath, aliases, 5)).toMatchObject({ columns: ['edit', 'zipfile', 'pragma_city'], rows: [[1, 2, 'Joe Sharp']] });
     for (const sql of ['SELECT * FROM pragma_database_list', 'SELECT * FROM (pragma_database_list)', "SELECT 1 WHERE 'x' IN main.pragma_compile_options"]) {
-      expect(failure(() => runner.run(fixture.dbPath, sql, 5)).code).toBe(ErrorCode.SQL_REJECTED);
+      expect(appErrorOf(() => runner.run(fixture.dbPath, sql, 5)).code).toBe(ErrorCode.SQL_REJECTED);
     }
   });
 
   it('maps failures to SQL_REJECTED, SQL_ERROR and NOT_FOUND', () => {
-    expect(failure(() => runner.run(fixture.dbPath, 'DROP TABLE singer', 10)).code).toBe(ErrorCode.SQL_REJECTED);
-    const noColumn = failure(() => runner.run(fixture.dbPath, 'SELECT salary FROM singer', 10));
+    expect(appErrorOf(() => runner.run(fixture.dbPath, 'DROP TABLE singer', 10)).code).toBe(ErrorCode.SQL_REJECTED);
+    const noColumn = appErrorOf(() => runner.run(fixture.dbPath, 'SELECT salary FROM singer', 10));
     expect(noColumn.code).toBe(ErrorCode.SQL_ERROR);
     expect(noColumn.message).toBe('no such column: salary');
-    expect(failure(() => runner.run(fixture.dbPath, 'SELECT FROM singer', 10)).message).toMatch(/syntax error/);
-    expect(failure(() => runner.run(fixture.dbPath, 'SELECT ?', 10)).code).toBe(ErrorCode.SQL_ERROR);
-    expect(failure(() => runner.run(fixture.dbPath, "SELECT load_extension('x')", 10)).code).toBe(ErrorCode.SQL_REJECTED);
-    expect(failure(() => runner.run(`${fixture.dir}/missing.sqlite`, 'SELECT 1', 10)).code).toBe(ErrorCode.NOT_FOUND);
+    expect(appErrorOf(() => runner.run(fixture.dbPath, 'SELECT FROM singer', 10)).message).toMatch(/syntax error/);
+    expect(appErrorOf(() => runner.run(fixture.dbPath, 'SELECT ?', 10)).code).toBe(ErrorCode.SQL_ERROR);
+    expect(appErrorOf(() => runner.run(fixture.dbPath, "SELECT load_extension('x')", 10)).code).toBe(ErrorCode.SQL_REJECTED);
+    expect(appErrorOf(() => runner.run(`${fixture.dir}/missing.sqlite`, 'SELECT 1', 10)).code).toBe(ErrorCode.NOT_FOUND);
   });
 
   it('keeps answering correctly when statements and connections are evicted', () => {
@@ -152,7 +143,7 @@ describe('assertReadOnlyStatement (second line of defence)', () => {
     try {
       expect(() => assertReadOnlyStatement(db.prepare('SELECT a FROM t'))).not.toThrow();
       for (const sql of ["ATTACH ':memory:' AS other", 'BEGIN', 'INSERT INTO t VALUES (1)', 'INSERT INTO t VALUES (1) RETURNING a', 'DELETE FROM t RETURNING a', 'PRAGMA user_version = 3']) {
-        const error = failure(() => assertReadOnlyStatement(db.prepare(sql)));
+        const error = appErrorOf(() => assertReadOnlyStatement(db.prepare(sql)));
         expect(error.code, sql).toBe(ErrorCode.SQL_REJECTED);
       }
     } finally {
