@@ -7,6 +7,7 @@ import { modelInit } from './commands.ts';
 import { tokenizerFor } from './io/model-dir.ts';
 import { readModelConfig } from './io/weights.ts';
 import { modelTokenizer } from './tokenizer-command.ts';
+import { TINY_BYTE_MODEL_CONFIG } from './testing/tiny-model.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'tokenizer-command-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -50,19 +51,4 @@ describe('sqlenv model tokenizer / init --tokenizer', () => {
   });
 });
 
-const tinyConfig = {
-  architecture: 'qwen3',
-  hiddenSize: 32,
-  numLayers: 1,
-  numHeads: 2,
-  numKvHeads: 1,
-  headDim: 16,
-  intermediateSize: 64,
-  ropeTheta: 10_000,
-  rmsNormEps: 1e-6,
-  maxPositionEmbeddings: 1024,
-  eosTokenIds: [258, 256],
-  padTokenId: 256,
-  qkNorm: true,
-  tieWordEmbeddings: true,
-};
+const tinyConfig = { ...TINY_BYTE_MODEL_CONFIG, maxPositionEmbeddings: 1024 };
