@@ -9,26 +9,15 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { DirectoryBlobStore, RedisBlobStore } from '@sqlenv/rollout';
-import { startPrivateRedis } from '@sqlenv/rollout/testing';
+import { startPrivateRedis, scanKeys } from '@sqlenv/rollout/testing';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'sqlenv-blobs-'));
 const redis = new Redis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
 const prefix = `test-blob-${process.pid}-${Date.now()}`;
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-async function keysUnder(client: Redis, pattern: string): Promise<string[]> {
-  const out: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    out.push(...keys);
-  } while (cursor !== '0');
-  return out;
-}
-
 afterAll(async () => {
-  const keys = await keysUnder(redis, `${prefix}:*`);
+  const keys = await scanKeys(redis, `${prefix}:*`);
   if (keys.length > 0) await redis.del(...keys);
   await redis.quit();
   rmSync(dir, { recursive: true, force: true });
@@ -76,14 +65,14 @@ describe('RedisBlobStore with chunks in Redis (the default: no shared filesystem
   it('splits a big blob into chunks, reads it back whole, and a rewrite or delete leaves no chunk behind', async () => {
     const data = Buffer.from(Array.from({ length: 1050 }, (_, i) => i % 251));
     await store.put('run/weights/a', data);
-    expect((await keysUnder(redis, `${prefix}:run/weights/a#*`)).length).toBe(11);
+    expect((await scanKeys(redis, `${prefix}:run/weights/a#*`)).length).toBe(11);
     expect((await store.get('run/weights/a'))?.equals(data)).toBe(true);
     const smaller = data.subarray(0, 250);
     await store.put('run/weights/a', smaller);
-    expect((await keysUnder(redis, `${prefix}:run/weights/a#*`)).length).toBe(3);
+    expect((await scanKeys(redis, `${prefix}:run/weights/a#*`)).length).toBe(3);
     expect((await store.getMany(['run/weights/a']))[0]?.equals(smaller)).toBe(true);
     await store.delete('run/weights/a');
-    expect(await keysUnder(redis, `${prefix}:run/weights/a*`)).toEqual([]);
+    expect(await scanKeys(redis, `${prefix}:run/weights/a*`)).toEqual([]);
   });
 
   it('carries an adapter-sized blob (40 MB) from one process to another through Redis alone', async () => {
@@ -96,11 +85,11 @@ describe('RedisBlobStore with chunks in Redis (the default: no shared filesystem
     expect(read?.length).toBe(bytes);
     expect(createHash('sha256').update(read ?? Buffer.alloc(0)).digest('hex')).toBe(written.sha256);
     // 40 one-MiB chunks: no single Redis command carries more than a chunk.
-    const chunks = await keysUnder(redis, `${prefix}:run/weights/v1#*`);
+    const chunks = await scanKeys(redis, `${prefix}:run/weights/v1#*`);
     expect(chunks.length).toBe(40);
     for (const chunk of chunks.slice(0, 3)) expect(await redis.strlen(chunk)).toBeLessThanOrEqual(1024 * 1024);
     await big.delete('run/weights/v1');
-    expect(await keysUnder(redis, `${prefix}:run/weights/v1*`)).toEqual([]);
+    expect(await scanKeys(redis, `${prefix}:run/weights/v1*`)).toEqual([]);
   }, 120_000);
 
   it('under noeviction, a full Redis refuses the write with a clear error and nothing half-written is left', async () => {
@@ -117,7 +106,7 @@ describe('RedisBlobStore with chunks in Redis (the default: no shared filesystem
       expect((error as AppError).message).toMatch(/Redis is full and refuses writes \(maxmemory reached, noeviction\) while storing run\/weights\/big/);
       // Nothing of the refused blob is visible or left over; what was there is intact; writes work again.
       expect(await small.get('run/weights/big')).toBeUndefined();
-      expect(await keysUnder(client, 'p:run/weights/big*')).toEqual([]);
+      expect(await scanKeys(client, 'p:run/weights/big*')).toEqual([]);
       expect((await small.get('run/weights/kept'))?.equals(Buffer.alloc(1024, 1))).toBe(true);
       await small.put('run/weights/after', Buffer.alloc(1024 * 1024, 3));
       expect((await small.get('run/weights/after'))?.length).toBe(1024 * 1024);

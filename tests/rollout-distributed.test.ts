@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { episodeJobId, parseEpisodeJobId, type RunSummary } from '@sqlenv/rollout';
 import { prepareBuiltinDataset } from '@sqlenv/sql-env/testing';
-import { logTail, startApp, waitFor, type AppProcess, stopAppsAndDeleteKeys } from '@sqlenv/rollout/testing';
+import { logTail, startApp, waitFor, type AppProcess, stopAppsAndDeleteKeys, scanKeys } from '@sqlenv/rollout/testing';
 
 /**
  * The real thing: coordinator + 3 workers + trainer as separate processes
@@ -29,17 +29,6 @@ const common = ['--redis', REDIS_URL, '--key-base', keyBase, '--lock-duration-ms
 beforeAll(() => prepareBuiltinDataset(), 120_000);
 
 afterAll(() => stopAppsAndDeleteKeys(apps, redis, keyBase));
-
-async function scanKeys(pattern: string): Promise<string[]> {
-  const out: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    out.push(...keys);
-  } while (cursor !== '0');
-  return out;
-}
 
 async function state(): Promise<Record<string, string>> {
   return redis.hgetall(`${prefix}:state`);
@@ -151,7 +140,7 @@ describe('distributed rollout across processes', () => {
         expect(await redis.getbit(`${prefix}:trained-episodes`, (parsed?.seq ?? -1) * GROUP_SIZE + (parsed?.index ?? 0))).toBe(1);
       }
       // Trained trajectories were deleted with their groups: no trajectory blob and no trash left.
-      expect(await scanKeys(`${prefix}:blob:traj/*`)).toEqual([]);
+      expect(await scanKeys(redis, `${prefix}:blob:traj/*`)).toEqual([]);
       expect(await redis.llen(`${prefix}:trash`)).toBe(0);
       const batches = (await redis.lrange(`${prefix}:batches`, 0, -1)).map((b) => JSON.parse(b) as { version: number; group_ids: string[] });
       expect(batches.map((b) => b.version)).toEqual(batches.map((_, i) => i + 1));

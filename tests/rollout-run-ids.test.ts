@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { BullmqTransport, RunAdmin, runsCommand, trainerCommand, workerCommand, redisGlobLiteral } from '@sqlenv/rollout';
-import { deleteKeysUnder } from '@sqlenv/rollout/testing';
+import { deleteKeysUnder, scanKeys } from '@sqlenv/rollout/testing';
 import { captureIo } from '@sqlenv/shared/testing';
 
 /**
@@ -44,22 +44,10 @@ beforeEach(async () => {
   }
 });
 
-/** Every key matching a pattern (the shared Redis holds other keys too: scan it all). */
-async function scanAll(pattern: string): Promise<string[]> {
-  const found: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    found.push(...keys);
-  } while (cursor !== '0');
-  return found.sort();
-}
-
 /** Every key of a run with its serialised value, so a changed key shows as well as a deleted one. */
 async function snapshot(runId: string): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  for (const key of await scanAll(`${keyBase}:{${runId}}:*`)) out[key] = (await redis.dumpBuffer(key))?.toString('base64') ?? '';
+  for (const key of await scanKeys(redis, `${keyBase}:{${runId}}:*`)) out[key] = (await redis.dumpBuffer(key))?.toString('base64') ?? '';
   return out;
 }
 
@@ -190,9 +178,9 @@ describe('redisGlobLiteral', () => {
     const names = ['a*b', 'aXb', 'a?b', 'a[x]b', 'axb', 'a\\b', 'a^b', 'a-b', 'a]b', 'a[b', '*', '?', 'ab'];
     for (const name of names) await redis.set(`${base}:${name}`, name);
     for (const name of names) {
-      expect(await scanAll(redisGlobLiteral(`${base}:${name}`)), name).toEqual([`${base}:${name}`]);
+      expect(await scanKeys(redis, redisGlobLiteral(`${base}:${name}`)), name).toEqual([`${base}:${name}`]);
     }
     // Unescaped, the same names do reach other keys (what the escaping is for).
-    expect((await scanAll(`${base}:a*b`)).length).toBeGreaterThan(1);
+    expect((await scanKeys(redis, `${base}:a*b`)).length).toBeGreaterThan(1);
   });
 });
