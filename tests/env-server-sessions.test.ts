@@ -3,7 +3,7 @@ import { ErrorCode } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { ErrorFrameSchema, ObservationFrameSchema, StateReplyFrameSchema } from '@sqlenv/protocol';
 import { SQLEnvClient } from '@sqlenv/client';
-import { RawWs, startHarness, createTestRuntime, firstOracleEpisode, type OracleEpisode } from '@sqlenv/env-server/testing';
+import { RawWs, startHarness, createTestRuntime, firstOracleEpisode, type OracleEpisode, waitUntil } from '@sqlenv/env-server/testing';
 import { appErrorCodeOf } from '@sqlenv/shared/testing';
 
 // Session lifetime under pressure: capacity never drops a live session, and an idle one
@@ -146,11 +146,11 @@ describe('idle sessions: the episode is freed, the client is not broken', () => 
       // Another client needs the only slot: the idle session is closed to make room.
       const other = await SQLEnvClient.connect(server.baseUrl);
       await other.reset({});
-      await waitFor(() => !client.isOpen);
+      await waitUntil(() => !client.isOpen);
       // Nothing is replayed: the step belonged to the lost episode.
       expect(await appErrorCodeOf(client.step({ action_type: 'QUERY', argument: oracle.goldSql }))).toBe(ErrorCode.EPISODE_STATE);
       await other.close();
-      await waitFor(() => server.server.sessionCount() === 0);
+      await waitUntil(() => server.server.sessionCount() === 0);
       const last = await playOracle(client);
       expect(last.done).toBe(true);
       expect(last.reward).toBeGreaterThan(0.9);
@@ -162,11 +162,3 @@ describe('idle sessions: the episode is freed, the client is not broken', () => 
     }
   });
 });
-
-async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > timeoutMs) throw new Error('condition not met in time');
-    await sleep(20);
-  }
-}

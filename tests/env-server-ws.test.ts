@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { ErrorFrameSchema, McpReplyFrameSchema, ObservationFrameSchema, StateReplyFrameSchema } from '@sqlenv/protocol';
-import { RawWs, startHarness, type Harness, RUNAWAY_SQL, type OracleEpisode, startTestServer, type TestServer } from '@sqlenv/env-server/testing';
+import { RawWs, startHarness, type Harness, RUNAWAY_SQL, type OracleEpisode, startTestServer, type TestServer, waitUntil } from '@sqlenv/env-server/testing';
 
 // Conformance of /ws with apps/env-server/README.md, against the real SQL environment.
 
@@ -209,7 +209,7 @@ describe('WS /ws: errors that end the session', () => {
       expect((await c.closed).code).toBe(1000);
       a.send({ type: 'close' });
       await a.closed;
-      await waitFor(() => small.server.sessionCount() === 1);
+      await waitUntil(() => small.server.sessionCount() === 1);
       const d = await RawWs.open(small.wsUrl);
       await expectSessionAlive(d);
       d.close();
@@ -274,11 +274,3 @@ describe('WS /ws: auth', () => {
     }
   });
 });
-
-async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > timeoutMs) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

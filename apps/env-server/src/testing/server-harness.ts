@@ -81,3 +81,12 @@ export class RawWs {
     this.ws.close();
   }
 }
+
+/** Resolves once `condition()` holds, checking every 20 ms; rejects after `timeoutMs`. */
+export async function waitUntil(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const start = Date.now();
+  while (!condition()) {
+    if (Date.now() - start > timeoutMs) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
