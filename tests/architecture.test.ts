@@ -21,7 +21,9 @@ const allowedPackageDeps: Record<string, readonly string[]> = {
   model: ['shared', 'onnx-graph'],
   grpo: ['shared', 'onnx-graph', 'model'],
   client: ['shared', 'protocol'],
-  rollout: ['shared', 'protocol', 'sql-env', 'agents', 'client', 'model', 'grpo', 'onnx-graph'],
+  /** The run directory: protocol- and agents-level types only, never the queue or the trainer. */
+  runs: ['shared', 'protocol', 'agents', 'model'],
+  rollout: ['shared', 'protocol', 'sql-env', 'agents', 'client', 'model', 'grpo', 'onnx-graph', 'runs'],
 };
 /** Apps that other apps may import: the CLI is the umbrella over the thin mains. */
 const importableApps = new Set(['env-server', 'coordinator', 'worker', 'trainer']);
@@ -82,7 +84,7 @@ const workspaceDirs = workspaces.map((w) => ({ ...w, src: path.join(w.dir, 'src'
 describe('architecture: the import graph between workspaces', () => {
   it('finds the workspaces docs/architecture.md names', () => {
     const names = workspaces.filter((w) => w.kind === 'packages').map((w) => w.name);
-    for (const expected of ['shared', 'protocol', 'sql-env', 'agents', 'onnx-graph', 'model', 'rollout', 'client']) expect(names).toContain(expected);
+    for (const expected of ['shared', 'protocol', 'sql-env', 'agents', 'onnx-graph', 'model', 'runs', 'rollout', 'client']) expect(names).toContain(expected);
   });
 
   for (const ws of workspaceDirs) {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseModelConfig, writeRandomCheckpoint } from '@sqlenv/model';
-import { readRunMetrics, readSavedEvals } from '@sqlenv/rollout';
+import { readRunMetrics, readSavedEvals } from '@sqlenv/runs';
 import { DEFAULT_LEARN_MODEL } from './commands/learn.ts';
 
 /**

@@ -24,7 +24,6 @@ export { type BlobStore, MemoryBlobStore, DirectoryBlobStore } from './store/blo
 export { RedisBlobStore, redisWriteError, type RedisBlobStoreOptions } from './store/redis-blob-store.ts';
 export { TrajectoryStore, trajectoryKey } from './store/trajectory-store.ts';
 export { groupAdvantages, GRPO_STD_EPS, type GroupAdvantages } from './advantages.ts';
-export { BatchStatsSchema, type BatchStats } from './batch-stats.ts';
 export { scoreGroup, batchStats } from './scoring.ts';
 export { groupJobId, episodeJobId, groupPosition, parseEpisodeJobId } from './ids.ts';
 export { QuestionSchedule, episodeSeed, type ScheduledQuestion } from './question-schedule.ts';
@@ -56,11 +55,6 @@ export {
   type CommittedVersion,
   type TrainerPhaseSeconds,
 } from './trainer.ts';
-export { UpdateStatsSchema, RunMetricsLineSchema, runMetricsLine, trajectoryMetrics, type UpdateStats, type RunMetricsLine, type RunMetricsInput } from './run-dir/run-metrics.ts';
-export { SavedEvalSchema, SavedEvalEpisodeSchema, EvalNameSchema, EVALS_DIR, savedEvalFromReport, writeSavedEval, checkSavedEvalTarget, savedEvalPath, readSavedEvals, successInterval, wilsonInterval, passAtKOf, pairedDifferenceOf, type SavedEval, type SavedEvalEpisode, type SavedEvalMeta } from './run-dir/saved-eval.ts';
-export { RunRecorder, saveAdapterVersion, readRunMetrics, RUN_METRICS_FILE, ADAPTERS_DIR, REPORT_FILE, type RunRecorderOptions } from './run-dir/run-directory.ts';
-export { renderRunReport, writeRunReport, writeRunSpec, pickEvalPair, RUN_SPEC_FILE, type RunReportInput } from './run-dir/run-report.ts';
-export { evaluateIntoRunDir, type RunEvaluationOptions } from './run-dir/run-evaluation.ts';
 export { GrpoPolicyUpdater, OPTIMIZER_PART, learnerConfigOf, policySamples, policyUpdaterFor, type ClosablePolicyUpdater } from './grpo-updater.ts';
 export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult } from './synchronous-run.ts';
 export { RolloutMetrics } from './metrics.ts';

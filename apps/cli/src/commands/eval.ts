@@ -75,7 +75,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
   const save = saveEvalTarget(flags);
   if (save !== undefined) {
     // Before any episode is played: an existing evaluation of that name is kept unless --force.
-    const { checkSavedEvalTarget } = await import('@sqlenv/rollout');
+    const { checkSavedEvalTarget } = await import('@sqlenv/runs');
     checkSavedEvalTarget(save.runDir, save.name, { force: flags.force });
   }
   const execution = await startExecution(flags, io.env ?? {}, io.logger, flags.policy === 'model');
@@ -126,7 +126,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     });
     bar.finish();
     if (save !== undefined && transcripts !== undefined) {
-      const { savedEvalFromReport, writeSavedEval } = await import('@sqlenv/rollout');
+      const { savedEvalFromReport, writeSavedEval } = await import('@sqlenv/runs');
       const saved = savedEvalFromReport(report, transcripts, {
         name: save.name,
         version: save.version,

@@ -183,24 +183,25 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
 
   // Phases 2–4: evaluation before, GRPO, evaluation after (sqlenv train with held-out evaluations).
   const rollout = await import('@sqlenv/rollout');
+  const runs = await import('@sqlenv/runs');
   const trainArgs = [...grpoArgs(flags, policyModel, adapter, runDir, tty, execution), ...(skipMissing ? ['--skip-missing-dbs'] : [])];
   say(`GRPO: sqlenv train ${trainArgs.join(' ')}`);
   const code = await rollout.trainCommand(trainArgs, { stdout: io.stderr, stderr: io.stderr, env: {}, logger: io.logger });
-  const evals = rollout.readSavedEvals(runDir);
+  const evals = runs.readSavedEvals(runDir);
   const before = evals.find((e) => e.name === 'before');
   const after = evals.find((e) => e.name === 'after');
   if (before === undefined || after === undefined) {
     say(`sqlenv learn: the run ended without both evaluations (sqlenv train exited ${code})`);
     return code === 0 ? 1 : code;
   }
-  const b = rollout.successInterval(before);
-  const a = rollout.successInterval(after);
-  const paired = rollout.pairedDifferenceOf(before, after);
+  const b = runs.successInterval(before);
+  const a = runs.successInterval(after);
+  const paired = runs.pairedDifferenceOf(before, after);
   if (paired === null) {
     say('sqlenv learn: the two evaluations share no (question, seed) episode, so they cannot be compared');
     return code === 0 ? 1 : code;
   }
-  const passAtK = (saved: typeof before): Record<string, number | null> => Object.fromEntries(Object.entries(rollout.passAtKOf(saved)).map(([k, v]) => [k, v === null ? null : round(v)]));
+  const passAtK = (saved: typeof before): Record<string, number | null> => Object.fromEntries(Object.entries(runs.passAtKOf(saved)).map(([k, v]) => [k, v === null ? null : round(v)]));
   const result: LearnResult = {
     success_before: round(b.rate),
     success_after: round(a.rate),
@@ -215,7 +216,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     pass_at_k_after: passAtK(after),
     episodes_per_eval: a.episodes,
     minutes: round((performance.now() - started) / 60_000, 2),
-    report: join(runDir, rollout.REPORT_FILE),
+    report: join(runDir, runs.REPORT_FILE),
   };
   writeFileSync(join(runDir, 'result.json'), `${JSON.stringify(result, null, 2)}\n`);
   io.stdout.write(`${JSON.stringify(result)}\n`);

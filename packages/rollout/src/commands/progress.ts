@@ -1,6 +1,5 @@
-import type { RolloutRunSpec } from '@sqlenv/protocol';
+import type { RolloutRunSpec, BatchStats } from '@sqlenv/protocol';
 import { barCells, etaSeconds, formatDuration, maxOf, minOf } from '@sqlenv/shared';
-import type { BatchStats } from '../batch-stats.ts';
 import type { RunCounters } from '../transport/transport.ts';
 
 const BARS = '▁▂▃▄▅▆▇█';

@@ -1,9 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError, ErrorCode } from '@sqlenv/shared';
-import { readRunMetrics, RUN_METRICS_FILE } from '../run-dir/run-directory.ts';
-import { writeRunReport } from '../run-dir/run-report.ts';
-import { EVALS_DIR, readSavedEvals } from '../run-dir/saved-eval.ts';
+import { readRunMetrics, RUN_METRICS_FILE, writeRunReport, EVALS_DIR, readSavedEvals } from '@sqlenv/runs';
 import { printUsage, reportCommandError, wantsHelp, type RolloutCommandIo } from './command-io.ts';
 
 export const reportUsage = 'sqlenv report RUN_DIR';

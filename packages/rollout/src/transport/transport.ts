@@ -1,5 +1,4 @@
-import type { EpisodeJob, EpisodeResult, GroupJob, RolloutNotice, RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
-import type { BatchStats } from '../batch-stats.ts';
+import type { EpisodeJob, EpisodeResult, GroupJob, RolloutNotice, RolloutRunSpec, ScoredGroup, Trajectory, BatchStats } from '@sqlenv/protocol';
 import type { BlobStore } from '../store/blob-store.ts';
 import type { TrajectoryStore } from '../store/trajectory-store.ts';
 

@@ -4,9 +4,7 @@ import { z } from 'zod';
 import { pairByQuestion, pairedBootstrap, passAtKs, TranscriptTurnSchema, type EvaluationReport, type PairedDifference, type PassAtK, type TranscriptCollector } from '@sqlenv/agents';
 import { EpisodeDoneReason, SplitName } from '@sqlenv/protocol';
 import { AppError, checkFileOutput, ErrorCode, formatZodIssues, writeFileAtomic } from '@sqlenv/shared';
-
-/** Where a run directory keeps its saved evaluations (one JSON file each). */
-export const EVALS_DIR = 'evals';
+import { EVALS_DIR, savedEvalPath } from './run-files.ts';
 
 /** File-name-safe: letters, digits, '.', '_', '-', starting with a letter or digit. */
 export const EvalNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an evaluation name is letters, digits, ".", "_" and "-" (at most 64)');
@@ -155,11 +153,6 @@ function parseSavedEval(value: unknown, label = 'saved evaluation'): SavedEval {
   const parsed = SavedEvalSchema.safeParse(value);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `${label}: ${formatZodIssues(parsed.error)}`);
   return parsed.data;
-}
-
-/** Where a saved evaluation named `name` lives in a run directory. */
-export function savedEvalPath(runDir: string, name: string): string {
-  return join(runDir, EVALS_DIR, `${name}.json`);
 }
 
 /**

@@ -3,13 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { evaluate, TranscriptCollector, type Policy } from '@sqlenv/agents';
-import type { Trajectory } from '@sqlenv/protocol';
+import type { BatchStats, Trajectory } from '@sqlenv/protocol';
 import { renderRunReport, pickEvalPair } from './run-report.ts';
 import { runMetricsLine, trajectoryMetrics, type RunMetricsLine } from './run-metrics.ts';
 import { readSavedEvals, savedEvalFromReport, writeSavedEval, type SavedEval, type SavedEvalEpisode } from './saved-eval.ts';
 import { escapeHtml, formatTick, lineChart, niceTicks } from './svg-chart.ts';
-import { toyEnvironments } from '../testing/toy-environment.ts';
-import type { BatchStats } from '../batch-stats.ts';
+import { answeringEnvironment } from './testing/answering-environment.ts';
 
 function trajectory(versions: number[], actions: string[], completionTokens: number): Trajectory {
   return {
@@ -78,8 +77,7 @@ const hostilePolicy = (text: string): Policy => ({ name: 'hostile', begin: () =>
 
 async function savedEval(name: string, version: number, answer: string): Promise<SavedEval> {
   const transcripts = new TranscriptCollector();
-  const environments = toyEnvironments();
-  const report = await evaluate(() => Object.assign(environments.create() as ReturnType<typeof environments.create> & object, { state: () => ({ episode_id: 'e', question_id: null, db_id: null, step_count: 0, done: false }) }) as never, hostilePolicy(answer), {
+  const report = await evaluate(answeringEnvironment, hostilePolicy(answer), {
     questionIds: ['toy_q0', 'toy_q1'],
     seed: 5,
     onTurn: transcripts.onTurn,

@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { PARSE_ERROR_ACTION, type Trajectory } from '@sqlenv/protocol';
-import type { BatchStats } from '../batch-stats.ts';
+import { PARSE_ERROR_ACTION, type BatchStats, type Trajectory } from '@sqlenv/protocol';
 
 /**
  * The learner's numbers of one update (PolicyUpdater.lastUpdateStats): the five every GRPO

@@ -2,18 +2,24 @@ import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } fr
 import { join } from 'node:path';
 import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, decodeSafetensors, loraConfigFromPeft, peftAdapterConfig } from '@sqlenv/model';
 import { AppError, ErrorCode, formatZodIssues, silentLogger, writeDirAtomic, type Logger } from '@sqlenv/shared';
-import type { CommittedVersion } from '../trainer.ts';
-import { isStatsWeightsBlob } from '../trainer.ts';
-import { RunMetricsLineSchema, runMetricsLine, type RunMetricsLine } from './run-metrics.ts';
+import type { BatchStats, Trajectory } from '@sqlenv/protocol';
+import { adapterVersionDir, RUN_METRICS_FILE, RUN_SPEC_FILE } from './run-files.ts';
+import { RunMetricsLineSchema, runMetricsLine, type RunMetricsLine, type UpdateStats } from './run-metrics.ts';
 
 /**
- * A run directory: what every training run leaves behind for people (docs in the README, "The run
- * directory"): metrics.jsonl (one line per policy version), evals/<name>.json (saved
- * evaluations), adapters/v<N>/ (PEFT adapters of chosen versions) and report.html.
+ * What the trainer hands over after each commit (the trainer's `onCommitted` argument has this
+ * shape): the version, its batch and where the time went.
  */
-export const RUN_METRICS_FILE = 'metrics.jsonl';
-export const ADAPTERS_DIR = 'adapters';
-export const REPORT_FILE = 'report.html';
+export interface RecordedVersion {
+  version: number;
+  stats: BatchStats;
+  /** trajectories[g][i]: episode i of group g of the batch. */
+  trajectories: readonly (readonly Trajectory[])[];
+  /** The weights blob published for this version. */
+  weights: Buffer;
+  updateStats: UpdateStats | null;
+  phaseSeconds: Readonly<Record<string, number>>;
+}
 
 /** Every metrics line of a run directory, by version (a version written twice keeps its last line). */
 export function readRunMetrics(runDir: string): RunMetricsLine[] {
@@ -44,13 +50,14 @@ export function readRunMetrics(runDir: string): RunMetricsLine[] {
  * directory, or null when the blob holds no adapter (a JSON blob: the statistics-only updater's).
  */
 export function saveAdapterVersion(runDir: string, version: number, blob: Uint8Array, options: { baseModel?: string } = {}): string | null {
-  if (isStatsWeightsBlob(blob) || isJsonBlob(blob)) return null;
+  // The statistics-only updater's blob is a JSON document too.
+  if (isJsonBlob(blob)) return null;
   const { metadata } = decodeSafetensors(blob, `weights of version ${version}`);
   const lora = loraConfigFromPeft(
     { peft_type: 'LORA', r: Number(metadata['lora_r']), lora_alpha: Number(metadata['lora_alpha']), target_modules: (metadata['lora_target_modules'] ?? '').split(',').filter((t) => t !== '') },
     `weights of version ${version} (safetensors metadata)`,
   );
-  const dir = join(runDir, ADAPTERS_DIR, `v${version}`);
+  const dir = adapterVersionDir(runDir, version);
   const adapterConfig = `${JSON.stringify(peftAdapterConfig(lora, options.baseModel === undefined ? {} : { baseModel: options.baseModel }), null, 2)}\n`;
   // One version's adapter is the same bytes whoever writes it (a restarted trainer saves it again): replaced whole.
   writeDirAtomic(
@@ -106,7 +113,7 @@ export class RunRecorder {
     this.dir = options.dir;
     this.#options = options;
     this.#logger = (options.logger ?? silentLogger).child({ component: 'run-recorder', dir: options.dir });
-    const specPath = join(options.dir, 'run.json');
+    const specPath = join(options.dir, RUN_SPEC_FILE);
     if (options.runId !== undefined && existsSync(specPath)) {
       const previous = (JSON.parse(readFileSync(specPath, 'utf8')) as { run_id?: unknown }).run_id;
       if (previous !== options.runId) throw new AppError(ErrorCode.VALIDATION, `run directory ${options.dir} holds run ${String(previous)}, not ${options.runId}: choose another run directory or delete it`);
@@ -131,7 +138,7 @@ export class RunRecorder {
     return [...this.#savedVersions].sort((a, b) => a - b);
   }
 
-  readonly onCommitted = (committed: CommittedVersion): void => {
+  readonly onCommitted = (committed: RecordedVersion): void => {
     const now = performance.now();
     const line = runMetricsLine({
       stats: committed.stats,
@@ -157,7 +164,7 @@ export class RunRecorder {
   }
 
   #saveAdapter(version: number, weights: Buffer): string | null {
-    const dir = join(this.dir, ADAPTERS_DIR, `v${version}`);
+    const dir = adapterVersionDir(this.dir, version);
     if (this.#savedVersions.has(version)) return dir;
     const saved = saveAdapterVersion(this.dir, version, weights, this.#options.baseModel === undefined ? {} : { baseModel: this.#options.baseModel });
     if (saved !== null) {
