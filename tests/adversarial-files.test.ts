@@ -21,7 +21,7 @@ import {
   writeSafetensorsFile,
   expectedTensorSpecs,
 } from '@sqlenv/model';
-import { reportCommand, sftCommand } from '@sqlenv/rollout';
+import { reportCommand, sftCommand } from '@sqlenv/cli';
 import type { RunMetricsLine } from '@sqlenv/runs';
 import { AppError } from '@sqlenv/shared';
 

@@ -6,7 +6,8 @@ import { pino, type Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseModelConfig, modelFingerprint, writeRandomCheckpoint } from '@sqlenv/model';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
-import { createRunResolver, modelSpecFrom, policyUpdaterFor, RuntimeCache } from '@sqlenv/rollout';
+import { createRunResolver, policyUpdaterFor, RuntimeCache } from '@sqlenv/rollout';
+import { modelSpecFrom } from '@sqlenv/cli';
 import { main } from '@sqlenv/cli';
 import type { CommandIo } from '@sqlenv/cli';
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { createSqlEnvRuntime, type Dataset, type SqlEnvRuntime, type SqlEnvRuntimeOptions } from '@sqlenv/sql-env';
-import { formatZodIssues } from '@sqlenv/shared';
+import { formatZodIssues, silentLogger } from '@sqlenv/shared';
 import { UsageError } from './cli-error.ts';
 import type { CommandIo } from './io.ts';
 import { cacheDir } from './paths.ts';
@@ -27,7 +27,7 @@ export function skipMissingDbs(flag: boolean | undefined, env: NodeJS.ProcessEnv
  * stderr, so a run on fewer questions than the dataset holds never looks like a full one.
  */
 export async function openSqlRuntime(options: Omit<SqlEnvRuntimeOptions, 'cacheDir' | 'logger' | 'datasetLoad'>, skip: boolean, io: Pick<CommandIo, 'logger'> & Partial<Pick<CommandIo, 'stderr'>>): Promise<SqlEnvRuntime> {
-  const runtime = await createSqlEnvRuntime({ ...options, cacheDir: cacheDir(), datasetLoad: { skipMissingDbs: skip }, logger: io.logger });
+  const runtime = await createSqlEnvRuntime({ ...options, cacheDir: cacheDir(), datasetLoad: { skipMissingDbs: skip }, logger: io.logger ?? silentLogger });
   // A library caller without stderr still has the loader's warning in its log.
   if (io.stderr !== undefined) printSkippedDatabases(runtime.dataset, io.stderr);
   return runtime;

@@ -6,7 +6,8 @@ import type { Logger } from '@sqlenv/shared';
  * `--execution-provider cpu|cuda|webgpu`, `--device-id D`, `--threads N` of the commands that run a
  * model here (eval, play, model, learn); each falls back to its environment variable
  * (SQLENV_EXECUTION_PROVIDER, SQLENV_DEVICE_ID, SQLENV_THREADS). The values are checked, and the
- * defaults applied, by the rollout package's ExecutionOptionsSchema, loaded only when needed.
+ * defaults applied, by ExecutionOptionsSchema (commands/execution-options.ts, which loads ONNX
+ * Runtime's provider list: imported only when needed).
  */
 export const executionFlagOptions = {
   'execution-provider': { type: 'string' },
@@ -33,8 +34,8 @@ export async function startExecution(flags: ExecutionFlags, env: Record<string, 
 export async function startExecution(flags: ExecutionFlags, env: Record<string, string | undefined>, logger: Logger, runsModel: boolean): Promise<ModelExecution | undefined> {
   const provider = flags['execution-provider'] ?? env['SQLENV_EXECUTION_PROVIDER'];
   if (!runsModel && (provider === undefined || provider === '' || provider === 'cpu')) return undefined;
-  const rollout = await import('@sqlenv/rollout');
-  const execution = rollout.parseModelExecution({ executionProvider: flags['execution-provider'], deviceId: flags['device-id'], threads: flags.threads }, env);
-  if (execution.provider !== 'cpu') await rollout.checkExecutionProvider(execution, env, logger);
+  const { checkExecutionProvider, parseModelExecution } = await import('./commands/execution-options.ts');
+  const execution = parseModelExecution({ executionProvider: flags['execution-provider'], deviceId: flags['device-id'], threads: flags.threads }, env);
+  if (execution.provider !== 'cpu') await checkExecutionProvider(execution, env, logger);
   return execution;
 }

@@ -5,7 +5,7 @@ import { trainingSequence, type RolloutRunSpec, type RunModelSpec } from '@sqlen
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { SessionConfig } from '@sqlenv/onnx-graph';
 import type { UpdateStats } from '@sqlenv/runs';
-import type { ModelExecution } from './commands/execution-provider.ts';
+import type { ModelExecution } from './resources/execution.ts';
 import { isStatsWeightsBlob, StatsPolicyUpdater, type PolicyUpdate, type PolicyUpdater, type TrainingBatch } from './trainer.ts';
 
 /** The part stored beside a version's adapter: the optimizer state (`<weights key>/optimizer`). */

@@ -62,45 +62,12 @@ export { RunAdmin, type RunListing, type RunDetails } from './transport/run-admi
 export { serveRuns, type TrainerLeases, type TrainerPoolOptions } from './trainer-pool.ts';
 export { startStatusServer, type StatusServer, type StatusServerOptions } from './status-server.ts';
 export { isPermanentFailure, failureReason } from './failure.ts';
-export {
-  coordinatorCommand,
-  coordinatorUsage,
-  workerCommand,
-  workerUsage,
-  trainerCommand,
-  trainerUsage,
-  trainCommand,
-  trainUsage,
-  runsCommand,
-  runsUsage,
-  reportCommand,
-  reportUsage,
-  sftCommand,
-  sftUsage,
-  runSftCommand,
-  SftOptionsSchema,
-  type SftOptions,
-  type SftSummary,
-  formatSummary,
-  createPolicy,
-  createRunResolver,
-  remoteEnvironments,
-  RuntimeCache,
-  scheduledQuestions,
-  POLICY_NAMES,
-  environmentVariables,
-  printUsage,
-  wantsHelp,
-  checkExecutionProvider,
-  ExecutionOptionsSchema,
-  executionOptionSpecs,
-  modelExecutionOf,
-  parseModelExecution,
-  type ExecutionOptions,
-  type ModelExecution,
-  type RolloutCommandIo,
-} from './commands/index.ts';
-export { createModelResources, type ModelResources, type ModelResourcesOptions } from './commands/model-resources.ts';
-export { modelSpecFrom, runModelSpec, ModelSpecOptionsSchema, type ModelSpecOptions } from './commands/model-options.ts';
+export { createPolicy, createRunResolver, remoteEnvironments, RuntimeCache, runtimeOptionsFrom, scheduledQuestions, POLICY_NAMES, type RuntimeOptions } from './resources/run-resources.ts';
+export type { ModelExecution } from './resources/execution.ts';
+export { runTraining, type TrainingRunOptions, type TrainingRunResult, type HeldOutSettings } from './training-run.ts';
+export { renderProgress, sparkline } from './training-progress.ts';
+export { transportHealthCheck } from './health.ts';
+export { Wakeup } from './wakeup.ts';
+export { createModelResources, type ModelResources, type ModelResourcesOptions } from './resources/model-resources.ts';
 export { WeightsFollower, type ApplyWeights, type WeightsFollowerOptions } from './weights-follower.ts';
 export { redisGlobLiteral } from './transport/run-keys.ts';

@@ -2,23 +2,20 @@ import { createWriteStream, existsSync, mkdirSync, writeFileSync } from 'node:fs
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { PhaseProgress } from '@sqlenv/shared';
-import { intFlag, parseFlags, positiveIntFlag } from '../args.ts';
+import { PhaseProgress, silentLogger } from '@sqlenv/shared';
+import { intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
 import { UsageError } from '../cli-error.ts';
-import type { CommandIo } from '../io.ts';
+import { reportCommandError, type CommandIo } from '../io.ts';
 import { DatasetFlags, datasetFlagOptions, skipMissingDbs } from '../dataset-flags.ts';
 import { writeSftData } from './sft-data.ts';
+import type { SftSummary } from '@sqlenv/grpo';
 import type { ModelExecution } from '@sqlenv/rollout';
-import { ExecutionFlags, executionFlagOptions, executionUsage, startExecution } from '../execution-flags.ts';
+import { SftOptionsSchema, sftJobOptions } from './sft.ts';
+import { train, trainCommandLine, TrainOptionsSchema, type TrainOptionsInput } from './train.ts';
+import { ExecutionFlags, executionFlagOptions, startExecution } from '../execution-flags.ts';
 
 /** The checkpoint `npm start` begins from: made by this project's `sqlenv sft --full` (models/README.md says how). */
 export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-tiny', import.meta.url));
-
-export const learnUsage = `sqlenv learn [--model DIR] [--dataset builtin|DIR [--skip-missing-dbs]] [--run-dir DIR] [--seed S]
-            [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
-            [--episodes N] [--group-size G] [--groups-per-batch B] [--temperature T] [--lr X] [--lora-rank R]
-            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]
-            ${executionUsage}`;
 
 const number = z.coerce.number();
 
@@ -53,7 +50,6 @@ const LearnFlags = DatasetFlags.extend({
   redis: z.string().min(1).optional(),
   'local-worker': z.enum(['true', 'false']).default('true'),
 }).extend(ExecutionFlags.shape);
-type LearnFlags = z.infer<typeof LearnFlags>;
 
 /** The last stdout line of `sqlenv learn` (and of `npm start`). */
 export interface LearnResult {
@@ -88,7 +84,6 @@ export interface LearnResult {
  */
 export async function learnCommand(argv: string[], io: CommandIo): Promise<number> {
   const { flags } = parseFlags(
-    'learn',
     argv,
     {
       model: { type: 'string' },
@@ -119,13 +114,25 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     },
     LearnFlags,
   );
+  return learn(flags, io);
+}
+
+export type LearnOptions = z.infer<typeof LearnFlags>;
+
+/**
+ * The learning run of `sqlenv learn`, composed of its phases: SFT warm start (runSftJob), then a
+ * training run with held-out evaluations before and after GRPO (train → runTraining), then the
+ * numbers of the two evaluations. Returns the exit code.
+ */
+export async function learn(flags: LearnOptions, io: CommandIo): Promise<number> {
+  const logger = io.logger ?? silentLogger;
   // Resolved once (flag, else SQLENV_SKIP_MISSING_DBS) and handed to every phase that loads the dataset.
   const skipMissing = skipMissingDbs(flags['skip-missing-dbs']);
   if (!existsSync(join(flags.model, 'config.json'))) {
     throw new UsageError(`--model ${flags.model}: no config.json there (the default checkpoint ships in the repository's models/ directory)`);
   }
   // Every phase (SFT, the evaluations, GRPO's engine and learner) runs its sessions with these settings.
-  const execution = await startExecution(flags, io.env ?? {}, io.logger, true);
+  const execution = await startExecution(flags, io.env ?? {}, logger, true);
   const started = performance.now();
   const runDir = resolve(flags['run-dir'] ?? join('runs', `learn-${new Date().toISOString().replace(/[:.]/g, '-')}`));
   mkdirSync(runDir, { recursive: true });
@@ -146,13 +153,13 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     say(`SFT data: ${written.lines} oracle episodes of the train split (${written.skipped.length} skipped), ${written.meanTokens.toFixed(0)} tokens each on average`);
     const lora = flags['sft-mode'] === 'lora';
     const sftOut = join(runDir, 'sft', lora ? 'adapter' : 'model');
-    const rollout = await import('@sqlenv/rollout');
+    const { runSftJob } = await import('@sqlenv/grpo');
     const steps = createWriteStream(join(runDir, 'sft', 'steps.jsonl'));
     const progress = new PhaseProgress('SFT', io.stderr, tty ? 'bar' : 'lines');
-    let summary: Awaited<ReturnType<typeof rollout.runSftCommand>>;
+    let summary: SftSummary;
     try {
-      summary = await rollout.runSftCommand(
-        rollout.SftOptionsSchema.parse({
+      summary = await runSftJob(
+        sftJobOptions(SftOptionsSchema.parse({
           model: flags.model,
           data,
           steps: flags['sft-steps'],
@@ -168,9 +175,9 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
           executionProvider: execution.provider,
           deviceId: execution.deviceId,
           threads: execution.intraOpThreads,
-        }),
+        })),
         { stdout: steps },
-        { logger: io.logger, onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
+        { logger, onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
       );
     } finally {
       await new Promise<void>((done) => steps.end(done));
@@ -181,12 +188,12 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     say(`SFT: ${summary.steps} steps, loss ${summary.firstLoss.toFixed(3)} → ${summary.lastLoss.toFixed(3)}; ${lora ? 'adapter' : 'model'} in ${sftOut}`);
   }
 
-  // Phases 2–4: evaluation before, GRPO, evaluation after (sqlenv train with held-out evaluations).
-  const rollout = await import('@sqlenv/rollout');
+  // Phases 2–4: evaluation before, GRPO, evaluation after (a training run with held-out evaluations).
+  const trainOptions = grpoOptions(flags, policyModel, adapter, runDir, tty, execution, skipMissing);
+  say(`GRPO: ${trainCommandLine(trainOptions)}`);
+  const trainIo = { stdout: io.stderr, stderr: io.stderr, env: {}, logger };
+  const code = await train(TrainOptionsSchema.parse(trainOptions), trainIo).catch((error: unknown) => reportCommandError(trainIo, 'train', error));
   const runs = await import('@sqlenv/runs');
-  const trainArgs = [...grpoArgs(flags, policyModel, adapter, runDir, tty, execution), ...(skipMissing ? ['--skip-missing-dbs'] : [])];
-  say(`GRPO: sqlenv train ${trainArgs.join(' ')}`);
-  const code = await rollout.trainCommand(trainArgs, { stdout: io.stderr, stderr: io.stderr, env: {}, logger: io.logger });
   const evals = runs.readSavedEvals(runDir);
   const before = evals.find((e) => e.name === 'before');
   const after = evals.find((e) => e.name === 'after');
@@ -223,38 +230,39 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
   return code;
 }
 
-function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined, runDir: string, tty: boolean, execution: ModelExecution): string[] {
-  const args: Record<string, string | number> = {
+/** The GRPO phase as `sqlenv train` options (printed as its command line, so the phase can be run alone). */
+function grpoOptions(flags: LearnOptions, model: string, adapter: string | undefined, runDir: string, tty: boolean, execution: ModelExecution, skipMissing: boolean): TrainOptionsInput {
+  return {
     dataset: flags.dataset,
     policy: 'model',
-    model,
+    modelDir: model,
     ...(adapter === undefined ? {} : { adapter }),
     temperature: flags.temperature,
-    'max-new-tokens': flags['max-new-tokens'],
+    maxNewTokens: flags['max-new-tokens'],
     episodes: flags.episodes,
-    'group-size': flags['group-size'],
-    'groups-per-batch': flags['groups-per-batch'],
-    'max-staleness': 0,
+    group_size: flags['group-size'],
+    groups_per_batch: flags['groups-per-batch'],
+    max_staleness: 0,
     concurrency: flags.concurrency,
     seed: flags.seed,
-    lr: flags.lr,
-    'lora-rank': flags['lora-rank'],
-    'lora-alpha': 2 * flags['lora-rank'],
+    learningRate: flags.lr,
+    loraRank: flags['lora-rank'],
+    loraAlpha: 2 * flags['lora-rank'],
     ...(flags.advantage === undefined ? {} : { advantage: flags.advantage }),
-    ...(flags['negative-weight'] === undefined ? {} : { 'negative-weight': flags['negative-weight'] }),
+    ...(flags['negative-weight'] === undefined ? {} : { negative_advantage_weight: flags['negative-weight'] }),
     ...(flags.reward === undefined ? {} : { reward: flags.reward }),
-    'run-dir': runDir,
-    'eval-episodes': flags['eval-questions'],
-    'eval-seeds': flags['eval-seeds'],
-    'eval-temperature': flags.temperature,
-    'eval-seed': 1_000_000 + flags.seed,
+    runDir,
+    evalEpisodes: flags['eval-questions'],
+    evalSeeds: flags['eval-seeds'],
+    evalTemperature: flags.temperature,
+    evalSeed: 1_000_000 + flags.seed,
     progress: tty ? 'bar' : 'lines',
-    'execution-provider': execution.provider,
-    'device-id': execution.deviceId,
+    executionProvider: execution.provider,
+    deviceId: execution.deviceId,
     threads: execution.intraOpThreads,
-    ...(flags.redis === undefined ? {} : { redis: flags.redis, 'local-worker': flags['local-worker'] }),
+    ...(flags.redis === undefined ? {} : { redisUrl: flags.redis, localWorker: flags['local-worker'] }),
+    ...(skipMissing ? { skipMissingDbs: true } : {}),
   };
-  return Object.entries(args).flatMap(([k, v]) => [`--${k}`, String(v)]);
 }
 
 function round(x: number, digits = 4): number {

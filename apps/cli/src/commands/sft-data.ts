@@ -2,7 +2,7 @@ import { createWriteStream } from 'node:fs';
 import { z } from 'zod';
 import { LlmPolicy, loadAgentPrompt, OraclePolicy, PolicyCompletionSource, runEpisode, type LlmEpisode } from '@sqlenv/agents';
 import { RunModelSpecSchema, sequenceFromTurns, SplitName } from '@sqlenv/protocol';
-import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../args.ts';
+import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
 import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
@@ -20,9 +20,6 @@ const SftDataFlags = DatasetFlags.extend({
   'context-tokens': positiveIntFlag.optional(),
 });
 export type SftDataFlags = z.infer<typeof SftDataFlags>;
-
-export const sftDataUsage = `sqlenv sft-data --model DIR --out F.jsonl [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev] [--episodes N|all]
-            [--format ids|messages] [--prompt FILE] [--thinking] [--context-tokens N] [--seed S]`;
 
 export interface SftDataSummary {
   lines: number;
@@ -43,7 +40,6 @@ export interface SftDataSummary {
  */
 export async function sftDataCommand(argv: string[], io: CommandIo): Promise<number> {
   const { flags } = parseFlags(
-    'sft-data',
     argv,
     {
       dataset: { type: 'string' },

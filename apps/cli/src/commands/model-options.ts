@@ -5,8 +5,7 @@ import { parseAgentPrompt } from '@sqlenv/agents';
 import { LORA_TARGET_NAMES, RunModelSpecSchema, type RunModelSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { parseLearnerConfig } from '@sqlenv/grpo/config';
-import type { OptionSpec } from './command-io.ts';
-import { jsonObjectOption } from './shared-options.ts';
+import { jsonObjectOption, type FlagSpec } from '../flags.ts';
 
 /**
  * Options of the model policy (`--policy model`) shared by `sqlenv train`, the
@@ -15,11 +14,11 @@ import { jsonObjectOption } from './shared-options.ts';
  * coordinator, or `train`); every process gives its own `--model DIR`, checked
  * against the spec's fingerprint. Defaults live in RunModelSpecSchema.
  */
-export const modelDirOptionSpecs: Record<string, OptionSpec> = {
+export const modelDirOptionSpecs: Record<string, FlagSpec> = {
   model: { key: 'modelDir', env: 'SQLENV_MODEL_DIR' },
 };
 
-export const modelSpecOptionSpecs: Record<string, OptionSpec> = {
+export const modelSpecOptionSpecs: Record<string, FlagSpec> = {
   adapter: { key: 'adapter', env: 'SQLENV_ADAPTER_DIR' },
   prompt: { key: 'promptFile', env: 'SQLENV_PROMPT_FILE' },
   temperature: { key: 'temperature', env: 'SQLENV_TEMPERATURE' },

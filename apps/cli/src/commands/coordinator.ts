@@ -1,19 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
 import { createRootLogger } from '@sqlenv/shared';
-import { runCoordinator } from '../coordinator.ts';
-import { RolloutMetrics } from '../metrics.ts';
-import { transportHealthCheck, type HealthCheck } from '../health.ts';
-import { startStatusServer, type StatusServer } from '../status-server.ts';
-import { BullmqTransport } from '../transport/bullmq-transport.ts';
-import { printUsage, readOptions, reportCommandError, wantsHelp, type RolloutCommandIo } from './command-io.ts';
-import { RuntimeCache, scheduledQuestions } from './run-resources.ts';
-import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
+import { printUsage, parseFlags, wantsHelp } from '../flags.ts';
+import { reportCommandError, type CommandIo } from '../io.ts';
+import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
-
-export const coordinatorUsage =
-  'sqlenv coordinator --redis URL --run ID --dataset builtin|DIR [--skip-missing-dbs] --policy oracle|random|model [--model DIR ...model options] --episodes N --group-size G [--groups-per-batch B] [--max-staleness S] [--seed N] [--attempts N] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
+import { BullmqTransport, RolloutMetrics, RuntimeCache, runCoordinator, scheduledQuestions, startStatusServer, transportHealthCheck, type HealthCheck, type StatusServer } from '@sqlenv/rollout';
+import { coordinatorUsage } from './usage.ts';
 
 const CoordinatorOptionsSchema = SpecOptionsSchema.extend(TransportOptionsSchema.shape).extend(RuntimeOptionsSchema.shape).extend(ModelDirOptionsSchema.shape).extend(ModelSpecOptionsSchema.shape);
 
@@ -21,13 +15,13 @@ const CoordinatorOptionsSchema = SpecOptionsSchema.extend(TransportOptionsSchema
  * `sqlenv coordinator`: register the run, admit its groups under the staleness
  * bound, wait for the trainer to finish it, print ONE JSON line (RunSummary).
  */
-export async function coordinatorCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+export async function coordinatorCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   if (wantsHelp(argv)) return printUsage(io, coordinatorUsage);
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
   let health: HealthCheck | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...specOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs }, CoordinatorOptionsSchema);
+    const options = parseFlags(argv, { ...specOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs }, CoordinatorOptionsSchema, { env: io.env ?? {} }).flags;
     const spec = runSpecFrom(options, () => `run-${randomBytes(4).toString('hex')}`, await runModelSpec(options.policy, options));
     const logger = io.logger ?? createRootLogger('coordinator', { fd: 2, level: options.logLevel });
     const runtimes = new RuntimeCache({ ...(options.cacheDir === undefined ? {} : { cacheDir: options.cacheDir }), ...(options.skipMissingDbs === undefined ? {} : { skipMissingDbs: options.skipMissingDbs }), executorPoolSize: 1, logger });

@@ -1,9 +1,8 @@
 import { z } from 'zod';
-import { AppError, ErrorCode } from '@sqlenv/shared';
-import type { OptionSpec } from './command-io.ts';
+import { booleanText, type FlagSpec } from '../flags.ts';
 
 /** Options every distributed app shares: where Redis is, how keys are named, job lock timings, metrics. */
-export const transportOptionSpecs: Record<string, OptionSpec> = {
+export const transportOptionSpecs: Record<string, FlagSpec> = {
   redis: { key: 'redisUrl', env: 'REDIS_URL' },
   'key-base': { key: 'keyBase', env: 'SQLENV_KEY_BASE' },
   'blob-store': { key: 'blobStore', env: 'SQLENV_BLOB_STORE' },
@@ -21,9 +20,6 @@ export const transportOptionSpecs: Record<string, OptionSpec> = {
 };
 
 const int = z.coerce.number().int();
-
-/** "true" / "false" / "1" / "0" from a flag or an environment variable. */
-export const booleanText = z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]);
 
 /** Transport fields are left undefined when not given: BullmqTransportConfigSchema holds their defaults. */
 export const TransportOptionsSchema = z.object({
@@ -64,11 +60,11 @@ export function transportConfig(options: Partial<Pick<TransportOptions, 'redisUr
 }
 
 /** Environment options of the SQL runtime (dataset cache, executor pool). */
-export const runtimeOptionSpecs: Record<string, OptionSpec> = {
+export const runtimeOptionSpecs: Record<string, FlagSpec> = {
   'cache-dir': { key: 'cacheDir', env: 'SQLENV_CACHE_DIR' },
   'executor-pool-size': { key: 'executorPoolSize', env: 'SQLENV_EXECUTOR_POOL_SIZE' },
   'executor-in-process-max-ms': { key: 'executorInProcessMaxMs', env: 'SQLENV_EXECUTOR_IN_PROCESS_MAX_MS' },
-  'skip-missing-dbs': { key: 'skipMissingDbs', env: 'SQLENV_SKIP_MISSING_DBS', flag: true },
+  'skip-missing-dbs': { key: 'skipMissingDbs', env: 'SQLENV_SKIP_MISSING_DBS', type: 'boolean' },
 };
 
 export const RuntimeOptionsSchema = z.object({
@@ -78,12 +74,3 @@ export const RuntimeOptionsSchema = z.object({
   /** Play without the databases whose file is missing or empty (they are logged) instead of refusing the dataset. */
   skipMissingDbs: booleanText.optional(),
 });
-
-/** A flag that takes a JSON object of settings (`--learner`, `--reward`): the object, or AppError VALIDATION naming the flag and an example. */
-export function jsonObjectOption(text: string, flag: string, example: string): Record<string, unknown> {
-  try {
-    return z.record(z.string(), z.unknown()).parse(JSON.parse(text));
-  } catch (cause) {
-    throw new AppError(ErrorCode.VALIDATION, `${flag} must be a JSON object of ${flag.slice(2)} settings (e.g. ${example})`, { cause });
-  }
-}

@@ -1,8 +1,9 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { PROVIDERS, type Provider } from '@sqlenv/onnx-graph';
+import { PROVIDERS } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode, formatZodIssues, type Logger } from '@sqlenv/shared';
-import type { OptionSpec } from './command-io.ts';
+import type { FlagSpec } from '../flags.ts';
+import type { ModelExecution } from '@sqlenv/rollout';
 
 /**
  * Where and with how many threads a process runs its model sessions: `--execution-provider` /
@@ -10,7 +11,7 @@ import type { OptionSpec } from './command-io.ts';
  * command that runs a model (eval, play, model, sft, learn, train, worker, trainer) reads these and
  * hands the same ModelExecution to every ONNX Runtime session it creates.
  */
-export const executionOptionSpecs: Record<string, OptionSpec> = {
+export const executionOptionSpecs: Record<string, FlagSpec> = {
   'execution-provider': { key: 'executionProvider', env: 'SQLENV_EXECUTION_PROVIDER' },
   'device-id': { key: 'deviceId', env: 'SQLENV_DEVICE_ID' },
   threads: { key: 'threads', env: 'SQLENV_THREADS' },
@@ -29,18 +30,6 @@ export const ExecutionOptionsSchema = z.object({
 });
 export type ExecutionOptions = z.infer<typeof ExecutionOptionsSchema>;
 
-/** The session settings every model session of a process gets (onnx-graph SessionConfig fields). */
-export interface ModelExecution {
-  provider: Provider;
-  deviceId: number;
-  intraOpThreads: number;
-  /**
-   * 1: ORT runs a session's nodes one after another (its default sequential execution mode), so
-   * inter-op threads would only sit idle; the cores go to the intra-op pool instead.
-   */
-  interOpThreads: number;
-}
-
 export function modelExecutionOf(options: ExecutionOptions): ModelExecution {
   return { provider: options.executionProvider, deviceId: options.deviceId, intraOpThreads: options.threads, interOpThreads: 1 };
 }
@@ -53,8 +42,9 @@ export function modelExecutionOf(options: ExecutionOptions): ModelExecution {
 export function parseModelExecution(flags: { executionProvider?: string | undefined; deviceId?: string | undefined; threads?: string | undefined }, env: Record<string, string | undefined>): ModelExecution {
   const raw: Record<string, string> = {};
   for (const spec of Object.values(executionOptionSpecs)) {
-    const value = flags[spec.key as keyof typeof flags] ?? (spec.env === undefined ? undefined : env[spec.env]);
-    if (value !== undefined && value !== '') raw[spec.key] = value;
+    const key = spec.key as keyof typeof flags;
+    const value = flags[key] ?? (spec.env === undefined ? undefined : env[spec.env]);
+    if (value !== undefined && value !== '') raw[key] = value;
   }
   const parsed = ExecutionOptionsSchema.safeParse(raw);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid --execution-provider / --device-id / --threads (or SQLENV_EXECUTION_PROVIDER / SQLENV_DEVICE_ID / SQLENV_THREADS): ${formatZodIssues(parsed.error)}`);

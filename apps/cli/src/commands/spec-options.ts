@@ -2,12 +2,11 @@ import { z } from 'zod';
 import { RolloutRunSpecSchema, RunIdSchema, type RolloutRunSpec, type RunModelSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { parseRewardConfig } from '@sqlenv/sql-env';
-import type { OptionSpec } from './command-io.ts';
-import { totalGroups } from '../coordinator.ts';
-import { booleanText, jsonObjectOption } from './shared-options.ts';
+import { booleanText, jsonObjectOption, type FlagSpec } from '../flags.ts';
+import { totalGroups } from '@sqlenv/rollout';
 
 /** Run-spec options of `sqlenv coordinator` and `sqlenv train`; their defaults live in RolloutRunSpecSchema. */
-export const specOptionSpecs: Record<string, OptionSpec> = {
+export const specOptionSpecs: Record<string, FlagSpec> = {
   run: { key: 'run_id', env: 'RUN_ID' },
   dataset: { key: 'dataset', env: 'SQLENV_DATASET' },
   split: { key: 'split', env: 'SQLENV_SPLIT' },

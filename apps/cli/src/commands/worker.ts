@@ -2,21 +2,15 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { RunIdSchema } from '@sqlenv/protocol';
 import { createRootLogger } from '@sqlenv/shared';
-import { RolloutMetrics } from '../metrics.ts';
-import { RolloutWorker } from '../rollout-worker.ts';
-import { transportHealthCheck, type HealthCheck } from '../health.ts';
-import { startStatusServer, type StatusServer } from '../status-server.ts';
-import { BullmqTransport } from '../transport/bullmq-transport.ts';
-import { Wakeup } from '../wakeup.ts';
-import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
-import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-provider.ts';
-import { createRunResolver, RuntimeCache, runtimeOptionsFrom } from './run-resources.ts';
-import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
+import { printUsage, parseFlags, wantsHelp, type FlagSpec } from '../flags.ts';
+import { reportCommandError, type CommandIo } from '../io.ts';
+import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-options.ts';
+import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
+import { BullmqTransport, RolloutMetrics, RolloutWorker, RuntimeCache, Wakeup, createRunResolver, runtimeOptionsFrom, startStatusServer, transportHealthCheck, type HealthCheck, type StatusServer } from '@sqlenv/rollout';
+import { workerUsage } from './usage.ts';
 
-export const workerUsage = 'sqlenv worker --redis URL [--run ID] [--concurrency C] [--skip-missing-dbs] [--model DIR] [--execution-provider cpu|cuda|webgpu] [--threads N] [--env-url ws://HOST:8000] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
-
-export const workerOptionSpecs: Record<string, OptionSpec> = {
+export const workerOptionSpecs: Record<string, FlagSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
   concurrency: { key: 'concurrency', env: 'SQLENV_CONCURRENCY' },
   'env-url': { key: 'envUrl', env: 'SQLENV_ENV_URL' },
@@ -46,7 +40,7 @@ const WorkerOptionsSchema = z
  * `sqlenv worker`: play episode jobs until SIGTERM (or until `--run` is done).
  * On SIGTERM it stops taking jobs and finishes the ones in flight.
  */
-export async function workerCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+export async function workerCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   if (wantsHelp(argv)) return printUsage(io, workerUsage);
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
@@ -54,7 +48,7 @@ export async function workerCommand(argv: readonly string[], io: RolloutCommandI
   let worker: RolloutWorker | undefined;
   let runtimes: RuntimeCache | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, WorkerOptionsSchema);
+    const options = parseFlags(argv, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, WorkerOptionsSchema, { env: io.env ?? {} }).flags;
     const logger = io.logger ?? createRootLogger('worker', { fd: 2, level: options.logLevel });
     const execution = modelExecutionOf(options);
     await checkExecutionProvider(execution, io.env ?? {}, logger);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runProblems } from './train-command.ts';
+import { runProblems } from './train.ts';
 
 describe('sqlenv train fails loudly', () => {
   const ev = (name: string, formatErrorRate: number) => ({ name, episodes_count: 10, format_error_rate: formatErrorRate });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AppError } from '@sqlenv/shared';
-import { parseServeConfig, serveCommand } from './serve-command.ts';
+import type { CommandIo } from '../io.ts';
+import { parseServeConfig, serveCommand } from './serve.ts';
 
 describe('parseServeConfig', () => {
   it('defaults to loopback:8000, builtin data, 1,024 sessions, no auth', () => {
@@ -48,7 +49,7 @@ describe('parseServeConfig', () => {
   it('serveCommand prints usage for --help and exits 2 on bad flags', async () => {
     const out: string[] = [];
     const err: string[] = [];
-    const io = { env: {}, stdout: (t: string) => out.push(t), stderr: (t: string) => err.push(t) };
+    const io = { env: {}, stdout: { write: (t: string) => out.push(t) > 0 }, stderr: { write: (t: string) => err.push(t) > 0 } } as unknown as CommandIo;
     expect(await serveCommand(['--help'], io)).toBe(0);
     expect(out.join('')).toMatch(/sqlenv serve/);
     expect(await serveCommand(['--port', 'x'], io)).toBe(2);

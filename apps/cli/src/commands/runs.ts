@@ -1,19 +1,18 @@
 import { z } from 'zod';
 import { parseRunId } from '@sqlenv/protocol';
 import { AppError, ErrorCode, maxOf } from '@sqlenv/shared';
-import { BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
-import { RunAdmin, type RunDetails, type RunListing } from '../transport/run-admin.ts';
-import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
-import { booleanText } from './shared-options.ts';
+import { printUsage, parseFlags, wantsHelp, type FlagSpec } from '../flags.ts';
+import { reportCommandError, type CommandIo } from '../io.ts';
+import { booleanText } from '../flags.ts';
+import { BullmqTransportConfigSchema, RunAdmin, type RunDetails, type RunListing } from '@sqlenv/rollout';
+import { runsUsage } from './usage.ts';
 
-export const runsUsage = 'sqlenv runs list|show RUN|delete RUN [--force]|checkpoint RUN NAME [--version V] [--redis URL] [--key-base B] [--json]';
-
-const runsOptionSpecs: Record<string, OptionSpec> = {
+const runsOptionSpecs: Record<string, FlagSpec> = {
   redis: { key: 'redisUrl', env: 'REDIS_URL' },
   'key-base': { key: 'keyBase', env: 'SQLENV_KEY_BASE' },
   'spill-dir': { key: 'spillDir', env: 'SQLENV_SPILL_DIR' },
-  json: { key: 'json', flag: true },
-  force: { key: 'force', flag: true },
+  json: { key: 'json', type: 'boolean' },
+  force: { key: 'force', type: 'boolean' },
   version: { key: 'version' },
 };
 
@@ -33,13 +32,13 @@ const RunsOptionsSchema = z.object({
  * - `delete RUN [--force]`: every key of the run (and its spilled blobs); an active run needs --force.
  * - `checkpoint RUN NAME [--version V]`: pin committed weights so retention never deletes them.
  */
-export async function runsCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+export async function runsCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   if (wantsHelp(argv)) return printUsage(io, runsUsage);
   const [action, ...rest] = argv;
   let admin: RunAdmin | undefined;
   try {
     const { positionals, flags } = splitArguments(rest);
-    const options = readOptions(flags, io.env ?? {}, runsOptionSpecs, RunsOptionsSchema);
+    const options = parseFlags(flags, runsOptionSpecs, RunsOptionsSchema, { env: io.env ?? {} }).flags;
     admin = new RunAdmin({ redisUrl: options.redisUrl, keyBase: options.keyBase, ...(options.spillDir === undefined ? {} : { spillDir: options.spillDir }) });
     const out = (value: unknown, text: string): void => void io.stdout.write(options.json ? `${JSON.stringify(value)}\n` : text);
     // A run id is a name, never a pattern: 'myrun*' is refused here, before Redis is asked anything.
@@ -90,7 +89,7 @@ function splitArguments(args: readonly string[]): { positionals: string[]; flags
   for (let i = 0; i < args.length; i++) {
     const arg = args[i] as string;
     if (!arg.startsWith('--')) positionals.push(arg);
-    else if (arg.includes('=') || runsOptionSpecs[arg.slice(2)]?.flag === true) flags.push(arg);
+    else if (arg.includes('=') || runsOptionSpecs[arg.slice(2)]?.type === 'boolean') flags.push(arg);
     else flags.push(arg, ...(args[i + 1] === undefined ? [] : [args[++i] as string]));
   }
   return { positionals, flags };

@@ -1,113 +1,79 @@
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { z } from 'zod';
-import { AppError, checkDirOutput, checkOutputNotInput, createRootLogger, ErrorCode, silentLogger, writeDirAtomic, type Logger } from '@sqlenv/shared';
 import type { LoraConfig, ModelConfig } from '@sqlenv/model';
 import type * as ModelModule from '@sqlenv/model';
-import type { LearnerState, SftCheckpoint, SftEvalReport, SftStepReport } from '@sqlenv/grpo';
-import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
-import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-provider.ts';
+import type { SessionConfig } from '@sqlenv/onnx-graph';
+import { AppError, checkDirOutput, checkOutputNotInput, ErrorCode, silentLogger, writeDirAtomic, type Logger } from '@sqlenv/shared';
+import { decodeSftCheckpoint, encodeSftCheckpoint, type SftCheckpoint } from './checkpoint.ts';
+import { parseLearnerConfig } from './config.ts';
+import type { LearnerState } from './lora-learner.ts';
+import { readSftExamples } from './sft-examples.ts';
+import { runSft, type SftEvalReport, type SftStepReport } from './sft-run.ts';
 
-export const sftUsage = `sqlenv sft --model DIR --data F.jsonl --steps N --out DIR [--adapter-init DIR] [--lr X] [--optimizer adamw|sgd]
-            [--schedule constant|cosine] [--warmup-steps W] [--min-lr-ratio R] [--weight-decay D]
-            [--batch-size B] [--lora-rank R] [--lora-alpha A] [--lora-targets q_proj,...] [--micro-batch-tokens T] [--seed S] [--thinking]
-            [--shuffle] [--full]   (every base weight instead of an adapter; --out is then a model directory) [--force]
-            [--checkpoint-every N] [--resume]   (state every N steps in OUT/checkpoint/; --resume continues from it)
-            [--eval-data F.jsonl --eval-every N]   (held-out loss before the first step, every N steps and after the last)
-            [--execution-provider cpu|cuda|webgpu] [--device-id D] [--threads N]`;
-
-const sftOptionSpecs: Record<string, OptionSpec> = {
-  model: { key: 'model' },
-  'adapter-init': { key: 'adapterInit' },
-  data: { key: 'data' },
-  steps: { key: 'steps' },
-  lr: { key: 'learningRate' },
-  schedule: { key: 'schedule' },
-  'warmup-steps': { key: 'warmupSteps' },
-  'min-lr-ratio': { key: 'minLrRatio' },
-  'weight-decay': { key: 'weightDecay' },
-  optimizer: { key: 'optimizer' },
-  'batch-size': { key: 'batchSize' },
-  'lora-rank': { key: 'loraRank' },
-  'lora-alpha': { key: 'loraAlpha' },
-  'lora-targets': { key: 'loraTargets' },
-  'micro-batch-tokens': { key: 'microBatchTokens' },
-  seed: { key: 'seed' },
-  thinking: { key: 'thinking', flag: true },
-  full: { key: 'full', flag: true },
-  shuffle: { key: 'shuffle', flag: true },
-  'checkpoint-every': { key: 'checkpointEvery' },
-  resume: { key: 'resume', flag: true },
-  force: { key: 'force', flag: true },
-  'eval-data': { key: 'evalData' },
-  'eval-every': { key: 'evalEvery' },
-  out: { key: 'out' },
-  ...executionOptionSpecs,
-};
-
-const num = z.coerce.number();
-
-/** `sqlenv sft` options; the defaults live here (learner settings not listed keep LearnerConfigSchema's). */
-export const SftOptionsSchema = z.object({
-  model: z.string().min(1),
+/** What an SFT job needs (`sqlenv sft` fills the defaults; learner settings not named keep LearnerConfigSchema's). */
+export interface SftJobOptions {
+  /** The base model directory. */
+  model: string;
   /** A PEFT adapter directory to start from; its r, lora_alpha and target_modules are the adapter's shape. */
-  adapterInit: z.string().min(1).optional(),
-  data: z.string().min(1),
-  steps: num.int().positive(),
+  adapterInit?: string | undefined;
+  /** Training lines (token ids with a loss mask, or chat messages). */
+  data: string;
+  steps: number;
   /**
-   * Learning rate (constant). 1e-4 is the usual order for LoRA SFT on 0.5–2B models
-   * (PEFT's examples use 1e-4 to 2e-4; full fine-tuning uses ~1e-5).
+   * Learning rate. 1e-4 is the usual order for LoRA SFT on 0.5–2B models (PEFT's examples use 1e-4
+   * to 2e-4; full fine-tuning uses ~1e-5).
    */
-  learningRate: num.positive().default(1e-4),
-  /** constant, or cosine decay over --steps to --min-lr-ratio × --lr (after --warmup-steps of linear warm-up). */
-  schedule: z.enum(['constant', 'cosine']).default('constant'),
-  warmupSteps: num.int().nonnegative().default(0),
-  minLrRatio: num.min(0).max(1).default(0),
+  learningRate: number;
+  /** constant, or cosine decay over `steps` to minLrRatio × learningRate (after warmupSteps of linear warm-up). */
+  schedule: 'constant' | 'cosine';
+  warmupSteps: number;
+  minLrRatio: number;
   /** AdamW's decoupled weight decay. */
-  weightDecay: num.nonnegative().default(0),
+  weightDecay: number;
   /** adamw (gradients clipped to global norm 1) or sgd: p ← p − lr·grad, nothing else. */
-  optimizer: z.enum(['adamw', 'sgd']).default('adamw'),
-  batchSize: num.int().positive().default(8),
-  loraRank: num.int().positive().optional(),
-  loraAlpha: num.positive().optional(),
+  optimizer: 'adamw' | 'sgd';
+  batchSize: number;
+  loraRank?: number | undefined;
+  loraAlpha?: number | undefined;
   /** Comma-separated projection names. */
-  loraTargets: z.string().optional(),
-  microBatchTokens: num.int().positive().optional(),
-  /** Seed of the adapter's initialisation when there is no --adapter-init. */
-  seed: num.int().default(0),
-  /** Render messages lines with Qwen3's thinking mode (no empty think block in the generation prompt), as `sft-data --thinking` does. */
-  thinking: z.boolean().default(false),
+  loraTargets?: string | undefined;
+  microBatchTokens?: number | undefined;
+  /** Seed of the adapter's initialisation when there is no adapterInit (and of the shuffle). */
+  seed: number;
+  /** Render messages lines with Qwen3's thinking mode (no empty think block in the generation prompt). */
+  thinking: boolean;
   /**
-   * Train every base weight instead of a LoRA adapter and write a whole model directory to --out
+   * Train every base weight instead of a LoRA adapter and write a whole model directory to `out`
    * (config, weights, tokenizer files): SFT or pretraining of a small model that starts from random
    * weights, whose frozen random embedding an adapter cannot reshape. Small models only.
    */
-  full: z.boolean().default(false),
-  /** Visit the data lines in a new order every epoch, drawn from --seed (default: file order, wrapping around). */
-  shuffle: z.boolean().default(false),
+  full: boolean;
+  /** Visit the data lines in a new order every epoch, drawn from the seed (default: file order, wrapping around). */
+  shuffle: boolean;
   /**
    * Write the run's whole state (trained tensors, AdamW moments, step) to OUT/checkpoint/ every this
    * many steps and after the last, with a loadable model (full) or adapter directory beside it, so a
-   * long run can be stopped and continued (`--resume`) and evaluated while it runs. Default: none.
+   * long run can be stopped and continued (`resume`) and evaluated while it runs.
    */
-  checkpointEvery: num.int().positive().optional(),
+  checkpointEvery?: number | undefined;
   /**
    * Continue from OUT/checkpoint/: the steps after the checkpoint's, on the batches they would have
    * had. The options that decide batches and updates (data, batch size, seed, shuffle, learning-rate
-   * schedule — with cosine, --steps too —, optimizer, what is trained) must be the ones the checkpoint
-   * was written with; a constant-rate run may be continued to a larger --steps.
+   * schedule — with cosine, steps too —, optimizer, what is trained) must be the ones the checkpoint
+   * was written with; a constant-rate run may be continued to a larger `steps`.
    */
-  resume: z.boolean().default(false),
-  /** Replace a non-empty --out directory (an existing adapter or model) whole. Never allowed over --model or --adapter-init. */
-  force: z.boolean().default(false),
-  /** Held-out lines (same formats as --data) whose loss is printed as `{"eval_step", "eval_loss"}` lines. */
-  evalData: z.string().min(1).optional(),
-  /** Measure the --eval-data loss every this many steps (and before the first and after the last). */
-  evalEvery: num.int().positive().optional(),
-  out: z.string().min(1),
-}).extend(ExecutionOptionsSchema.shape);
-export type SftOptions = z.infer<typeof SftOptionsSchema>;
+  resume: boolean;
+  /** Replace a non-empty `out` directory (an existing adapter or model) whole. Never allowed over the model or adapterInit. */
+  force: boolean;
+  /** Held-out lines (same formats as data) whose loss is printed as `{"eval_step", "eval_loss"}` lines. */
+  evalData?: string | undefined;
+  /** Measure the evalData loss every this many steps (and before the first and after the last). */
+  evalEvery?: number | undefined;
+  out: string;
+  /** Where the training session runs (default: onnx-graph's defaults, the CPU). */
+  execution?: Pick<SessionConfig, 'provider' | 'deviceId' | 'intraOpThreads' | 'interOpThreads'>;
+}
 
 export interface SftSummary {
   /** Steps this invocation took (after a --resume: those after the checkpoint's). */
@@ -121,37 +87,20 @@ export interface SftSummary {
 }
 
 /**
- * `sqlenv sft`: supervised fine-tuning of a LoRA adapter on assistant tokens (the warm start before
- * GRPO). One JSON line per step on stdout (`{"step", "loss", "lr", "grad_norm", "tokens", "lines",
- * "micro_batches", "ms"}`), then a summary line (`{"done": true, …}`); the adapter is written to
- * --out as a PEFT directory (adapter_config.json + adapter_model.safetensors).
+ * An SFT job, as `sqlenv sft` runs it: read the data, check --out, train (resuming from a checkpoint
+ * when asked), write the adapter (or, `full`, the model directory). One JSON line per step on
+ * `io.stdout` (`{"step", "loss", "lr", "grad_norm", "tokens", "lines", "micro_batches", "ms"}`), one
+ * per checkpoint and held-out evaluation, then a summary line (`{"done": true, …}`). `signal` stops it
+ * between steps; `onStep` sees every step's report (after its JSON line is written). A GPU provider
+ * is the caller's to check before (it is used as given).
  */
-export async function sftCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
-  if (wantsHelp(argv)) return printUsage(io, sftUsage);
-  try {
-    const options = readOptions(argv, io.env ?? {}, sftOptionSpecs, SftOptionsSchema);
-    const logger = io.logger ?? createRootLogger('sft', { fd: 2, level: 'warn' });
-    await runSftCommand(options, io, { logger, ...(io.signal === undefined ? {} : { signal: io.signal }) });
-    return 0;
-  } catch (error) {
-    return reportCommandError(io, 'sft', error);
-  }
-}
-
-/**
- * What `sqlenv sft` does, for callers in the same process: `signal` stops it between steps, `onStep`
- * sees every step's report (after its JSON line is written to `io.stdout`).
- */
-export async function runSftCommand(
-  options: SftOptions,
-  io: Pick<RolloutCommandIo, 'stdout'>,
+export async function runSftJob(
+  options: SftJobOptions,
+  io: { stdout: NodeJS.WritableStream },
   { signal, onStep, logger = silentLogger }: { signal?: AbortSignal; onStep?: (report: SftStepReport) => void; logger?: Logger } = {},
 ): Promise<SftSummary> {
-  const execution = modelExecutionOf(options);
-  // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
-  if (execution.provider !== 'cpu') await checkExecutionProvider(execution, {}, logger);
+  const execution = options.execution ?? {};
   const model = await import('@sqlenv/model');
-  const grpo = await import('@sqlenv/grpo');
   if (options.full && (options.adapterInit !== undefined || options.loraRank !== undefined || options.loraAlpha !== undefined || options.loraTargets !== undefined)) {
     throw new AppError(ErrorCode.VALIDATION, '--full trains the base weights: --adapter-init and --lora-* do not apply');
   }
@@ -171,8 +120,8 @@ export async function runSftCommand(
   if (options.evalEvery !== undefined && options.evalData === undefined) throw new AppError(ErrorCode.VALIDATION, '--eval-every needs --eval-data');
   const loadChat = (): ReturnType<typeof model.loadChatFormat> => model.loadChatFormat(options.model, { thinking: options.thinking, config });
   const text = readText(options.data, '--data');
-  const examples = await grpo.readSftExamples(text, { config, source: options.data, loadChat });
-  const evalExamples = options.evalData === undefined ? undefined : await grpo.readSftExamples(readText(options.evalData, '--eval-data'), { config, source: options.evalData, loadChat });
+  const examples = await readSftExamples(text, { config, source: options.data, loadChat });
+  const evalExamples = options.evalData === undefined ? undefined : await readSftExamples(readText(options.evalData, '--eval-data'), { config, source: options.evalData, loadChat });
   const checkpointDir = join(options.out, 'checkpoint');
   const checkpointFile = join(checkpointDir, 'sft-state.safetensors');
   const run = runFingerprint(options, text, examples.length, lora);
@@ -181,10 +130,10 @@ export async function runSftCommand(
     // A run killed between the two renames of writeCheckpoint left the previous checkpoint as checkpoint.old.
     const file = [checkpointFile, join(`${checkpointDir}.old`, 'sft-state.safetensors')].find((f) => existsSync(f));
     if (file === undefined) throw new AppError(ErrorCode.VALIDATION, `--resume: no checkpoint at ${checkpointFile}`);
-    resume = grpo.decodeSftCheckpoint(readFileSync(file), file);
+    resume = decodeSftCheckpoint(readFileSync(file), file);
     checkSameRun(resume.run, run, file);
   }
-  const learnerConfig = grpo.parseLearnerConfig({
+  const learnerConfig = parseLearnerConfig({
     optimizer: {
       kind: options.optimizer,
       learningRate: options.learningRate,
@@ -196,7 +145,7 @@ export async function runSftCommand(
     },
     ...(options.microBatchTokens === undefined ? {} : { microBatchTokens: options.microBatchTokens }),
   });
-  const { adapter, weights: trained, reports } = await grpo.runSft({
+  const { adapter, weights: trained, reports } = await runSft({
     modelConfig: config,
     weights,
     lora,
@@ -216,7 +165,7 @@ export async function runSftCommand(
       : {
           checkpointEvery: options.checkpointEvery,
           onCheckpoint: (step: number, state: LearnerState) => {
-            writeCheckpoint(checkpointDir, grpo.encodeSftCheckpoint({ step, state, run }), (dir) =>
+            writeCheckpoint(checkpointDir, encodeSftCheckpoint({ step, state, run }), (dir) =>
               options.full
                 ? writeModelDir(options.model, dir, state.adapter, weights, model.writeSafetensorsCheckpoint, true)
                 : model.saveAdapterDir(dir, config, { lora, weights: state.adapter }, { baseModel: options.model, force: true, label: 'checkpoint' }),
@@ -271,7 +220,7 @@ function readText(path: string, flag: string): string {
  * What decides a run's batches and updates: a checkpoint continues only the run that wrote it. The data
  * is fingerprinted by content (SHA-256), so a regenerated file with other lines is refused.
  */
-function runFingerprint(options: SftOptions, text: string, lines: number, lora: LoraConfig): SftCheckpoint['run'] {
+function runFingerprint(options: SftJobOptions, text: string, lines: number, lora: LoraConfig): SftCheckpoint['run'] {
   return {
     data_sha256: createHash('sha256').update(text).digest('hex'),
     data_lines: lines,
@@ -358,7 +307,7 @@ function keepingCheckpoint<T>(out: string, checkpointDir: string, write: () => T
 }
 
 /** The adapter shape: --adapter-init's own (flags that contradict it are an error), else the flags over the defaults. */
-function loraOf(options: SftOptions, initLora: LoraConfig | undefined, parse: (input: unknown) => LoraConfig): LoraConfig {
+function loraOf(options: SftJobOptions, initLora: LoraConfig | undefined, parse: (input: unknown) => LoraConfig): LoraConfig {
   const targets = options.loraTargets?.split(',').map((t) => t.trim()).filter((t) => t !== '');
   const given = {
     ...(options.loraRank === undefined ? {} : { rank: options.loraRank }),
@@ -386,7 +335,7 @@ function loraOf(options: SftOptions, initLora: LoraConfig | undefined, parse: (i
  * whose weights, trained copies (gradients + AdamW moments) and activations exceed this machine's
  * memory, with the numbers.
  */
-function checkSftFits(options: SftOptions, config: ModelConfig, lora: LoraConfig, model: typeof ModelModule): void {
+function checkSftFits(options: SftJobOptions, config: ModelConfig, lora: LoraConfig, model: typeof ModelModule): void {
   if (!options.full) {
     try {
       model.checkLoraFits(config, lora);

@@ -3,7 +3,7 @@ import type { InferenceEngine, InferenceEngineOptions, LoraConfig } from '@sqlen
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
-import type { ModelExecution } from './execution-provider.ts';
+import type { ModelExecution } from './execution.ts';
 
 /** The model policy of a run in one process: one InferenceEngine shared by every episode. */
 export interface ModelResources {

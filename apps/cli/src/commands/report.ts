@@ -2,12 +2,12 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import { readRunMetrics, RUN_METRICS_FILE, writeRunReport, EVALS_DIR, readSavedEvals } from '@sqlenv/runs';
-import { printUsage, reportCommandError, wantsHelp, type RolloutCommandIo } from './command-io.ts';
-
-export const reportUsage = 'sqlenv report RUN_DIR';
+import { printUsage, wantsHelp } from '../flags.ts';
+import { reportCommandError, type CommandIo } from '../io.ts';
+import { reportUsage } from './usage.ts';
 
 /** `sqlenv report RUN_DIR`: rebuild RUN_DIR/report.html from metrics.jsonl and evals/; prints its path. */
-export function reportCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+export function reportCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   if (wantsHelp(argv)) return Promise.resolve(printUsage(io, reportUsage));
   try {
     if (argv.length !== 1 || argv[0] === undefined || argv[0].startsWith('-')) throw new AppError(ErrorCode.VALIDATION, `usage: ${reportUsage}`);

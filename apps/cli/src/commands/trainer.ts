@@ -2,24 +2,17 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { RunIdSchema } from '@sqlenv/protocol';
 import { createRootLogger, type Logger } from '@sqlenv/shared';
-import { RolloutMetrics } from '../metrics.ts';
-import { transportHealthCheck, type HealthCheck } from '../health.ts';
-import { startStatusServer, type StatusServer } from '../status-server.ts';
-import { policyUpdaterFor } from '../grpo-updater.ts';
-import { runTrainer, waitForRun, type PolicyUpdater } from '../trainer.ts';
-import { serveRuns } from '../trainer-pool.ts';
 import { RunRecorder, writeRunReport, writeRunSpec } from '@sqlenv/runs';
 import { join } from 'node:path';
-import { RunAdmin } from '../transport/run-admin.ts';
-import { BullmqTransport, BullmqTransportConfigSchema } from '../transport/bullmq-transport.ts';
-import { printUsage, readOptions, reportCommandError, wantsHelp, type OptionSpec, type RolloutCommandIo } from './command-io.ts';
-import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf, type ModelExecution } from './execution-provider.ts';
-import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './shared-options.ts';
+import { printUsage, parseFlags, wantsHelp, type FlagSpec } from '../flags.ts';
+import { reportCommandError, type CommandIo } from '../io.ts';
+import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-options.ts';
+import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
+import { BullmqTransport, BullmqTransportConfigSchema, RolloutMetrics, RunAdmin, policyUpdaterFor, runTrainer, serveRuns, startStatusServer, transportHealthCheck, waitForRun, type HealthCheck, type ModelExecution, type PolicyUpdater, type StatusServer } from '@sqlenv/rollout';
+import { trainerUsage } from './usage.ts';
 
-export const trainerUsage = 'sqlenv trainer --redis URL [--run ID] [--model DIR] [--execution-provider cpu|cuda|webgpu] [--threads N] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
-
-export const trainerOptionSpecs: Record<string, OptionSpec> = {
+export const trainerOptionSpecs: Record<string, FlagSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
   'run-wait-ms': { key: 'runWaitMs', env: 'SQLENV_RUN_WAIT_MS' },
   'trainer-lease-ms': { key: 'trainerLeaseMs', env: 'SQLENV_TRAINER_LEASE_MS' },
@@ -82,13 +75,13 @@ async function withUpdater<T>(
  * Redis), train it to the end, take the next (docker-compose runs it this way). One JSON line per
  * run trained. Restartable at any point: it resumes from the committed version and weights.
  */
-export async function trainerCommand(argv: readonly string[], io: RolloutCommandIo): Promise<number> {
+export async function trainerCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   if (wantsHelp(argv)) return printUsage(io, trainerUsage);
   let transport: BullmqTransport | undefined;
   let server: StatusServer | undefined;
   let health: HealthCheck | undefined;
   try {
-    const options = readOptions(argv, io.env ?? {}, { ...trainerOptionSpecs, ...transportOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, TrainerOptionsSchema);
+    const options = parseFlags(argv, { ...trainerOptionSpecs, ...transportOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, TrainerOptionsSchema, { env: io.env ?? {} }).flags;
     const logger = io.logger ?? createRootLogger('trainer', { fd: 2, level: options.logLevel });
     const execution = modelExecutionOf(options);
     await checkExecutionProvider(execution, io.env ?? {}, logger);

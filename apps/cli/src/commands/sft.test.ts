@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel, modelInit, presetConfig } from '@sqlenv/model';
-import { runSftCommand, SftOptionsSchema, type SftOptions } from './sft-command.ts';
+import { runSftJob } from '@sqlenv/grpo';
+import { SftOptionsSchema, sftJobOptions, type SftOptions } from './sft.ts';
 
 /** `sqlenv sft` in process: checkpoints, --resume and the held-out loss, on a tiny random model. */
 const root = mkdtempSync(join(tmpdir(), 'sft-resume-'));
@@ -49,7 +50,7 @@ async function sft(args: Partial<SftOptions> & { out: string }, stopAfterStep?: 
   const options = SftOptionsSchema.parse({ model: modelDir, data, steps: 6, batchSize: 3, shuffle: true, seed: 5, learningRate: 0.01, schedule: 'cosine', warmupSteps: 2, ...args });
   let error: unknown;
   try {
-    await runSftCommand(options, { stdout }, { signal: controller.signal, onStep: (r) => (r.step === stopAfterStep ? controller.abort() : undefined) });
+    await runSftJob(sftJobOptions(options), { stdout }, { signal: controller.signal, onStep: (r) => (r.step === stopAfterStep ? controller.abort() : undefined) });
   } catch (caught) {
     error = caught;
   }

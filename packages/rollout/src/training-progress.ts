@@ -1,6 +1,6 @@
 import type { RolloutRunSpec, BatchStats } from '@sqlenv/protocol';
 import { barCells, etaSeconds, formatDuration, maxOf, minOf } from '@sqlenv/shared';
-import type { RunCounters } from '../transport/transport.ts';
+import type { RunCounters } from './transport/transport.ts';
 
 const BARS = '▁▂▃▄▅▆▇█';
 

@@ -4,7 +4,7 @@ import type { RolloutRunSpec, SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type Dataset, type SqlEnvRuntime } from '@sqlenv/sql-env';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { createModelResources } from './model-resources.ts';
-import type { ModelExecution } from './execution-provider.ts';
+import type { ModelExecution } from './execution.ts';
 import type { EnvironmentSource, RolloutEnvironment } from '../play-episode.ts';
 import type { ScheduledQuestion } from '../question-schedule.ts';
 import type { ResolveRun } from '../rollout-worker.ts';
