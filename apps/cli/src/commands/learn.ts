@@ -10,6 +10,7 @@ import { DatasetFlags, datasetFlagOptions, skipMissingDbs } from '../dataset-fla
 import { writeSftData } from './sft-data.ts';
 import type { SftSummary } from '@sqlenv/grpo';
 import type { ModelExecution } from '@sqlenv/rollout';
+import { LEARN_RESULT_FILE, pairedDifferenceOf, passAtKOf, readSavedEvals, REPORT_FILE, SFT_DATA_FILE, SFT_DIR, SFT_STEPS_FILE, sftOutputDir, successInterval } from '@sqlenv/runs';
 import { SftOptionsSchema, sftJobOptions } from './sft.ts';
 import { train, trainCommandLine, TrainOptionsSchema, type TrainOptionsInput } from './train.ts';
 import { ExecutionFlags, executionFlagOptions, startExecution } from '../execution-flags.ts';
@@ -144,17 +145,17 @@ export async function learn(flags: LearnOptions, io: CommandIo): Promise<number>
   let policyModel = flags.model;
   let adapter: string | undefined;
   if (flags['sft-steps'] > 0) {
-    const data = join(runDir, 'sft', 'train.jsonl');
-    mkdirSync(join(runDir, 'sft'), { recursive: true });
+    const data = join(runDir, SFT_DIR, SFT_DATA_FILE);
+    mkdirSync(join(runDir, SFT_DIR), { recursive: true });
     const written = await writeSftData(
       { dataset: flags.dataset, 'skip-missing-dbs': skipMissing, split: 'train', model: flags.model, out: data, episodes: 'all', seed: flags.seed, format: 'messages', thinking: false },
       io,
     );
     say(`SFT data: ${written.lines} oracle episodes of the train split (${written.skipped.length} skipped), ${written.meanTokens.toFixed(0)} tokens each on average`);
     const lora = flags['sft-mode'] === 'lora';
-    const sftOut = join(runDir, 'sft', lora ? 'adapter' : 'model');
+    const sftOut = sftOutputDir(runDir, flags['sft-mode']);
     const { runSftJob } = await import('@sqlenv/grpo');
-    const steps = createWriteStream(join(runDir, 'sft', 'steps.jsonl'));
+    const steps = createWriteStream(join(runDir, SFT_DIR, SFT_STEPS_FILE));
     const progress = new PhaseProgress('SFT', io.stderr, tty ? 'bar' : 'lines');
     let summary: SftSummary;
     try {
@@ -193,22 +194,21 @@ export async function learn(flags: LearnOptions, io: CommandIo): Promise<number>
   say(`GRPO: ${trainCommandLine(trainOptions)}`);
   const trainIo = { stdout: io.stderr, stderr: io.stderr, env: {}, logger };
   const code = await train(TrainOptionsSchema.parse(trainOptions), trainIo).catch((error: unknown) => reportCommandError(trainIo, 'train', error));
-  const runs = await import('@sqlenv/runs');
-  const evals = runs.readSavedEvals(runDir);
+  const evals = readSavedEvals(runDir);
   const before = evals.find((e) => e.name === 'before');
   const after = evals.find((e) => e.name === 'after');
   if (before === undefined || after === undefined) {
     say(`sqlenv learn: the run ended without both evaluations (sqlenv train exited ${code})`);
     return code === 0 ? 1 : code;
   }
-  const b = runs.successInterval(before);
-  const a = runs.successInterval(after);
-  const paired = runs.pairedDifferenceOf(before, after);
+  const b = successInterval(before);
+  const a = successInterval(after);
+  const paired = pairedDifferenceOf(before, after);
   if (paired === null) {
     say('sqlenv learn: the two evaluations share no (question, seed) episode, so they cannot be compared');
     return code === 0 ? 1 : code;
   }
-  const passAtK = (saved: typeof before): Record<string, number | null> => Object.fromEntries(Object.entries(runs.passAtKOf(saved)).map(([k, v]) => [k, v === null ? null : round(v)]));
+  const passAtK = (saved: typeof before): Record<string, number | null> => Object.fromEntries(Object.entries(passAtKOf(saved)).map(([k, v]) => [k, v === null ? null : round(v)]));
   const result: LearnResult = {
     success_before: round(b.rate),
     success_after: round(a.rate),
@@ -223,9 +223,9 @@ export async function learn(flags: LearnOptions, io: CommandIo): Promise<number>
     pass_at_k_after: passAtK(after),
     episodes_per_eval: a.episodes,
     minutes: round((performance.now() - started) / 60_000, 2),
-    report: join(runDir, runs.REPORT_FILE),
+    report: join(runDir, REPORT_FILE),
   };
-  writeFileSync(join(runDir, 'result.json'), `${JSON.stringify(result, null, 2)}\n`);
+  writeFileSync(join(runDir, LEARN_RESULT_FILE), `${JSON.stringify(result, null, 2)}\n`);
   io.stdout.write(`${JSON.stringify(result)}\n`);
   return code;
 }
