@@ -28,7 +28,8 @@ export interface ParseFlagsOptions {
  * The one flag parser of every command: flags strictly (an unknown flag or a stray positional is a
  * usage error), each missing one from its environment variable, then validated and coerced by a zod
  * schema (which holds the defaults). An empty value of a flag that has an environment variable
- * (`--x ''`, `X=`) counts as not given. Throws UsageError (exit 2) with the reason.
+ * (`--x ''`, `X=`) counts as not given. Throws UsageError (exit 2) with the reason, naming the
+ * environment variable a bad value came from.
  */
 export function parseFlags<S extends z.ZodType>(argv: readonly string[], specs: Record<string, FlagSpec>, schema: S, options: ParseFlagsOptions = {}): { flags: z.infer<S>; positionals: string[] } {
   const { command = '', positionals = 0, env = {} } = options;
@@ -42,13 +43,20 @@ export function parseFlags<S extends z.ZodType>(argv: readonly string[], specs: 
   }
   if (parsed.positionals.length > positionals) throw new UsageError(`${label}unexpected argument '${parsed.positionals[positionals] ?? ''}'`);
   const raw: Record<string, unknown> = {};
+  /** Keys whose value came from an environment variable, and that variable. */
+  const fromEnv = new Map<string, string>();
   for (const [name, spec] of Object.entries(specs)) {
-    const value = parsed.values[name] ?? (spec.env === undefined ? undefined : env[spec.env]);
+    const given = parsed.values[name];
+    const value = given ?? (spec.env === undefined ? undefined : env[spec.env]);
     if (value === undefined || (value === '' && spec.env !== undefined)) continue;
     raw[spec.key ?? name] = value;
+    if (given === undefined && spec.env !== undefined) fromEnv.set(spec.key ?? name, spec.env);
   }
   const result = schema.safeParse(raw);
-  if (!result.success) throw new UsageError(`${label}${formatZodIssues(result.error)}`);
+  if (!result.success) {
+    const variables = [...new Set(result.error.issues.map((issue) => fromEnv.get(String(issue.path[0]))).filter((v) => v !== undefined))];
+    throw new UsageError(`${label}${formatZodIssues(result.error)}${variables.length > 0 ? ` (from ${variables.join(', ')})` : ''}`);
+  }
   return { flags: result.data, positionals: parsed.positionals };
 }
 

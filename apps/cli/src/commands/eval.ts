@@ -7,7 +7,7 @@ import type { Dataset } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
 import { maxOf, minOf, PhaseProgress, progressMode, silentLogger } from '@sqlenv/shared';
 import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
-import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
+import { DatasetFlags, datasetFlagOptions, openSqlRuntime } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 import { UsageError } from '../cli-error.ts';
@@ -64,6 +64,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       ...datasetFlagOptions,
     },
     EvalFlags,
+    { env: io.env ?? {} },
   );
   const save = saveEvalTarget(flags);
   if (save !== undefined) {
@@ -73,7 +74,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
   }
   const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, flags.policy === 'model');
   // Evaluation by default: the progress shaping scores queries against the gold rows, so a policy that saw it could probe answers.
-  const runtime = await openSqlRuntime({ dataset: flags.dataset, env: { rewardMode: flags.mode } }, skipMissingDbs(flags['skip-missing-dbs']), io);
+  const runtime = await openSqlRuntime({ dataset: flags.dataset, env: { rewardMode: flags.mode } }, flags['skip-missing-dbs'] === true, io);
   let model: ModelResources | undefined;
   const trajectories = flags.trajectories === undefined ? undefined : createWriteStream(flags.trajectories);
   try {

@@ -35,17 +35,12 @@ export function modelExecutionOf(options: ExecutionOptions): ModelExecution {
 }
 
 /**
- * The ModelExecution of a command whose flags another parser read (the CLI's eval, play, model,
- * learn): each value is the flag's text, else its environment variable's; a bad one is AppError
- * VALIDATION naming the option.
+ * The ModelExecution of the flag texts of the CLI's eval, play, model and learn (parsed, with their
+ * environment variables, by parseFlags; checked here, where ONNX Runtime's provider list is loaded):
+ * a bad value is AppError VALIDATION naming the option.
  */
-export function parseModelExecution(flags: { executionProvider?: string | undefined; deviceId?: string | undefined; threads?: string | undefined }, env: Record<string, string | undefined>): ModelExecution {
-  const raw: Record<string, string> = {};
-  for (const spec of Object.values(executionOptionSpecs)) {
-    const key = spec.key as keyof typeof flags;
-    const value = flags[key] ?? (spec.env === undefined ? undefined : env[spec.env]);
-    if (value !== undefined && value !== '') raw[key] = value;
-  }
+export function parseModelExecution(flags: { executionProvider?: string | undefined; deviceId?: string | undefined; threads?: string | undefined }): ModelExecution {
+  const raw = Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined));
   const parsed = ExecutionOptionsSchema.safeParse(raw);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid --execution-provider / --device-id / --threads (or SQLENV_EXECUTION_PROVIDER / SQLENV_DEVICE_ID / SQLENV_THREADS): ${formatZodIssues(parsed.error)}`);
   return modelExecutionOf(parsed.data);

@@ -6,7 +6,7 @@ import { PhaseProgress, silentLogger } from '@sqlenv/shared';
 import { intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
 import { UsageError } from '../cli-error.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
-import { DatasetFlags, datasetFlagOptions, skipMissingDbs } from '../dataset-flags.ts';
+import { DatasetFlags, datasetFlagOptions } from '../dataset-flags.ts';
 import { writeSftData } from './sft-data.ts';
 import type { SftSummary } from '@sqlenv/grpo';
 import type { ModelExecution } from '@sqlenv/rollout';
@@ -114,6 +114,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       ...executionFlagOptions,
     },
     LearnFlags,
+    { env: io.env ?? {} },
   );
   return learn(flags, io);
 }
@@ -128,7 +129,7 @@ export type LearnOptions = z.infer<typeof LearnFlags>;
 export async function learn(flags: LearnOptions, io: CommandIo): Promise<number> {
   const logger = io.logger ?? silentLogger;
   // Resolved once (flag, else SQLENV_SKIP_MISSING_DBS) and handed to every phase that loads the dataset.
-  const skipMissing = skipMissingDbs(flags['skip-missing-dbs']);
+  const skipMissing = flags['skip-missing-dbs'] === true;
   if (!existsSync(join(flags.model, 'config.json'))) {
     throw new UsageError(`--model ${flags.model}: no config.json there (the default checkpoint ships in the repository's models/ directory)`);
   }

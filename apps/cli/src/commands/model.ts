@@ -71,7 +71,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
         rest,
         { model: { type: 'string' }, tokens: { type: 'string' }, adapter: { type: 'string' }, json: { type: 'boolean' }, ...executionFlagOptions },
         z.object({ model: z.string().min(1), tokens: z.string().min(1), adapter: z.string().min(1).optional(), json: z.boolean().default(false) }).extend(ExecutionFlags.shape),
-        { command: 'model logits' },
+        { command: 'model logits', env: io.env ?? {} },
       );
       const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, true);
       const result = await model.modelLogits({
@@ -112,7 +112,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
           raw: z.boolean().default(false),
           json: z.boolean().default(false),
         }).extend(ExecutionFlags.shape),
-        { command: 'model generate' },
+        { command: 'model generate', env: io.env ?? {} },
       );
       const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, true);
       const result = await model.modelGenerate({

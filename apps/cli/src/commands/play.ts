@@ -5,7 +5,7 @@ import { SplitName, SqlActionSchema, actionTypes, type SqlAction, type StepResul
 import { formatZodIssues, silentLogger } from '@sqlenv/shared';
 import { intFlag, parseFlags } from '../flags.ts';
 import { UsageError } from '../cli-error.ts';
-import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
+import { DatasetFlags, datasetFlagOptions, openSqlRuntime } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
 import type { ModelExecution } from '@sqlenv/rollout';
 import { formatTurn, ModelFlags, modelFlagOptions, startModelPolicy } from '../model-policy.ts';
@@ -43,11 +43,12 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
       ...datasetFlagOptions,
     },
     PlayFlags,
+    { env: io.env ?? {} },
   );
   const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, flags.policy === 'model');
   if (flags.policy === 'model') return playModel(flags, io, execution);
   const scripted = flags.actions === undefined ? undefined : await readActionsFile(flags.actions);
-  const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
+  const runtime = await openSqlRuntime({ dataset: flags.dataset }, flags['skip-missing-dbs'] === true, io);
   const env = runtime.createEnvironment();
   try {
     const resetOptions = {
@@ -95,7 +96,7 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
 
 /** The model plays one episode; each turn is printed as it happens (what it wrote, the action, the observation, the reward). */
 async function playModel(flags: z.infer<typeof PlayFlags>, io: CommandIo, execution: ModelExecution | undefined): Promise<number> {
-  const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
+  const runtime = await openSqlRuntime({ dataset: flags.dataset }, flags['skip-missing-dbs'] === true, io);
   const env = runtime.createEnvironment();
   const model = await startModelPolicy(flags, { maxBatchSize: 1, logger: io.logger ?? silentLogger, execution }).catch(async (error: unknown) => {
     await runtime.close();

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { LlmPolicy, loadAgentPrompt, OraclePolicy, PolicyCompletionSource, runEpisode, type LlmEpisode } from '@sqlenv/agents';
 import { RunModelSpecSchema, sequenceFromTurns, SplitName } from '@sqlenv/protocol';
 import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
-import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
+import { DatasetFlags, datasetFlagOptions, openSqlRuntime } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 
@@ -55,6 +55,7 @@ export async function sftDataCommand(argv: string[], io: CommandIo): Promise<num
       ...datasetFlagOptions,
     },
     SftDataFlags,
+    { env: io.env ?? {} },
   );
   const summary = await writeSftData(flags, io);
   io.stdout.write(
@@ -69,7 +70,7 @@ export async function writeSftData(flags: SftDataFlags, io: Pick<CommandIo, 'log
   const config = model.readModelConfig(flags.model);
   const chat = await model.loadChatFormat(flags.model, { thinking: flags.thinking, config });
   const prompt = loadAgentPrompt(flags.prompt);
-  const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
+  const runtime = await openSqlRuntime({ dataset: flags.dataset }, flags['skip-missing-dbs'] === true, io);
   const out = createWriteStream(flags.out);
   const summary: SftDataSummary = { lines: 0, skipped: [], meanTokens: 0, maxTokens: 0 };
   try {
