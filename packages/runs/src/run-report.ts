@@ -2,12 +2,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { TranscriptTurn } from '@sqlenv/agents';
 import { RolloutRunSpecSchema, type RolloutRunSpec } from '@sqlenv/protocol';
+import { checkFileOutput, maxOf, writeFileAtomic } from '@sqlenv/shared';
 import { readRunMetrics } from './run-directory.ts';
 import { REPORT_FILE, RUN_SPEC_FILE } from './run-files.ts';
 import type { RunMetricsLine } from './run-metrics.ts';
 import { pairedDifferenceOf, passAtKOf, readSavedEvals, successInterval, type SavedEval, type SavedEvalEpisode } from './saved-eval.ts';
 import { escapeHtml as e, lineChart, type ChartMarker, type ChartSeries } from './svg-chart.ts';
-import { checkFileOutput, maxOf, writeFileAtomic } from '@sqlenv/shared';
 
 /** Transcripts shown side by side (questions whose outcome changed first); the rest stay in evals/. */
 const MAX_TRANSCRIPT_QUESTIONS = 12;

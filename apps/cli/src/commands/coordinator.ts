@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
 import { createRootLogger } from '@sqlenv/shared';
+import { BullmqTransport, RolloutMetrics, RuntimeCache, runCoordinator, scheduledQuestions, startStatusServer, transportHealthCheck, type HealthCheck, type StatusServer } from '@sqlenv/rollout';
 import { printUsage, parseFlags, wantsHelp } from '../flags.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
-import { BullmqTransport, RolloutMetrics, RuntimeCache, runCoordinator, scheduledQuestions, startStatusServer, transportHealthCheck, type HealthCheck, type StatusServer } from '@sqlenv/rollout';
 import { coordinatorUsage } from './usage.ts';
 
 const CoordinatorOptionsSchema = SpecOptionsSchema.extend(TransportOptionsSchema.shape).extend(RuntimeOptionsSchema.shape).extend(ModelDirOptionsSchema.shape).extend(ModelSpecOptionsSchema.shape);

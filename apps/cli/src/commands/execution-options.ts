@@ -2,8 +2,8 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { PROVIDERS } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode, formatZodIssues, type Logger } from '@sqlenv/shared';
-import type { FlagSpec } from '../flags.ts';
 import type { ModelExecution } from '@sqlenv/rollout';
+import type { FlagSpec } from '../flags.ts';
 
 /**
  * Where and with how many threads a process runs its model sessions: `--execution-provider` /

@@ -1,9 +1,9 @@
 import { z } from 'zod';
+import { silentLogger } from '@sqlenv/shared';
 import { intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
 import { ExecutionFlags, executionFlagOptions, startExecution } from '../execution-flags.ts';
-import { silentLogger } from '@sqlenv/shared';
 
 const numberFlag = z.coerce.number().finite();
 

@@ -1,11 +1,11 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { AppError, silentLogger } from '@sqlenv/shared';
+import { runtimeOptionsFrom } from '@sqlenv/rollout';
 import { parseFlags } from '../flags.ts';
 import { RuntimeOptionsSchema, runtimeOptionSpecs } from './transport-options.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { coordinatorCommand } from './coordinator.ts';
-import { runtimeOptionsFrom } from '@sqlenv/rollout';
 
 describe('parseFlags + runSpecFrom', () => {
   it('takes the command line over the environment and leaves defaults to the spec schema', () => {

@@ -3,13 +3,13 @@ import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { SplitName, SqlActionSchema, actionTypes, type SqlAction, type StepResult } from '@sqlenv/protocol';
 import { formatZodIssues, silentLogger } from '@sqlenv/shared';
+import type { ModelExecution } from '@sqlenv/rollout';
+import { runEpisode } from '@sqlenv/agents';
 import { intFlag, parseFlags } from '../flags.ts';
 import { UsageError } from '../cli-error.ts';
 import { DatasetFlags, datasetFlagOptions, openSqlRuntime } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
-import type { ModelExecution } from '@sqlenv/rollout';
 import { formatTurn, ModelFlags, modelFlagOptions, startModelPolicy } from '../model-policy.ts';
-import { runEpisode } from '@sqlenv/agents';
 import { startExecution } from '../execution-flags.ts';
 
 const PlayFlags = ModelFlags.extend(DatasetFlags.shape).extend({

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { parseRunId } from '@sqlenv/protocol';
 import { AppError, ErrorCode, maxOf } from '@sqlenv/shared';
+import { BullmqTransportConfigSchema, RunAdmin, type RunDetails, type RunListing } from '@sqlenv/rollout';
 import { printUsage, parseFlags, wantsHelp, type FlagSpec } from '../flags.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
 import { booleanText } from '../flags.ts';
-import { BullmqTransportConfigSchema, RunAdmin, type RunDetails, type RunListing } from '@sqlenv/rollout';
 import { runsUsage } from './usage.ts';
 
 const runsOptionSpecs: Record<string, FlagSpec> = {

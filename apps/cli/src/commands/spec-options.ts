@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { RolloutRunSpecSchema, RunIdSchema, type RolloutRunSpec, type RunModelSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { parseRewardConfig } from '@sqlenv/sql-env';
-import { booleanText, jsonObjectOption, type FlagSpec } from '../flags.ts';
 import { totalGroups } from '@sqlenv/rollout';
+import { booleanText, jsonObjectOption, type FlagSpec } from '../flags.ts';
 
 /** Run-spec options of `sqlenv coordinator` and `sqlenv train`; their defaults live in RolloutRunSpecSchema. */
 export const specOptionSpecs: Record<string, FlagSpec> = {

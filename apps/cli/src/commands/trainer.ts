@@ -1,15 +1,15 @@
 import { hostname } from 'node:os';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { RunIdSchema } from '@sqlenv/protocol';
 import { createRootLogger, type Logger } from '@sqlenv/shared';
 import { RunRecorder, writeRunReport, writeRunSpec } from '@sqlenv/runs';
-import { join } from 'node:path';
+import { BullmqTransport, BullmqTransportConfigSchema, RolloutMetrics, RunAdmin, policyUpdaterFor, runTrainer, serveRuns, startStatusServer, transportHealthCheck, waitForRun, type HealthCheck, type ModelExecution, type PolicyUpdater, type StatusServer } from '@sqlenv/rollout';
 import { printUsage, parseFlags, wantsHelp, type FlagSpec } from '../flags.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-options.ts';
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
-import { BullmqTransport, BullmqTransportConfigSchema, RolloutMetrics, RunAdmin, policyUpdaterFor, runTrainer, serveRuns, startStatusServer, transportHealthCheck, waitForRun, type HealthCheck, type ModelExecution, type PolicyUpdater, type StatusServer } from '@sqlenv/rollout';
 import { trainerUsage } from './usage.ts';
 
 export const trainerOptionSpecs: Record<string, FlagSpec> = {

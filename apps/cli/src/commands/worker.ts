@@ -2,12 +2,12 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { RunIdSchema } from '@sqlenv/protocol';
 import { createRootLogger } from '@sqlenv/shared';
+import { BullmqTransport, RolloutMetrics, RolloutWorker, RuntimeCache, Wakeup, createRunResolver, runtimeOptionsFrom, startStatusServer, transportHealthCheck, type HealthCheck, type StatusServer } from '@sqlenv/rollout';
 import { printUsage, parseFlags, wantsHelp, type FlagSpec } from '../flags.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-options.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
-import { BullmqTransport, RolloutMetrics, RolloutWorker, RuntimeCache, Wakeup, createRunResolver, runtimeOptionsFrom, startStatusServer, transportHealthCheck, type HealthCheck, type StatusServer } from '@sqlenv/rollout';
 import { workerUsage } from './usage.ts';
 
 export const workerOptionSpecs: Record<string, FlagSpec> = {
