@@ -32,7 +32,8 @@ import { fileURLToPath } from 'node:url';
 import { type Policy, type PolicyEpisode, type TokenRecordingEpisode, type TurnTokens } from '@sqlenv/agents';
 import { RolloutRunSpecSchema, type SqlAction } from '@sqlenv/protocol';
 import { mixSeeds, mulberry32 } from '@sqlenv/shared';
-import { BullmqTransport, readRunMetrics, RolloutWorker, RunRecorder, runCoordinator, runTrainer, writeRunReport, writeRunSpec, type PolicyUpdater, type TrainingBatch, type UpdateStats } from '@sqlenv/rollout';
+import { BullmqTransport, RolloutWorker, runCoordinator, runTrainer, type PolicyUpdater, type TrainingBatch } from '@sqlenv/rollout';
+import { readRunMetrics, RunRecorder, writeRunReport, writeRunSpec, type UpdateStats } from '@sqlenv/runs';
 import { TOY_QUESTIONS, toyEnvironments } from '@sqlenv/rollout/testing';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');

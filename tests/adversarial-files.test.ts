@@ -21,7 +21,8 @@ import {
   writeSafetensorsFile,
   expectedTensorSpecs,
 } from '@sqlenv/model';
-import { reportCommand, sftCommand, type RunMetricsLine } from '@sqlenv/rollout';
+import { reportCommand, sftCommand } from '@sqlenv/cli';
+import type { RunMetricsLine } from '@sqlenv/runs';
 import { AppError } from '@sqlenv/shared';
 
 // Hostile or careless files that arrive with a model or a run (issue 23): checkpoints, adapters,

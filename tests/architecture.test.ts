@@ -21,10 +21,28 @@ const allowedPackageDeps: Record<string, readonly string[]> = {
   model: ['shared', 'onnx-graph'],
   grpo: ['shared', 'onnx-graph', 'model'],
   client: ['shared', 'protocol'],
-  rollout: ['shared', 'protocol', 'sql-env', 'agents', 'client', 'model', 'grpo', 'onnx-graph'],
+  /** The run directory: protocol- and agents-level types only, never the queue or the trainer. */
+  runs: ['shared', 'protocol', 'agents', 'model'],
+  rollout: ['shared', 'protocol', 'sql-env', 'agents', 'client', 'model', 'grpo', 'onnx-graph', 'runs'],
 };
-/** Apps that other apps may import: the CLI is the umbrella over the thin mains. */
-const importableApps = new Set(['env-server', 'coordinator', 'worker', 'trainer']);
+/**
+ * Apps that an app may import. apps/cli holds every argv handler and uses the env-server's server
+ * library for `sqlenv serve`; the coordinator, worker and trainer mains are thin entry points over
+ * the CLI's handlers. The env-server's own main reads environment variables only.
+ */
+const allowedAppImports: Record<string, readonly string[]> = {
+  cli: ['env-server'],
+  coordinator: ['cli'],
+  worker: ['cli'],
+  trainer: ['cli'],
+  'env-server': [],
+};
+/**
+ * Files under packages/*\/src that read process.argv: scripts `node` runs directly, not commands —
+ * two child processes, whose argument is the parent's message (a model path and options, the SQL
+ * limits), and the maintainer's script that regenerates cuda-kernels.json (docs/operations.md, "GPU").
+ */
+const scriptEntries = new Set(['packages/onnx-graph/src/runtime/placement-probe.mjs', 'packages/onnx-graph/src/kernel-coverage/extract-kernel-table.ts', 'packages/sql-env/src/sandbox/executor-child.ts']);
 /** External modules the ML packages must never import. */
 const forbiddenInMl = ['bullmq', 'ioredis', 'better-sqlite3', 'ws'];
 const mlPackages = ['onnx-graph', 'model', 'grpo'];
@@ -82,7 +100,7 @@ const workspaceDirs = workspaces.map((w) => ({ ...w, src: path.join(w.dir, 'src'
 describe('architecture: the import graph between workspaces', () => {
   it('finds the workspaces docs/architecture.md names', () => {
     const names = workspaces.filter((w) => w.kind === 'packages').map((w) => w.name);
-    for (const expected of ['shared', 'protocol', 'sql-env', 'agents', 'onnx-graph', 'model', 'rollout', 'client']) expect(names).toContain(expected);
+    for (const expected of ['shared', 'protocol', 'sql-env', 'agents', 'onnx-graph', 'model', 'runs', 'rollout', 'client']) expect(names).toContain(expected);
   });
 
   for (const ws of workspaceDirs) {
@@ -108,7 +126,7 @@ describe('architecture: the import graph between workspaces', () => {
               else if (!(allowedPackageDeps[ws.name] ?? []).includes(internal) && internal !== ws.name) {
                 problems.push(`${rel}: packages/${ws.name} may not import @sqlenv/${internal}`);
               }
-            } else if (target.kind === 'apps' && !(ws.name === 'cli' && importableApps.has(internal)) && internal !== ws.name) {
+            } else if (target.kind === 'apps' && !(allowedAppImports[ws.name] ?? []).includes(internal) && internal !== ws.name) {
               problems.push(`${rel}: apps/${ws.name} may not import the app @sqlenv/${internal}`);
             }
             if (internal !== ws.name && !ws.declared.has(`@sqlenv/${internal}`)) problems.push(`${rel}: @sqlenv/${internal} is not in package.json dependencies`);
@@ -124,8 +142,20 @@ describe('architecture: the import graph between workspaces', () => {
     });
   }
 
-  it('has no dependency cycle between packages', () => {
-    const graph = new Map(workspaces.filter((w) => w.kind === 'packages').map((w) => [w.name, [...w.declared].filter((d) => d.startsWith('@sqlenv/')).map((d) => d.slice(8))]));
+  it('packages export libraries only: no file under packages/*/src parses argv (node:util parseArgs) or reads process.argv', () => {
+    const parsing = workspaceDirs
+      .filter((w) => w.kind === 'packages')
+      .flatMap((w) => sourceFiles(w.src))
+      .filter((f) => !/\.test\.ts$|[/\\]testing[/\\]/.test(f) && !scriptEntries.has(path.relative(root, f)))
+      .filter((f) => {
+        const source = readFileSync(f, 'utf8');
+        return /\bprocess\.argv\b/.test(source) || (/['"]node:util['"]/.test(source) && /\bparseArgs\b/.test(source));
+      });
+    expect(parsing.map((f) => path.relative(root, f))).toEqual([]);
+  });
+
+  it('has no dependency cycle between workspaces', () => {
+    const graph = new Map(workspaces.map((w) => [w.name, [...w.declared].filter((d) => d.startsWith('@sqlenv/')).map((d) => d.slice(8))]));
     const state = new Map<string, 'visiting' | 'done'>();
     const cycles: string[] = [];
     const visit = (node: string, trail: string[]): void => {

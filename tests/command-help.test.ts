@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { coordinatorCommand, reportCommand, runsCommand, sftCommand, trainCommand, trainerCommand, workerCommand, type RolloutCommandIo } from '@sqlenv/rollout';
+import { coordinatorCommand, reportCommand, runsCommand, sftCommand, trainCommand, trainerCommand, workerCommand, type CommandIo } from '@sqlenv/cli';
 import { silentLogger } from '@sqlenv/shared';
 import { commands, main } from '@sqlenv/cli';
 import { captureIo } from '@sqlenv/shared/testing';
@@ -60,7 +60,7 @@ describe('the rollout commands themselves (the apps call them without sqlenv)', 
   ] as const)('%s --help prints its usage, exit 0, without connecting anywhere', async (name, command) => {
     const io = captureIo();
     // A Redis nobody listens on: help must not need one.
-    const rolloutIo: RolloutCommandIo = { stdout: io.stdout, stderr: io.stderr, env: { REDIS_URL: 'redis://127.0.0.1:1' } };
+    const rolloutIo: CommandIo = { stdout: io.stdout, stderr: io.stderr, env: { REDIS_URL: 'redis://127.0.0.1:1' } };
     expect(await command(['--help'], rolloutIo)).toBe(0);
     expect(io.text().out).toMatch(new RegExp(`^usage: sqlenv ${name}\\b`));
   });

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import Ajv from 'ajv';
 import yaml from 'js-yaml';
 import { describe, expect, it } from 'vitest';
-import { environmentVariables } from '@sqlenv/rollout';
+import { environmentVariables } from '@sqlenv/cli';
 
 /**
  * No Docker engine runs where this project is developed, so the compose files are checked the way

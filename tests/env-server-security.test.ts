@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Logger } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
-import { parseServeConfig, startServer, type RunningServer } from '@sqlenv/env-server';
+import { parseServeConfig } from '@sqlenv/cli';
+import { startServer, type RunningServer } from '@sqlenv/env-server';
 import { RawWs, startHarness, type Harness, type OracleEpisode, startTestServer, type TestServer } from '@sqlenv/env-server/testing';
 
 // What the server promises a machine it runs on: browsers on other sites cannot drive it (Host and

@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseModelConfig, modelFingerprint, writeRandomCheckpoint } from '@sqlenv/model';
 import { TINY_BYTE_MODEL_CONFIG } from '@sqlenv/model/testing';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
-import { createRunResolver, modelSpecFrom, policyUpdaterFor, RuntimeCache } from '@sqlenv/rollout';
+import { createRunResolver, policyUpdaterFor, RuntimeCache } from '@sqlenv/rollout';
+import { modelSpecFrom } from '@sqlenv/cli';
 import { main } from '@sqlenv/cli';
 import type { CommandIo } from '@sqlenv/cli';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { trainerCommand } from '@sqlenv/rollout';
+import { trainerCommand } from '@sqlenv/cli';
 import { freePort } from '@sqlenv/rollout/testing';
 
 /**

@@ -3,7 +3,8 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
-import { BullmqTransport, RolloutWorker, runCoordinator, runsCommand, runTrainer, StatsPolicyUpdater, type BullmqTransportConfigInput } from '@sqlenv/rollout';
+import { BullmqTransport, RolloutWorker, runCoordinator, runTrainer, StatsPolicyUpdater, type BullmqTransportConfigInput } from '@sqlenv/rollout';
+import { runsCommand } from '@sqlenv/cli';
 import { startPrivateRedis, type PrivateRedis, TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '@sqlenv/rollout/testing';
 
 /**

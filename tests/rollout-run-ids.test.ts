@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
-import { BullmqTransport, RunAdmin, runsCommand, trainerCommand, workerCommand, redisGlobLiteral } from '@sqlenv/rollout';
+import { BullmqTransport, RunAdmin, redisGlobLiteral } from '@sqlenv/rollout';
+import { runsCommand, trainerCommand, workerCommand } from '@sqlenv/cli';
 import { deleteKeysUnder, scanKeys } from '@sqlenv/rollout/testing';
 import { captureIo } from '@sqlenv/shared/testing';
 

@@ -6,7 +6,9 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
-import { BullmqTransport, readRunMetrics, RolloutWorker, runCoordinator, trainerCommand } from '@sqlenv/rollout';
+import { BullmqTransport, RolloutWorker, runCoordinator } from '@sqlenv/rollout';
+import { trainerCommand } from '@sqlenv/cli';
+import { readRunMetrics } from '@sqlenv/runs';
 import { TOY_QUESTIONS, ToyPolicy, toyEnvironments, deleteKeysUnder } from '@sqlenv/rollout/testing';
 
 /**

@@ -5,7 +5,8 @@ import { pathToFileURL } from 'node:url';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser } from 'playwright-core';
-import { readRunMetrics, readSavedEvals, reportCommand, SavedEvalSchema, trainCommand } from '@sqlenv/rollout';
+import { reportCommand, trainCommand } from '@sqlenv/cli';
+import { readRunMetrics, readSavedEvals, SavedEvalSchema } from '@sqlenv/runs';
 
 // A short real run (embedded `sqlenv train`, random policy, evaluations before and after), its
 // report.html opened from disk in headless Chromium: plots, the before/after table and the

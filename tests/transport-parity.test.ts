@@ -6,7 +6,9 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeAdapter, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
-import { readRunMetrics, trainCommand, type RunSummary } from '@sqlenv/rollout';
+import type { RunSummary } from '@sqlenv/rollout';
+import { trainCommand } from '@sqlenv/cli';
+import { readRunMetrics } from '@sqlenv/runs';
 import { logTail, startApp, stopAll, type AppProcess, deleteKeysUnder } from '@sqlenv/rollout/testing';
 
 /**

@@ -1,13 +1,21 @@
-import type { CommandIo } from './io.ts';
-import { evalCommand, evalUsage } from './commands/eval.ts';
-import { playCommand, playUsage } from './commands/play.ts';
-import { datasetsCommand, datasetsUsage } from './commands/datasets.ts';
-import type * as rollout from '@sqlenv/rollout';
-import { coordinatorUsage, reportUsage, runsUsage, sftUsage, trainerUsage, trainUsage, workerUsage } from '@sqlenv/rollout';
 import { withShutdownSignal } from '@sqlenv/shared';
-import { modelCommand, modelUsage } from './commands/model.ts';
-import { sftDataCommand, sftDataUsage } from './commands/sft-data.ts';
-import { learnUsage } from './commands/learn.ts';
+import type { CommandIo } from './io.ts';
+import {
+  coordinatorUsage,
+  datasetsUsage,
+  evalUsage,
+  learnUsage,
+  modelUsage,
+  playUsage,
+  reportUsage,
+  runsUsage,
+  serveUsage,
+  sftDataUsage,
+  sftUsage,
+  trainerUsage,
+  trainUsage,
+  workerUsage,
+} from './commands/usage.ts';
 
 export interface Command {
   summary: string;
@@ -19,44 +27,47 @@ export interface Command {
   run(argv: string[], io: CommandIo): Promise<number>;
 }
 
-/** Every sub-command of `sqlenv`. Command bodies are imported lazily: `sqlenv eval` never starts a server or loads ONNX Runtime. */
+/**
+ * Every sub-command of `sqlenv`, each handled by apps/cli/src/commands/<name>.ts. A command's module
+ * is imported when it runs: `sqlenv eval` never starts a server or loads ONNX Runtime, and
+ * `sqlenv report` never loads the queue.
+ */
 export const commands: Record<string, Command> = {
-  eval: { summary: 'evaluate a policy (oracle, random, or a model) on a dataset', usage: evalUsage, run: evalCommand },
-  play: { summary: 'play one episode in the terminal (or a scripted one)', usage: playUsage, run: playCommand },
-  datasets: { summary: 'validate a Spider-layout dataset directory', usage: datasetsUsage, subcommands: ['check', 'builtin'], run: datasetsCommand },
+  eval: { summary: 'evaluate a policy (oracle, random, or a model) on a dataset', usage: evalUsage, run: async (argv, io) => (await import('./commands/eval.ts')).evalCommand(argv, io) },
+  play: { summary: 'play one episode in the terminal (or a scripted one)', usage: playUsage, run: async (argv, io) => (await import('./commands/play.ts')).playCommand(argv, io) },
+  datasets: { summary: 'validate a Spider-layout dataset directory', usage: datasetsUsage, subcommands: ['check', 'builtin'], run: async (argv, io) => (await import('./commands/datasets.ts')).datasetsCommand(argv, io) },
   serve: {
     ownHelp: true,
     summary: 'run the OpenEnv-compatible server (WebSocket /ws, HTTP, /web, /docs)',
-    usage: 'sqlenv serve [--port 8000] [--host 127.0.0.1] [--dataset builtin|<dir>] [--api-key K] [--mode eval|train] [--allowed-hosts H,...] (sqlenv serve --help)',
-    run: async (argv, io) => {
-      const { serveCommand } = await import('@sqlenv/env-server');
-      return serveCommand(argv, { stdout: (text) => void io.stdout.write(text), stderr: (text) => void io.stderr.write(text) });
-    },
+    usage: serveUsage,
+    // The server logs at its own --log-level (LOG_LEVEL), not at the CLI's.
+    run: async (argv, { logger: _logger, ...io }) => (await import('./commands/serve.ts')).serveCommand(argv, io),
   },
-  model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, subcommands: ['init', 'tokenizer', 'logits', 'generate'], run: modelCommand },
-  'sft-data': { summary: "write the oracle's episodes as SFT data in the LLM agent's prompt and tool-call format", usage: sftDataUsage, run: sftDataCommand },
-  sft: rolloutCommand('supervised fine-tuning of a LoRA adapter on assistant tokens (writes a PEFT adapter directory)', sftUsage, (m) => m.sftCommand),
+  model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, subcommands: ['init', 'tokenizer', 'logits', 'generate'], run: async (argv, io) => (await import('./commands/model.ts')).modelCommand(argv, io) },
+  'sft-data': { summary: "write the oracle's episodes as SFT data in the LLM agent's prompt and tool-call format", usage: sftDataUsage, run: async (argv, io) => (await import('./commands/sft-data.ts')).sftDataCommand(argv, io) },
+  sft: stoppable('supervised fine-tuning of a LoRA adapter on assistant tokens (writes a PEFT adapter directory)', sftUsage, async () => (await import('./commands/sft.ts')).sftCommand),
   learn: {
     summary: 'the learning run npm start runs: SFT warm start, held-out eval, GRPO, eval again, report (one JSON line)',
     usage: learnUsage,
     run: async (argv, io) => (await import('./commands/learn.ts')).learnCommand(argv, io),
   },
-  train: rolloutCommand('embedded run: coordinator, workers and trainer in one process (no Redis)', trainUsage, (m) => m.trainCommand),
-  coordinator: rolloutCommand('distributed run: admit GRPO groups into Redis and report the run', coordinatorUsage, (m) => m.coordinatorCommand),
-  worker: rolloutCommand('distributed run: play episode jobs from Redis until SIGTERM', workerUsage, (m) => m.workerCommand),
-  trainer: rolloutCommand('distributed run: consume scored groups, update and publish the policy', trainerUsage, (m) => m.trainerCommand),
-  report: rolloutCommand('rebuild a run directory\'s report.html from metrics.jsonl and evals/', reportUsage, (m) => m.reportCommand),
-  runs: { ...rolloutCommand('distributed runs in Redis: list, show, delete, pin a checkpoint', runsUsage, (m) => m.runsCommand), subcommands: ['list', 'show', 'delete', 'checkpoint'] },
+  train: stoppable('embedded run: coordinator, workers and trainer in one process (no Redis)', trainUsage, async () => (await import('./commands/train.ts')).trainCommand),
+  coordinator: stoppable('distributed run: admit GRPO groups into Redis and report the run', coordinatorUsage, async () => (await import('./commands/coordinator.ts')).coordinatorCommand),
+  worker: stoppable('distributed run: play episode jobs from Redis until SIGTERM', workerUsage, async () => (await import('./commands/worker.ts')).workerCommand),
+  trainer: stoppable('distributed run: consume scored groups, update and publish the policy', trainerUsage, async () => (await import('./commands/trainer.ts')).trainerCommand),
+  report: stoppable("rebuild a run directory's report.html from metrics.jsonl and evals/", reportUsage, async () => (await import('./commands/report.ts')).reportCommand),
+  runs: { ...stoppable('distributed runs in Redis: list, show, delete, pin a checkpoint', runsUsage, async () => (await import('./commands/runs.ts')).runsCommand), subcommands: ['list', 'show', 'delete', 'checkpoint'] },
 };
 
+type Handler = (argv: readonly string[], io: CommandIo) => Promise<number>;
 
-/** A rollout app's command: loaded on use, with SIGTERM/SIGINT turned into its abort signal. */
-function rolloutCommand(summary: string, usage: string, pick: (module: typeof rollout) => typeof rollout.trainCommand): Command {
+/** A command that reports its own errors (the apps' entry points call it too), with SIGTERM/SIGINT turned into its abort signal. */
+function stoppable(summary: string, usage: string, load: () => Promise<Handler>): Command {
   return {
     summary,
     usage,
     run: async (argv, io) => {
-      const command = pick(await import('@sqlenv/rollout'));
+      const command = await load();
       return withShutdownSignal((signal) => command(argv, { ...io, env: io.env ?? process.env, signal }));
     },
   };

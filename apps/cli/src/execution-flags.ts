@@ -1,18 +1,20 @@
 import { z } from 'zod';
 import type { ModelExecution } from '@sqlenv/rollout';
 import type { Logger } from '@sqlenv/shared';
+import type { FlagSpec } from './flags.ts';
 
 /**
  * `--execution-provider cpu|cuda|webgpu`, `--device-id D`, `--threads N` of the commands that run a
  * model here (eval, play, model, learn); each falls back to its environment variable
- * (SQLENV_EXECUTION_PROVIDER, SQLENV_DEVICE_ID, SQLENV_THREADS). The values are checked, and the
- * defaults applied, by the rollout package's ExecutionOptionsSchema, loaded only when needed.
+ * (SQLENV_EXECUTION_PROVIDER, SQLENV_DEVICE_ID, SQLENV_THREADS) in parseFlags. The values are checked, and the
+ * defaults applied, by ExecutionOptionsSchema (commands/execution-options.ts, which loads ONNX
+ * Runtime's provider list: imported only when needed).
  */
 export const executionFlagOptions = {
-  'execution-provider': { type: 'string' },
-  'device-id': { type: 'string' },
-  threads: { type: 'string' },
-} as const;
+  'execution-provider': { type: 'string', env: 'SQLENV_EXECUTION_PROVIDER' },
+  'device-id': { type: 'string', env: 'SQLENV_DEVICE_ID' },
+  threads: { type: 'string', env: 'SQLENV_THREADS' },
+} satisfies Record<string, FlagSpec>;
 
 export const ExecutionFlags = z.object({
   'execution-provider': z.string().min(1).optional(),
@@ -31,10 +33,10 @@ export const executionUsage = '[--execution-provider cpu|cuda|webgpu] [--device-
 export async function startExecution(flags: ExecutionFlags, env: Record<string, string | undefined>, logger: Logger, runsModel: true): Promise<ModelExecution>;
 export async function startExecution(flags: ExecutionFlags, env: Record<string, string | undefined>, logger: Logger, runsModel: boolean): Promise<ModelExecution | undefined>;
 export async function startExecution(flags: ExecutionFlags, env: Record<string, string | undefined>, logger: Logger, runsModel: boolean): Promise<ModelExecution | undefined> {
-  const provider = flags['execution-provider'] ?? env['SQLENV_EXECUTION_PROVIDER'];
-  if (!runsModel && (provider === undefined || provider === '' || provider === 'cpu')) return undefined;
-  const rollout = await import('@sqlenv/rollout');
-  const execution = rollout.parseModelExecution({ executionProvider: flags['execution-provider'], deviceId: flags['device-id'], threads: flags.threads }, env);
-  if (execution.provider !== 'cpu') await rollout.checkExecutionProvider(execution, env, logger);
+  const provider = flags['execution-provider'];
+  if (!runsModel && (provider === undefined || provider === 'cpu')) return undefined;
+  const { checkExecutionProvider, parseModelExecution } = await import('./commands/execution-options.ts');
+  const execution = parseModelExecution({ executionProvider: flags['execution-provider'], deviceId: flags['device-id'], threads: flags.threads });
+  if (execution.provider !== 'cpu') await checkExecutionProvider(execution, env, logger);
   return execution;
 }

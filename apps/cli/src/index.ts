@@ -1,4 +1,16 @@
 export { main } from './main.ts';
 export { commands, type Command } from './commands.ts';
-export { writeSftData } from './commands/sft-data.ts';
 export type { CommandIo } from './io.ts';
+export { parseFlags, wantsHelp, type FlagSpec } from './flags.ts';
+export { writeSftData } from './commands/sft-data.ts';
+export { coordinatorCommand } from './commands/coordinator.ts';
+export { workerCommand } from './commands/worker.ts';
+export { trainerCommand } from './commands/trainer.ts';
+export { trainCommand, train, type TrainOptions } from './commands/train.ts';
+export { learn, type LearnOptions } from './commands/learn.ts';
+export { runsCommand } from './commands/runs.ts';
+export { reportCommand } from './commands/report.ts';
+export { sftCommand } from './commands/sft.ts';
+export { parseServeConfig, serveCommand } from './commands/serve.ts';
+export { environmentVariables } from './commands/environment-variables.ts';
+export { modelSpecFrom } from './commands/model-options.ts';

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseModelConfig, writeRandomCheckpoint } from '@sqlenv/model';
 import { TINY_BYTE_MODEL_CONFIG } from '@sqlenv/model/testing';
-import { readRunMetrics, readSavedEvals } from '@sqlenv/rollout';
+import { readRunMetrics, readSavedEvals } from '@sqlenv/runs';
 import { DEFAULT_LEARN_MODEL } from './commands/learn.ts';
 
 /**

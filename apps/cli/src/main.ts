@@ -1,8 +1,8 @@
-import { wantsHelp } from '@sqlenv/rollout';
 import { AppError, createRootLogger, ErrorCode, isAppError } from '@sqlenv/shared';
 import { ExitCode, UsageError } from './cli-error.ts';
 import type { CommandIo } from './io.ts';
 import { commands, usage } from './commands.ts';
+import { wantsHelp } from './flags.ts';
 
 /**
  * Entry point of the `sqlenv` command. Returns the exit code: 0 success,

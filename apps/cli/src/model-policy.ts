@@ -3,7 +3,7 @@ import { transcriptTurn, type EpisodeRecord, type TranscriptTurn, type TurnEvent
 import { TRAJECTORY_SCHEMA_VERSION, TrajectorySchema, type SamplingSettings, type Trajectory } from '@sqlenv/protocol';
 import type { ModelExecution, ModelResources } from '@sqlenv/rollout';
 import type { Logger } from '@sqlenv/shared';
-import { intFlag, positiveIntFlag } from './args.ts';
+import { intFlag, positiveIntFlag } from './flags.ts';
 import { UsageError } from './cli-error.ts';
 import { ExecutionFlags, executionFlagOptions } from './execution-flags.ts';
 
@@ -46,7 +46,8 @@ export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSiz
   if (flags.model === undefined) throw new UsageError('--policy model needs --model DIR (config.json + safetensors; tokenizer.json for Qwen vocabularies)');
   const rollout = await import('@sqlenv/rollout');
   const { modelFingerprint } = await import('@sqlenv/model');
-  const spec = rollout.modelSpecFrom(
+  const { modelSpecFrom } = await import('./commands/model-options.ts');
+  const spec = modelSpecFrom(
     {
       ...(flags.adapter === undefined ? {} : { adapter: flags.adapter }),
       ...(flags.prompt === undefined ? {} : { promptFile: flags.prompt }),

@@ -1,1 +1,1 @@
-export { coordinatorCommand } from '@sqlenv/rollout';
+export { coordinatorCommand } from '@sqlenv/cli';

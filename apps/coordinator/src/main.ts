@@ -1,4 +1,4 @@
-import { coordinatorCommand } from '@sqlenv/rollout';
+import { coordinatorCommand } from '@sqlenv/cli';
 import { withShutdownSignal } from '@sqlenv/shared';
 
 /**

@@ -6,15 +6,14 @@
  * LOG_LEVEL); see apps/env-server/README.md.
  */
 import { createRootLogger, toAppError, type Logger } from '@sqlenv/shared';
-import { parseServeConfig, serveUntilSignal } from './serve-command.ts';
+import { resolveServeConfig, serveUntilSignal } from './serve.ts';
 
 function flushed(logger: Logger): Promise<void> {
   return new Promise((resolve) => logger.flush(() => resolve()));
 }
 
 async function main(): Promise<number> {
-  const config = parseServeConfig([], process.env);
-  if (config === 'help') return 0;
+  const config = resolveServeConfig({}, process.env);
   const logger = createRootLogger('env-server', { level: config.logLevel });
   try {
     await serveUntilSignal(config, logger);

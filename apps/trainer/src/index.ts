@@ -1,1 +1,1 @@
-export { trainerCommand } from '@sqlenv/rollout';
+export { trainerCommand } from '@sqlenv/cli';

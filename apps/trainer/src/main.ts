@@ -1,4 +1,4 @@
-import { trainerCommand } from '@sqlenv/rollout';
+import { trainerCommand } from '@sqlenv/cli';
 import { withShutdownSignal } from '@sqlenv/shared';
 
 /**

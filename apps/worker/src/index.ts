@@ -1,1 +1,1 @@
-export { workerCommand } from '@sqlenv/rollout';
+export { workerCommand } from '@sqlenv/cli';

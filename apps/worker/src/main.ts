@@ -1,4 +1,4 @@
-import { workerCommand } from '@sqlenv/rollout';
+import { workerCommand } from '@sqlenv/cli';
 import { withShutdownSignal } from '@sqlenv/shared';
 
 /**

@@ -20,3 +20,4 @@ export { LoraLearner, type LearnerState, type LoraLearnerOptions, type UpdateRep
 export { decodeOptimizerState, decodeSftCheckpoint, encodeLearnerState, encodeSftCheckpoint, type EncodedLearnerState, type SftCheckpoint } from './checkpoint.ts';
 export { checkSftSample, parseSftLine, readSftExamples, renderSftMessages, type SftLine, type SftMessage } from './sft-examples.ts';
 export { runSft, sftBatchLines, type SftEvalReport, type SftRunOptions, type SftStepReport } from './sft-run.ts';
+export { runSftJob, type SftJobOptions, type SftSummary } from './sft-job.ts';

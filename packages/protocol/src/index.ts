@@ -29,3 +29,4 @@ export * from './episode-job.ts';
 export * from './trajectory.ts';
 export { fastSqlAction, fastResetOptions } from './fast-parse.ts';
 export * from './training-sequence.ts';
+export { BatchStatsSchema, type BatchStats } from './batch-stats.ts';

@@ -1,6 +1,5 @@
-import type { EpisodeJob, GroupJob, RolloutRunSpec } from '@sqlenv/protocol';
+import type { EpisodeJob, GroupJob, RolloutRunSpec, BatchStats } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
-import type { BatchStats } from './batch-stats.ts';
 import { episodeJobId, groupJobId, groupPosition } from './ids.ts';
 import type { RolloutMetrics } from './metrics.ts';
 import { episodeSeed, QuestionSchedule, type ScheduledQuestion } from './question-schedule.ts';

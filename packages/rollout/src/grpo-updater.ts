@@ -4,8 +4,8 @@ import type { ModelConfig } from '@sqlenv/model';
 import { trainingSequence, type RolloutRunSpec, type RunModelSpec } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import type { SessionConfig } from '@sqlenv/onnx-graph';
-import type { UpdateStats } from './run-dir/run-metrics.ts';
-import type { ModelExecution } from './commands/execution-provider.ts';
+import type { UpdateStats } from '@sqlenv/runs';
+import type { ModelExecution } from './resources/execution.ts';
 import { isStatsWeightsBlob, StatsPolicyUpdater, type PolicyUpdate, type PolicyUpdater, type TrainingBatch } from './trainer.ts';
 
 /** The part stored beside a version's adapter: the optimizer state (`<weights key>/optimizer`). */

@@ -1,112 +1,38 @@
-export type {
-  Transport,
-  GroupAdmission,
-  RunCounters,
-  FailedGroup,
-  QueueDepth,
-  EpisodeAttempt,
-  EpisodeProcessor,
-  EpisodeEvent,
-  EpisodeConsumerOptions,
-  GroupScorer,
-  GroupConsumerOptions,
-  Consumer,
-  TrainerCommit,
-  CommitResult,
-  WeightsRetention,
-} from './transport/transport.ts';
-export { weightsToPrune } from './transport/weights-retention.ts';
-export { checkBatchTrajectories } from './trainer-housekeeping.ts';
-export { createHealthCheck, type HealthCheck, type HealthReport, type HealthCheckOptions } from './health.ts';
+// What callers outside this package use (apps/cli's commands, tests, benchmarks); the rest stays internal.
+
+// The transports and their contract.
+export type { Transport, GroupAdmission, EpisodeEvent } from './transport/transport.ts';
 export { InProcessTransport } from './transport/in-process-transport.ts';
-export { BullmqTransport, BullmqTransportConfigSchema, type BullmqTransportConfig, type BullmqTransportConfigInput } from './transport/bullmq-transport.ts';
-export { type BlobStore, MemoryBlobStore, DirectoryBlobStore } from './store/blob-store.ts';
-export { RedisBlobStore, redisWriteError, type RedisBlobStoreOptions } from './store/redis-blob-store.ts';
-export { TrajectoryStore, trajectoryKey } from './store/trajectory-store.ts';
-export { groupAdvantages, GRPO_STD_EPS, type GroupAdvantages } from './advantages.ts';
-export { BatchStatsSchema, type BatchStats } from './batch-stats.ts';
-export { scoreGroup, batchStats } from './scoring.ts';
-export { groupJobId, episodeJobId, groupPosition, parseEpisodeJobId } from './ids.ts';
-export { QuestionSchedule, episodeSeed, type ScheduledQuestion } from './question-schedule.ts';
-export { playEpisode, type RolloutEnvironment, type EnvironmentSource, type PlayEpisodeDeps } from './play-episode.ts';
-export type { TurnTokens, TokenRecordingEpisode } from '@sqlenv/agents';
-export {
-  runCoordinator,
-  summarizeRun,
-  buildSummary,
-  buildGroup,
-  admissionCapacity,
-  occupiedGroups,
-  totalGroups,
-  type CoordinatorOptions,
-  type AdmissionEvent,
-  type RunSummary,
-} from './coordinator.ts';
-export { RolloutWorker, type RolloutWorkerOptions, type RunResources, type ResolveRun } from './rollout-worker.ts';
-export {
-  runTrainer,
-  waitForRun,
-  StatsPolicyUpdater,
-  isStatsWeightsBlob,
-  type PolicyUpdater,
-  type PolicyUpdate,
-  type TrainingBatch,
-  type TrainerOptions,
-  type TrainerResult,
-  type CommittedVersion,
-  type TrainerPhaseSeconds,
-} from './trainer.ts';
-export { UpdateStatsSchema, RunMetricsLineSchema, runMetricsLine, trajectoryMetrics, type UpdateStats, type RunMetricsLine, type RunMetricsInput } from './run-dir/run-metrics.ts';
-export { SavedEvalSchema, SavedEvalEpisodeSchema, EvalNameSchema, EVALS_DIR, savedEvalFromReport, writeSavedEval, checkSavedEvalTarget, savedEvalPath, readSavedEvals, successInterval, wilsonInterval, passAtKOf, pairedDifferenceOf, type SavedEval, type SavedEvalEpisode, type SavedEvalMeta } from './run-dir/saved-eval.ts';
-export { RunRecorder, saveAdapterVersion, readRunMetrics, RUN_METRICS_FILE, ADAPTERS_DIR, REPORT_FILE, type RunRecorderOptions } from './run-dir/run-directory.ts';
-export { renderRunReport, writeRunReport, writeRunSpec, pickEvalPair, RUN_SPEC_FILE, type RunReportInput } from './run-dir/run-report.ts';
-export { evaluateIntoRunDir, type RunEvaluationOptions } from './run-dir/run-evaluation.ts';
-export { GrpoPolicyUpdater, OPTIMIZER_PART, learnerConfigOf, policySamples, policyUpdaterFor, type ClosablePolicyUpdater } from './grpo-updater.ts';
-export { runSynchronous, type SynchronousRunOptions, type SynchronousRunResult } from './synchronous-run.ts';
-export { RolloutMetrics } from './metrics.ts';
+export { BullmqTransport, BullmqTransportConfigSchema, type BullmqTransportConfigInput } from './transport/bullmq-transport.ts';
+export { MemoryBlobStore, DirectoryBlobStore } from './store/blob-store.ts';
+export { RedisBlobStore } from './store/redis-blob-store.ts';
 export { RunAdmin, type RunListing, type RunDetails } from './transport/run-admin.ts';
-export { serveRuns, type TrainerLeases, type TrainerPoolOptions } from './trainer-pool.ts';
-export { startStatusServer, type StatusServer, type StatusServerOptions } from './status-server.ts';
-export { isPermanentFailure, failureReason } from './failure.ts';
-export {
-  coordinatorCommand,
-  coordinatorUsage,
-  workerCommand,
-  workerUsage,
-  trainerCommand,
-  trainerUsage,
-  trainCommand,
-  trainUsage,
-  runsCommand,
-  runsUsage,
-  reportCommand,
-  reportUsage,
-  sftCommand,
-  sftUsage,
-  runSftCommand,
-  SftOptionsSchema,
-  type SftOptions,
-  type SftSummary,
-  formatSummary,
-  createPolicy,
-  createRunResolver,
-  remoteEnvironments,
-  RuntimeCache,
-  scheduledQuestions,
-  POLICY_NAMES,
-  environmentVariables,
-  printUsage,
-  wantsHelp,
-  checkExecutionProvider,
-  ExecutionOptionsSchema,
-  executionOptionSpecs,
-  modelExecutionOf,
-  parseModelExecution,
-  type ExecutionOptions,
-  type ModelExecution,
-  type RolloutCommandIo,
-} from './commands/index.ts';
-export { createModelResources, type ModelResources, type ModelResourcesOptions } from './commands/model-resources.ts';
-export { modelSpecFrom, runModelSpec, ModelSpecOptionsSchema, type ModelSpecOptions } from './commands/model-options.ts';
-export { WeightsFollower, type ApplyWeights, type WeightsFollowerOptions } from './weights-follower.ts';
 export { redisGlobLiteral } from './transport/run-keys.ts';
+
+// The three loops, and the synchronous one they reproduce.
+export { runCoordinator, buildGroup, totalGroups, type AdmissionEvent, type RunSummary } from './coordinator.ts';
+export { RolloutWorker } from './rollout-worker.ts';
+export { runTrainer, waitForRun, StatsPolicyUpdater, type PolicyUpdater, type PolicyUpdate, type TrainingBatch } from './trainer.ts';
+export { serveRuns } from './trainer-pool.ts';
+export { runSynchronous } from './synchronous-run.ts';
+export { GrpoPolicyUpdater, OPTIMIZER_PART, policyUpdaterFor } from './grpo-updater.ts';
+export { WeightsFollower } from './weights-follower.ts';
+export { groupAdvantages } from './advantages.ts';
+export { scoreGroup, batchStats } from './scoring.ts';
+export { episodeJobId, parseEpisodeJobId } from './ids.ts';
+export { QuestionSchedule } from './question-schedule.ts';
+export { playEpisode } from './play-episode.ts';
+export type { TurnTokens, TokenRecordingEpisode } from '@sqlenv/agents';
+
+// A whole training run in one call, and what a process needs to play or train a run.
+export { runTraining, type TrainingRunOptions, type TrainingRunResult } from './training-run.ts';
+export { sparkline } from './training-progress.ts';
+export { createRunResolver, RuntimeCache, runtimeOptionsFrom, scheduledQuestions } from './resources/run-resources.ts';
+export { createModelResources, type ModelResources } from './resources/model-resources.ts';
+export type { ModelExecution } from './resources/execution.ts';
+
+// Operating a process: metrics, /status and /healthz, wake-ups.
+export { RolloutMetrics } from './metrics.ts';
+export { startStatusServer, type StatusServer } from './status-server.ts';
+export { transportHealthCheck, type HealthCheck } from './health.ts';
+export { Wakeup } from './wakeup.ts';

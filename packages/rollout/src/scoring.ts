@@ -1,7 +1,6 @@
-import type { EpisodeResult, GroupJob, RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
+import type { EpisodeResult, GroupJob, RolloutRunSpec, ScoredGroup, Trajectory, BatchStats } from '@sqlenv/protocol';
 import { AppError, ErrorCode, maxOf, minOf } from '@sqlenv/shared';
 import { groupAdvantages } from './advantages.ts';
-import type { BatchStats } from './batch-stats.ts';
 
 /** A finished group (all G results) → its advantages and summary, ready for the trainer. */
 export function scoreGroup(spec: RolloutRunSpec, group: GroupJob, results: readonly EpisodeResult[]): ScoredGroup {

@@ -1,5 +1,4 @@
-import type { EpisodeResult, RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
-import type { BatchStats } from './batch-stats.ts';
+import type { EpisodeResult, RolloutRunSpec, ScoredGroup, Trajectory, BatchStats } from '@sqlenv/protocol';
 import { buildGroup, totalGroups } from './coordinator.ts';
 import { failureReason, isPermanentFailure } from './failure.ts';
 import { playEpisode } from './play-episode.ts';

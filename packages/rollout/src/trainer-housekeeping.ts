@@ -2,7 +2,7 @@ import type { RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
 import { AppError, ErrorCode, type Logger } from '@sqlenv/shared';
 import { parseEpisodeJobId } from './ids.ts';
 import { episodeSlot } from './transport/run-keys.ts';
-import type { Transport, WeightsRetention } from './transport/transport.ts';
+import type { RunGarbageCollection, WeightsRetention } from './transport/transport.ts';
 
 /**
  * Check that a batch's trajectories are the ones its scored groups were scored from, and return
@@ -37,7 +37,7 @@ export function checkBatchTrajectories(spec: RolloutRunSpec, groups: readonly Sc
 }
 
 /** After each commit: delete the consumed groups' trajectories and the weights outside the retention. */
-export async function afterCommit(transport: Transport, runId: string, retention: WeightsRetention | undefined, logger: Logger): Promise<void> {
+export async function afterCommit(transport: RunGarbageCollection, runId: string, retention: WeightsRetention | undefined, logger: Logger): Promise<void> {
   const trajectories = await transport.drainTrash(runId);
   const weights = retention === undefined ? [] : await transport.pruneWeights(runId, retention);
   if (trajectories > 0 || weights.length > 0) logger.debug({ trajectories, weights }, 'trained data deleted');
@@ -48,7 +48,7 @@ export async function afterCommit(transport: Transport, runId: string, retention
  * weight blobs that no commit recorded (a trainer killed between writing its weights and committing).
  * Safe because one trainer serves a run at a time (the trainer lease).
  */
-export async function resumeHousekeeping(transport: Transport, runId: string, logger: Logger): Promise<void> {
+export async function resumeHousekeeping(transport: RunGarbageCollection, runId: string, logger: Logger): Promise<void> {
   const orphans = await transport.sweepUncommittedWeights(runId);
   const trajectories = await transport.drainTrash(runId);
   if (orphans.length > 0 || trajectories > 0) logger.info({ uncommittedWeights: orphans, trajectories }, 'left-overs of an earlier trainer deleted');

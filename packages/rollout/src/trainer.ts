@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import type { RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
+import type { RolloutRunSpec, ScoredGroup, Trajectory, BatchStats } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
-import type { BatchStats } from './batch-stats.ts';
 import type { RolloutMetrics } from './metrics.ts';
-import type { UpdateStats } from './run-dir/run-metrics.ts';
+import type { UpdateStats } from '@sqlenv/runs';
 import { batchStats, scoreGroup } from './scoring.ts';
 import { afterCommit, checkBatchTrajectories, resumeHousekeeping } from './trainer-housekeeping.ts';
 import type { Transport, WeightsRetention } from './transport/transport.ts';
@@ -54,8 +53,8 @@ export interface PolicyUpdate {
   parts?: Record<string, Buffer>;
 }
 
-/** Where the trainer's wall time between two commits went, in seconds. */
-export interface TrainerPhaseSeconds {
+/** Where the trainer's wall time between two commits went, in seconds (a type, so that it is a record of numbers for the run directory). */
+export type TrainerPhaseSeconds = {
   /** Waiting for scored groups (the learner idle for lack of rollouts). */
   rollout_wait: number;
   /** Reading the batch's trajectories. */
@@ -66,7 +65,7 @@ export interface TrainerPhaseSeconds {
   commit: number;
   /** Everything else: reading the buffer, dropping zero-variance groups, bookkeeping. */
   other: number;
-}
+};
 
 /** What the trainer hands its `onCommitted` hook after each committed version (the run directory). */
 export interface CommittedVersion {

@@ -1,6 +1,6 @@
 import type { RolloutNotice } from '@sqlenv/protocol';
 import { AppError, ErrorCode, toAppError, type Logger } from '@sqlenv/shared';
-import type { Transport } from './transport/transport.ts';
+import type { RunRegistry, Transport } from './transport/transport.ts';
 
 /** Applies a committed version's weights blob (null: the trainer published none yet). */
 export type ApplyWeights = (blob: Buffer | null, version: number) => Promise<void>;
@@ -21,7 +21,7 @@ export interface WeightsFollowerOptions {
  * inside one; each turn records the version that actually sampled it.
  */
 export class WeightsFollower {
-  readonly #transport: Transport;
+  readonly #transport: RunRegistry & Pick<Transport, 'blobs'>;
   readonly #runId: string;
   readonly #apply: ApplyWeights;
   readonly #logger: Logger;
@@ -31,7 +31,7 @@ export class WeightsFollower {
   #loading: Promise<void> = Promise.resolve();
   #closed = false;
 
-  constructor(transport: Transport, runId: string, apply: ApplyWeights, logger: Logger, options: WeightsFollowerOptions) {
+  constructor(transport: RunRegistry & Pick<Transport, 'blobs'>, runId: string, apply: ApplyWeights, logger: Logger, options: WeightsFollowerOptions) {
     this.#transport = transport;
     this.#runId = runId;
     this.#apply = apply;

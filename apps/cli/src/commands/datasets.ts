@@ -1,10 +1,8 @@
 import { z } from 'zod';
 import { checkDataset, generateBuiltinDataset, type DatasetCheckReport } from '@sqlenv/sql-env';
-import { parseFlags } from '../args.ts';
+import { parseFlags } from '../flags.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
-
-export const datasetsUsage = 'sqlenv datasets check <dir> [--json] | sqlenv datasets builtin --out DIR [--seed S] [--extra-train-per-instance N [--extra-train-only]] [--extra-dev-per-instance N] [--fresh-values]';
 
 const builtinFlags = z.object({
   out: z.string().min(1),
@@ -25,10 +23,10 @@ export async function datasetsCommand(argv: string[], io: CommandIo): Promise<nu
   const [sub, ...rest] = argv;
   if (sub === 'builtin') {
     const { flags } = parseFlags(
-      'datasets builtin',
       rest,
       { out: { type: 'string' }, seed: { type: 'string' }, 'extra-train-per-instance': { type: 'string' }, 'extra-train-only': { type: 'boolean' }, 'extra-dev-per-instance': { type: 'string' }, 'fresh-values': { type: 'boolean' } },
       builtinFlags,
+      { command: 'datasets builtin' },
     );
     const summary = await generateBuiltinDataset({
       outDir: flags.out,
@@ -44,9 +42,7 @@ export async function datasetsCommand(argv: string[], io: CommandIo): Promise<nu
     return 0;
   }
   if (sub !== 'check') throw new UsageError(`expected 'check' or 'builtin', got '${sub ?? ''}'`);
-  const { flags, positionals } = parseFlags('datasets check', rest, { json: { type: 'boolean' } }, z.object({ json: z.boolean().default(false) }), {
-    positionals: 1,
-  });
+  const { flags, positionals } = parseFlags(rest, { json: { type: 'boolean' } }, z.object({ json: z.boolean().default(false) }), { command: 'datasets check', positionals: 1 });
   const dir = positionals[0];
   if (dir === undefined) throw new UsageError('datasets check: missing <dir>');
   const report = await checkDataset(dir);

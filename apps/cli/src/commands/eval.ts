@@ -5,15 +5,15 @@ import type { ModelResources } from '@sqlenv/rollout';
 import { SplitName } from '@sqlenv/protocol';
 import type { Dataset } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
-import { maxOf, minOf, PhaseProgress, progressMode } from '@sqlenv/shared';
-import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../args.ts';
-import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
+import { maxOf, minOf, PhaseProgress, progressMode, silentLogger } from '@sqlenv/shared';
+import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
+import { DatasetFlags, datasetFlagOptions, openSqlRuntime } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 import { UsageError } from '../cli-error.ts';
 import { formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
 import { precisionSuccessRate } from '../precision-success-rate.ts';
-import { executionUsage, startExecution } from '../execution-flags.ts';
+import { startExecution } from '../execution-flags.ts';
 
 const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   policy: z.enum(['oracle', 'random', 'model']).default('oracle'),
@@ -38,16 +38,9 @@ const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   force: z.boolean().default(false),
 });
 
-export const evalUsage = `sqlenv eval [--policy oracle|random|model] [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev]
-            [--episodes N|all] [--seeds K] [--seed S] [--concurrency C] [--url ws://host:port] [--mode eval|train] [--json] [--verbose]
-            [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
-             [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl] ${executionUsage}]
-            [--save-eval RUN_DIR --eval-name NAME [--eval-version N] [--force]]`;
-
 /** `sqlenv eval`: play episodes with a baseline policy and print the report. */
 export async function evalCommand(argv: string[], io: CommandIo): Promise<number> {
   const { flags } = parseFlags(
-    'eval',
     argv,
     {
       policy: { type: 'string' },
@@ -71,16 +64,17 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       ...datasetFlagOptions,
     },
     EvalFlags,
+    { env: io.env ?? {} },
   );
   const save = saveEvalTarget(flags);
   if (save !== undefined) {
     // Before any episode is played: an existing evaluation of that name is kept unless --force.
-    const { checkSavedEvalTarget } = await import('@sqlenv/rollout');
+    const { checkSavedEvalTarget } = await import('@sqlenv/runs');
     checkSavedEvalTarget(save.runDir, save.name, { force: flags.force });
   }
-  const execution = await startExecution(flags, io.env ?? {}, io.logger, flags.policy === 'model');
+  const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, flags.policy === 'model');
   // Evaluation by default: the progress shaping scores queries against the gold rows, so a policy that saw it could probe answers.
-  const runtime = await openSqlRuntime({ dataset: flags.dataset, env: { rewardMode: flags.mode } }, skipMissingDbs(flags['skip-missing-dbs']), io);
+  const runtime = await openSqlRuntime({ dataset: flags.dataset, env: { rewardMode: flags.mode } }, flags['skip-missing-dbs'] === true, io);
   let model: ModelResources | undefined;
   const trajectories = flags.trajectories === undefined ? undefined : createWriteStream(flags.trajectories);
   try {
@@ -90,7 +84,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     const questionIds = Array.from({ length: flags.seeds }, () => drawn).flat();
     let policy: Policy;
     if (flags.policy === 'model') {
-      model = await startModelPolicy(flags, { maxBatchSize: flags.concurrency, logger: io.logger, execution });
+      model = await startModelPolicy(flags, { maxBatchSize: flags.concurrency, logger: io.logger ?? silentLogger, execution });
       policy = model.policy;
     } else {
       policy = createBaselinePolicy(flags.policy, dataset, flags.seed);
@@ -126,7 +120,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     });
     bar.finish();
     if (save !== undefined && transcripts !== undefined) {
-      const { savedEvalFromReport, writeSavedEval } = await import('@sqlenv/rollout');
+      const { savedEvalFromReport, writeSavedEval } = await import('@sqlenv/runs');
       const saved = savedEvalFromReport(report, transcripts, {
         name: save.name,
         version: save.version,

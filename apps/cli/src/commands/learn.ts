@@ -2,23 +2,21 @@ import { createWriteStream, existsSync, mkdirSync, writeFileSync } from 'node:fs
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { PhaseProgress } from '@sqlenv/shared';
-import { intFlag, parseFlags, positiveIntFlag } from '../args.ts';
-import { UsageError } from '../cli-error.ts';
-import type { CommandIo } from '../io.ts';
-import { DatasetFlags, datasetFlagOptions, skipMissingDbs } from '../dataset-flags.ts';
-import { writeSftData } from './sft-data.ts';
+import { PhaseProgress, silentLogger } from '@sqlenv/shared';
+import type { SftSummary } from '@sqlenv/grpo';
 import type { ModelExecution } from '@sqlenv/rollout';
-import { ExecutionFlags, executionFlagOptions, executionUsage, startExecution } from '../execution-flags.ts';
+import { LEARN_RESULT_FILE, pairedDifferenceOf, passAtKOf, readSavedEvals, REPORT_FILE, SFT_DATA_FILE, SFT_DIR, SFT_STEPS_FILE, sftOutputDir, successInterval } from '@sqlenv/runs';
+import { intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
+import { UsageError } from '../cli-error.ts';
+import { reportCommandError, type CommandIo } from '../io.ts';
+import { DatasetFlags, datasetFlagOptions } from '../dataset-flags.ts';
+import { writeSftData } from './sft-data.ts';
+import { SftOptionsSchema, sftJobOptions } from './sft.ts';
+import { train, trainCommandLine, TrainOptionsSchema, type TrainOptionsInput } from './train.ts';
+import { ExecutionFlags, executionFlagOptions, startExecution } from '../execution-flags.ts';
 
 /** The checkpoint `npm start` begins from: made by this project's `sqlenv sft --full` (models/README.md says how). */
 export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-tiny', import.meta.url));
-
-export const learnUsage = `sqlenv learn [--model DIR] [--dataset builtin|DIR [--skip-missing-dbs]] [--run-dir DIR] [--seed S]
-            [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
-            [--episodes N] [--group-size G] [--groups-per-batch B] [--temperature T] [--lr X] [--lora-rank R]
-            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]
-            ${executionUsage}`;
 
 const number = z.coerce.number();
 
@@ -53,7 +51,6 @@ const LearnFlags = DatasetFlags.extend({
   redis: z.string().min(1).optional(),
   'local-worker': z.enum(['true', 'false']).default('true'),
 }).extend(ExecutionFlags.shape);
-type LearnFlags = z.infer<typeof LearnFlags>;
 
 /** The last stdout line of `sqlenv learn` (and of `npm start`). */
 export interface LearnResult {
@@ -88,7 +85,6 @@ export interface LearnResult {
  */
 export async function learnCommand(argv: string[], io: CommandIo): Promise<number> {
   const { flags } = parseFlags(
-    'learn',
     argv,
     {
       model: { type: 'string' },
@@ -118,14 +114,27 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       ...executionFlagOptions,
     },
     LearnFlags,
+    { env: io.env ?? {} },
   );
+  return learn(flags, io);
+}
+
+export type LearnOptions = z.infer<typeof LearnFlags>;
+
+/**
+ * The learning run of `sqlenv learn`, composed of its phases: SFT warm start (runSftJob), then a
+ * training run with held-out evaluations before and after GRPO (train → runTraining), then the
+ * numbers of the two evaluations. Returns the exit code.
+ */
+export async function learn(flags: LearnOptions, io: CommandIo): Promise<number> {
+  const logger = io.logger ?? silentLogger;
   // Resolved once (flag, else SQLENV_SKIP_MISSING_DBS) and handed to every phase that loads the dataset.
-  const skipMissing = skipMissingDbs(flags['skip-missing-dbs']);
+  const skipMissing = flags['skip-missing-dbs'] === true;
   if (!existsSync(join(flags.model, 'config.json'))) {
     throw new UsageError(`--model ${flags.model}: no config.json there (the default checkpoint ships in the repository's models/ directory)`);
   }
   // Every phase (SFT, the evaluations, GRPO's engine and learner) runs its sessions with these settings.
-  const execution = await startExecution(flags, io.env ?? {}, io.logger, true);
+  const execution = await startExecution(flags, io.env ?? {}, logger, true);
   const started = performance.now();
   const runDir = resolve(flags['run-dir'] ?? join('runs', `learn-${new Date().toISOString().replace(/[:.]/g, '-')}`));
   mkdirSync(runDir, { recursive: true });
@@ -137,22 +146,22 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
   let policyModel = flags.model;
   let adapter: string | undefined;
   if (flags['sft-steps'] > 0) {
-    const data = join(runDir, 'sft', 'train.jsonl');
-    mkdirSync(join(runDir, 'sft'), { recursive: true });
+    const data = join(runDir, SFT_DIR, SFT_DATA_FILE);
+    mkdirSync(join(runDir, SFT_DIR), { recursive: true });
     const written = await writeSftData(
       { dataset: flags.dataset, 'skip-missing-dbs': skipMissing, split: 'train', model: flags.model, out: data, episodes: 'all', seed: flags.seed, format: 'messages', thinking: false },
       io,
     );
     say(`SFT data: ${written.lines} oracle episodes of the train split (${written.skipped.length} skipped), ${written.meanTokens.toFixed(0)} tokens each on average`);
     const lora = flags['sft-mode'] === 'lora';
-    const sftOut = join(runDir, 'sft', lora ? 'adapter' : 'model');
-    const rollout = await import('@sqlenv/rollout');
-    const steps = createWriteStream(join(runDir, 'sft', 'steps.jsonl'));
+    const sftOut = sftOutputDir(runDir, flags['sft-mode']);
+    const { runSftJob } = await import('@sqlenv/grpo');
+    const steps = createWriteStream(join(runDir, SFT_DIR, SFT_STEPS_FILE));
     const progress = new PhaseProgress('SFT', io.stderr, tty ? 'bar' : 'lines');
-    let summary: Awaited<ReturnType<typeof rollout.runSftCommand>>;
+    let summary: SftSummary;
     try {
-      summary = await rollout.runSftCommand(
-        rollout.SftOptionsSchema.parse({
+      summary = await runSftJob(
+        sftJobOptions(SftOptionsSchema.parse({
           model: flags.model,
           data,
           steps: flags['sft-steps'],
@@ -168,9 +177,9 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
           executionProvider: execution.provider,
           deviceId: execution.deviceId,
           threads: execution.intraOpThreads,
-        }),
+        })),
         { stdout: steps },
-        { logger: io.logger, onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
+        { logger, onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
       );
     } finally {
       await new Promise<void>((done) => steps.end(done));
@@ -181,26 +190,26 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     say(`SFT: ${summary.steps} steps, loss ${summary.firstLoss.toFixed(3)} → ${summary.lastLoss.toFixed(3)}; ${lora ? 'adapter' : 'model'} in ${sftOut}`);
   }
 
-  // Phases 2–4: evaluation before, GRPO, evaluation after (sqlenv train with held-out evaluations).
-  const rollout = await import('@sqlenv/rollout');
-  const trainArgs = [...grpoArgs(flags, policyModel, adapter, runDir, tty, execution), ...(skipMissing ? ['--skip-missing-dbs'] : [])];
-  say(`GRPO: sqlenv train ${trainArgs.join(' ')}`);
-  const code = await rollout.trainCommand(trainArgs, { stdout: io.stderr, stderr: io.stderr, env: {}, logger: io.logger });
-  const evals = rollout.readSavedEvals(runDir);
+  // Phases 2–4: evaluation before, GRPO, evaluation after (a training run with held-out evaluations).
+  const trainOptions = grpoOptions(flags, policyModel, adapter, runDir, tty, execution, skipMissing);
+  say(`GRPO: ${trainCommandLine(trainOptions)}`);
+  const trainIo = { stdout: io.stderr, stderr: io.stderr, env: {}, logger };
+  const code = await train(TrainOptionsSchema.parse(trainOptions), trainIo).catch((error: unknown) => reportCommandError(trainIo, 'train', error));
+  const evals = readSavedEvals(runDir);
   const before = evals.find((e) => e.name === 'before');
   const after = evals.find((e) => e.name === 'after');
   if (before === undefined || after === undefined) {
     say(`sqlenv learn: the run ended without both evaluations (sqlenv train exited ${code})`);
     return code === 0 ? 1 : code;
   }
-  const b = rollout.successInterval(before);
-  const a = rollout.successInterval(after);
-  const paired = rollout.pairedDifferenceOf(before, after);
+  const b = successInterval(before);
+  const a = successInterval(after);
+  const paired = pairedDifferenceOf(before, after);
   if (paired === null) {
     say('sqlenv learn: the two evaluations share no (question, seed) episode, so they cannot be compared');
     return code === 0 ? 1 : code;
   }
-  const passAtK = (saved: typeof before): Record<string, number | null> => Object.fromEntries(Object.entries(rollout.passAtKOf(saved)).map(([k, v]) => [k, v === null ? null : round(v)]));
+  const passAtK = (saved: typeof before): Record<string, number | null> => Object.fromEntries(Object.entries(passAtKOf(saved)).map(([k, v]) => [k, v === null ? null : round(v)]));
   const result: LearnResult = {
     success_before: round(b.rate),
     success_after: round(a.rate),
@@ -215,45 +224,46 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     pass_at_k_after: passAtK(after),
     episodes_per_eval: a.episodes,
     minutes: round((performance.now() - started) / 60_000, 2),
-    report: join(runDir, rollout.REPORT_FILE),
+    report: join(runDir, REPORT_FILE),
   };
-  writeFileSync(join(runDir, 'result.json'), `${JSON.stringify(result, null, 2)}\n`);
+  writeFileSync(join(runDir, LEARN_RESULT_FILE), `${JSON.stringify(result, null, 2)}\n`);
   io.stdout.write(`${JSON.stringify(result)}\n`);
   return code;
 }
 
-function grpoArgs(flags: LearnFlags, model: string, adapter: string | undefined, runDir: string, tty: boolean, execution: ModelExecution): string[] {
-  const args: Record<string, string | number> = {
+/** The GRPO phase as `sqlenv train` options (printed as its command line, so the phase can be run alone). */
+function grpoOptions(flags: LearnOptions, model: string, adapter: string | undefined, runDir: string, tty: boolean, execution: ModelExecution, skipMissing: boolean): TrainOptionsInput {
+  return {
     dataset: flags.dataset,
     policy: 'model',
-    model,
+    modelDir: model,
     ...(adapter === undefined ? {} : { adapter }),
     temperature: flags.temperature,
-    'max-new-tokens': flags['max-new-tokens'],
+    maxNewTokens: flags['max-new-tokens'],
     episodes: flags.episodes,
-    'group-size': flags['group-size'],
-    'groups-per-batch': flags['groups-per-batch'],
-    'max-staleness': 0,
+    group_size: flags['group-size'],
+    groups_per_batch: flags['groups-per-batch'],
+    max_staleness: 0,
     concurrency: flags.concurrency,
     seed: flags.seed,
-    lr: flags.lr,
-    'lora-rank': flags['lora-rank'],
-    'lora-alpha': 2 * flags['lora-rank'],
+    learningRate: flags.lr,
+    loraRank: flags['lora-rank'],
+    loraAlpha: 2 * flags['lora-rank'],
     ...(flags.advantage === undefined ? {} : { advantage: flags.advantage }),
-    ...(flags['negative-weight'] === undefined ? {} : { 'negative-weight': flags['negative-weight'] }),
+    ...(flags['negative-weight'] === undefined ? {} : { negative_advantage_weight: flags['negative-weight'] }),
     ...(flags.reward === undefined ? {} : { reward: flags.reward }),
-    'run-dir': runDir,
-    'eval-episodes': flags['eval-questions'],
-    'eval-seeds': flags['eval-seeds'],
-    'eval-temperature': flags.temperature,
-    'eval-seed': 1_000_000 + flags.seed,
+    runDir,
+    evalEpisodes: flags['eval-questions'],
+    evalSeeds: flags['eval-seeds'],
+    evalTemperature: flags.temperature,
+    evalSeed: 1_000_000 + flags.seed,
     progress: tty ? 'bar' : 'lines',
-    'execution-provider': execution.provider,
-    'device-id': execution.deviceId,
+    executionProvider: execution.provider,
+    deviceId: execution.deviceId,
     threads: execution.intraOpThreads,
-    ...(flags.redis === undefined ? {} : { redis: flags.redis, 'local-worker': flags['local-worker'] }),
+    ...(flags.redis === undefined ? {} : { redisUrl: flags.redis, localWorker: flags['local-worker'] }),
+    ...(skipMissing ? { skipMissingDbs: true } : {}),
   };
-  return Object.entries(args).flatMap(([k, v]) => [`--${k}`, String(v)]);
 }
 
 function round(x: number, digits = 4): number {

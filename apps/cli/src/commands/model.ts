@@ -1,13 +1,9 @@
 import { z } from 'zod';
-import { intFlag, parseFlags, positiveIntFlag } from '../args.ts';
+import { silentLogger } from '@sqlenv/shared';
+import { intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
 import { UsageError } from '../cli-error.ts';
 import type { CommandIo } from '../io.ts';
-import { ExecutionFlags, executionFlagOptions, executionUsage, startExecution } from '../execution-flags.ts';
-
-export const modelUsage = `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16] [--tokenizer DIR] [--force]
-            sqlenv model tokenizer --data F.jsonl --out DIR [--vocab-size N] [--split-words true|false|isolated] [--model DIR]
-            sqlenv model logits --model DIR --tokens 1,2,3 [--adapter DIR] [--json] ${executionUsage}
-            sqlenv model generate --model DIR --prompt "..." [--adapter DIR] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--raw] [--json] ${executionUsage}`;
+import { ExecutionFlags, executionFlagOptions, startExecution } from '../execution-flags.ts';
 
 const numberFlag = z.coerce.number().finite();
 
@@ -22,7 +18,6 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
   switch (sub) {
     case 'init': {
       const { flags } = parseFlags(
-        'model init',
         rest,
         { config: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' }, dtype: { type: 'string' }, tokenizer: { type: 'string' }, force: { type: 'boolean' } },
         z.object({
@@ -34,6 +29,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
           /** Replace a non-empty --out directory whole. */
           force: z.boolean().default(false),
         }),
+        { command: 'model init' },
       );
       const result = await model.modelInit({
         force: flags.force,
@@ -48,7 +44,6 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
     }
     case 'tokenizer': {
       const { flags } = parseFlags(
-        'model tokenizer',
         rest,
         { data: { type: 'string' }, out: { type: 'string' }, 'vocab-size': { type: 'string' }, 'split-words': { type: 'string' }, model: { type: 'string' } },
         z.object({
@@ -58,6 +53,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
           'split-words': z.enum(['true', 'false', 'isolated']).default('true'),
           model: z.string().min(1).optional(),
         }),
+        { command: 'model tokenizer' },
       );
       const decoder = flags.model === undefined ? undefined : await model.tokenizerFor(flags.model, model.readModelConfig(flags.model));
       const result = model.modelTokenizer({
@@ -72,25 +68,24 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
     }
     case 'logits': {
       const { flags } = parseFlags(
-        'model logits',
         rest,
         { model: { type: 'string' }, tokens: { type: 'string' }, adapter: { type: 'string' }, json: { type: 'boolean' }, ...executionFlagOptions },
         z.object({ model: z.string().min(1), tokens: z.string().min(1), adapter: z.string().min(1).optional(), json: z.boolean().default(false) }).extend(ExecutionFlags.shape),
+        { command: 'model logits', env: io.env ?? {} },
       );
-      const execution = await startExecution(flags, io.env ?? {}, io.logger, true);
+      const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, true);
       const result = await model.modelLogits({
         model: flags.model,
         tokens: flags.tokens,
         json: flags.json,
         ...(flags.adapter === undefined ? {} : { adapter: flags.adapter }),
-        session: { ...execution, logger: io.logger.child({ role: 'logits' }) },
+        session: { ...execution, logger: (io.logger ?? silentLogger).child({ role: 'logits' }) },
       });
       io.stdout.write(`${result.output}\n`);
       return 0;
     }
     case 'generate': {
       const { flags } = parseFlags(
-        'model generate',
         rest,
         {
           model: { type: 'string' },
@@ -117,8 +112,9 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
           raw: z.boolean().default(false),
           json: z.boolean().default(false),
         }).extend(ExecutionFlags.shape),
+        { command: 'model generate', env: io.env ?? {} },
       );
-      const execution = await startExecution(flags, io.env ?? {}, io.logger, true);
+      const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, true);
       const result = await model.modelGenerate({
         model: flags.model,
         prompt: flags.prompt,
@@ -129,7 +125,7 @@ export async function modelCommand(argv: string[], io: CommandIo): Promise<numbe
         topK: flags['top-k'],
         seed: flags.seed,
         raw: flags.raw,
-        session: { ...execution, logger: io.logger.child({ role: 'generate' }) },
+        session: { ...execution, logger: (io.logger ?? silentLogger).child({ role: 'generate' }) },
       });
       io.stdout.write(flags.json ? `${JSON.stringify(result)}\n` : `${result.text}\n`);
       return 0;

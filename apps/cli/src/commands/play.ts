@@ -2,15 +2,15 @@ import { createInterface } from 'node:readline/promises';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { SplitName, SqlActionSchema, actionTypes, type SqlAction, type StepResult } from '@sqlenv/protocol';
-import { formatZodIssues } from '@sqlenv/shared';
-import { intFlag, parseFlags } from '../args.ts';
-import { UsageError } from '../cli-error.ts';
-import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
-import type { CommandIo } from '../io.ts';
+import { formatZodIssues, silentLogger } from '@sqlenv/shared';
 import type { ModelExecution } from '@sqlenv/rollout';
-import { formatTurn, ModelFlags, modelFlagOptions, startModelPolicy } from '../model-policy.ts';
 import { runEpisode } from '@sqlenv/agents';
-import { executionUsage, startExecution } from '../execution-flags.ts';
+import { intFlag, parseFlags } from '../flags.ts';
+import { UsageError } from '../cli-error.ts';
+import { DatasetFlags, datasetFlagOptions, openSqlRuntime } from '../dataset-flags.ts';
+import type { CommandIo } from '../io.ts';
+import { formatTurn, ModelFlags, modelFlagOptions, startModelPolicy } from '../model-policy.ts';
+import { startExecution } from '../execution-flags.ts';
 
 const PlayFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   policy: z.enum(['human', 'model']).default('human'),
@@ -22,10 +22,6 @@ const PlayFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   json: z.boolean().default(false),
 });
 
-export const playUsage = `sqlenv play [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev] [--question-id Q] [--seed S]
-            [--actions FILE.jsonl --json]
-            sqlenv play --policy model --model DIR [--adapter DIR] [--temperature T] [--max-new-tokens N] ${executionUsage} ... [--json]`;
-
 /**
  * `sqlenv play`: one episode in the terminal. Interactively, each line is
  * `<TOOL> <argument>` (e.g. `DESCRIBE singer`); with `--actions FILE.jsonl`
@@ -34,7 +30,6 @@ export const playUsage = `sqlenv play [--dataset builtin|<dir> [--skip-missing-d
  */
 export async function playCommand(argv: string[], io: CommandIo): Promise<number> {
   const { flags } = parseFlags(
-    'play',
     argv,
     {
       dataset: { type: 'string' },
@@ -48,11 +43,12 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
       ...datasetFlagOptions,
     },
     PlayFlags,
+    { env: io.env ?? {} },
   );
-  const execution = await startExecution(flags, io.env ?? {}, io.logger, flags.policy === 'model');
+  const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, flags.policy === 'model');
   if (flags.policy === 'model') return playModel(flags, io, execution);
   const scripted = flags.actions === undefined ? undefined : await readActionsFile(flags.actions);
-  const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
+  const runtime = await openSqlRuntime({ dataset: flags.dataset }, flags['skip-missing-dbs'] === true, io);
   const env = runtime.createEnvironment();
   try {
     const resetOptions = {
@@ -74,7 +70,7 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
       }
       return 0;
     }
-    const rl = createInterface({ input: io.stdin, output: io.stderr, terminal: io.stderr.isTTY === true });
+    const rl = createInterface({ input: io.stdin ?? process.stdin, output: io.stderr, terminal: io.stderr.isTTY === true });
     try {
       while (!result.done) {
         const line = (await rl.question('action> ').catch(() => null))?.trim();
@@ -100,9 +96,9 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
 
 /** The model plays one episode; each turn is printed as it happens (what it wrote, the action, the observation, the reward). */
 async function playModel(flags: z.infer<typeof PlayFlags>, io: CommandIo, execution: ModelExecution | undefined): Promise<number> {
-  const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
+  const runtime = await openSqlRuntime({ dataset: flags.dataset }, flags['skip-missing-dbs'] === true, io);
   const env = runtime.createEnvironment();
-  const model = await startModelPolicy(flags, { maxBatchSize: 1, logger: io.logger, execution }).catch(async (error: unknown) => {
+  const model = await startModelPolicy(flags, { maxBatchSize: 1, logger: io.logger ?? silentLogger, execution }).catch(async (error: unknown) => {
     await runtime.close();
     throw error;
   });

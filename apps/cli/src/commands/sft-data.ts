@@ -2,8 +2,8 @@ import { createWriteStream } from 'node:fs';
 import { z } from 'zod';
 import { LlmPolicy, loadAgentPrompt, OraclePolicy, PolicyCompletionSource, runEpisode, type LlmEpisode } from '@sqlenv/agents';
 import { RunModelSpecSchema, sequenceFromTurns, SplitName } from '@sqlenv/protocol';
-import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../args.ts';
-import { DatasetFlags, datasetFlagOptions, openSqlRuntime, skipMissingDbs } from '../dataset-flags.ts';
+import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
+import { DatasetFlags, datasetFlagOptions, openSqlRuntime } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 
@@ -20,9 +20,6 @@ const SftDataFlags = DatasetFlags.extend({
   'context-tokens': positiveIntFlag.optional(),
 });
 export type SftDataFlags = z.infer<typeof SftDataFlags>;
-
-export const sftDataUsage = `sqlenv sft-data --model DIR --out F.jsonl [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev] [--episodes N|all]
-            [--format ids|messages] [--prompt FILE] [--thinking] [--context-tokens N] [--seed S]`;
 
 export interface SftDataSummary {
   lines: number;
@@ -43,7 +40,6 @@ export interface SftDataSummary {
  */
 export async function sftDataCommand(argv: string[], io: CommandIo): Promise<number> {
   const { flags } = parseFlags(
-    'sft-data',
     argv,
     {
       dataset: { type: 'string' },
@@ -59,6 +55,7 @@ export async function sftDataCommand(argv: string[], io: CommandIo): Promise<num
       ...datasetFlagOptions,
     },
     SftDataFlags,
+    { env: io.env ?? {} },
   );
   const summary = await writeSftData(flags, io);
   io.stdout.write(
@@ -73,7 +70,7 @@ export async function writeSftData(flags: SftDataFlags, io: Pick<CommandIo, 'log
   const config = model.readModelConfig(flags.model);
   const chat = await model.loadChatFormat(flags.model, { thinking: flags.thinking, config });
   const prompt = loadAgentPrompt(flags.prompt);
-  const runtime = await openSqlRuntime({ dataset: flags.dataset }, skipMissingDbs(flags['skip-missing-dbs']), io);
+  const runtime = await openSqlRuntime({ dataset: flags.dataset }, flags['skip-missing-dbs'] === true, io);
   const out = createWriteStream(flags.out);
   const summary: SftDataSummary = { lines: 0, skipped: [], meanTokens: 0, maxTokens: 0 };
   try {

@@ -1,23 +1,8 @@
 import { FlowProducer, Queue, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
-import {
-  EpisodeJobSchema,
-  EpisodeResultSchema,
-  GroupJobSchema,
-  RolloutNoticeSchema,
-  RolloutRunSpecSchema,
-  RunIdSchema,
-  ScoredGroupSchema,
-  type EpisodeJob,
-  type EpisodeResult,
-  type RolloutNotice,
-  type RolloutRunSpec,
-  type ScoredGroup,
-  type Trajectory,
-} from '@sqlenv/protocol';
+import { EpisodeJobSchema, EpisodeResultSchema, GroupJobSchema, RolloutNoticeSchema, RolloutRunSpecSchema, RunIdSchema, ScoredGroupSchema, type EpisodeJob, type EpisodeResult, type RolloutNotice, type RolloutRunSpec, type ScoredGroup, type Trajectory, BatchStatsSchema, type BatchStats } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues, silentLogger, toAppError, type Logger, maxOf } from '@sqlenv/shared';
-import { BatchStatsSchema, type BatchStats } from '../batch-stats.ts';
 import { failureReason, isPermanentFailure } from '../failure.ts';
 import { DirectoryBlobStore, type BlobStore } from '../store/blob-store.ts';
 import { RedisBlobStore, redisWriteError } from '../store/redis-blob-store.ts';

@@ -1,16 +1,6 @@
 import { EventEmitter } from 'node:events';
-import {
-  EpisodeJobSchema,
-  type EpisodeJob,
-  type EpisodeResult,
-  type GroupJob,
-  type RolloutNotice,
-  type RolloutRunSpec,
-  type ScoredGroup,
-  type Trajectory,
-} from '@sqlenv/protocol';
+import { EpisodeJobSchema, type EpisodeJob, type EpisodeResult, type GroupJob, type RolloutNotice, type RolloutRunSpec, type ScoredGroup, type Trajectory, type BatchStats } from '@sqlenv/protocol';
 import { AppError, ErrorCode, formatZodIssues, appendAll } from '@sqlenv/shared';
-import type { BatchStats } from '../batch-stats.ts';
 import { failureReason, isPermanentFailure, retryDelayMs } from '../failure.ts';
 import { MemoryBlobStore } from '../store/blob-store.ts';
 import { encodeTrajectory, trajectoryKey, TrajectoryStore } from '../store/trajectory-store.ts';

@@ -1,5 +1,4 @@
-import type { EpisodeJob, EpisodeResult, GroupJob, RolloutNotice, RolloutRunSpec, ScoredGroup, Trajectory } from '@sqlenv/protocol';
-import type { BatchStats } from '../batch-stats.ts';
+import type { EpisodeJob, EpisodeResult, GroupJob, RolloutNotice, RolloutRunSpec, ScoredGroup, Trajectory, BatchStats } from '@sqlenv/protocol';
 import type { BlobStore } from '../store/blob-store.ts';
 import type { TrajectoryStore } from '../store/trajectory-store.ts';
 
@@ -130,18 +129,21 @@ export interface CommitResult {
   duplicateEpisodes: number;
 }
 
-export interface Transport {
-  readonly kind: 'bullmq' | 'in-process';
-  /** Weights blobs and (through `trajectories`) trajectories. */
-  readonly blobs: BlobStore;
-  readonly trajectories: TrajectoryStore;
-
+/** The runs: specs, counters, notices. Every loop reads it; the coordinator and the trainer write it. */
+export interface RunRegistry {
   /** Store the spec (first writer wins) and list the run as active; returns the stored spec. */
   registerRun(spec: RolloutRunSpec): Promise<RolloutRunSpec>;
   getRun(runId: string): Promise<RolloutRunSpec | undefined>;
   /** Runs registered and not done. */
   activeRuns(): Promise<string[]>;
+  counters(runId: string): Promise<RunCounters>;
+  markDone(runId: string): Promise<void>;
+  /** Trainer notices (new version, consumed groups, run done). Returns an unsubscribe function. */
+  subscribe(runId: string, listener: (notice: RolloutNotice) => void): Promise<() => Promise<void>>;
+}
 
+/** The coordinator's side of the queue: admitting groups and watching them. */
+export interface GroupAdmissions {
   /**
    * Create groups (each with its G episode jobs), in seq order, and move the admitted count past the
    * last one. A group already there (same id: a restarted coordinator) is left as it is. Several
@@ -149,11 +151,12 @@ export interface Transport {
    */
   admitGroups(spec: RolloutRunSpec, admissions: readonly GroupAdmission[]): Promise<void>;
   closeAdmission(runId: string, totalGroups: number): Promise<void>;
-  markDone(runId: string): Promise<void>;
-  counters(runId: string): Promise<RunCounters>;
   failedGroups(runId: string): Promise<FailedGroup[]>;
   queueDepth(runId: string): Promise<QueueDepth>;
+}
 
+/** The workers' side of the queue: taking episode jobs and storing their trajectories. */
+export interface EpisodeQueue {
   consumeEpisodes(runId: string, processor: EpisodeProcessor, options: EpisodeConsumerOptions): Consumer;
   /**
    * Store one attempt's trajectory under `trajectoryKey(run, episode, fence)` and mark the episode
@@ -162,13 +165,20 @@ export interface Transport {
    * group was consumed already (a late attempt), CAPACITY when Redis is full.
    */
   storeTrajectory(trajectory: Trajectory, job: EpisodeJob, fence: string): Promise<string>;
+}
 
+/** The trainer's side: scoring finished groups, reading the scored buffer, committing a version. */
+export interface ScoredBuffer {
   consumeGroups(runId: string, scorer: GroupScorer, options?: GroupConsumerOptions): Consumer;
   /** Scored, unconsumed groups, lowest seq first. */
   pendingScored(runId: string, limit: number): Promise<ScoredGroup[]>;
   commit(runId: string, commit: TrainerCommit): Promise<CommitResult>;
   /** The most recent trained batches (the transport keeps a bounded number). */
   trainedBatches(runId: string): Promise<BatchStats[]>;
+}
+
+/** What the trainer deletes after a commit (trainer-housekeeping.ts). */
+export interface RunGarbageCollection {
   /** Delete the trajectories of consumed groups (every stored attempt); returns how many. */
   drainTrash(runId: string): Promise<number>;
   /**
@@ -179,8 +189,17 @@ export interface Transport {
   pruneWeights(runId: string, retention: WeightsRetention): Promise<string[]>;
   /** Delete weight blobs no commit recorded (a trainer died between writing and committing); returns their keys. */
   sweepUncommittedWeights(runId: string): Promise<string[]>;
+}
 
-  /** Trainer notices (new version, consumed groups, run done). Returns an unsubscribe function. */
-  subscribe(runId: string, listener: (notice: RolloutNotice) => void): Promise<() => Promise<void>>;
+/**
+ * Everything the coordinator, the workers and the trainer share, written once against this:
+ * BullmqTransport (Redis, many processes) and InProcessTransport (one process) implement it whole,
+ * and tests/rollout-contract.test.ts runs the same contract against both.
+ */
+export interface Transport extends RunRegistry, GroupAdmissions, EpisodeQueue, ScoredBuffer, RunGarbageCollection {
+  readonly kind: 'bullmq' | 'in-process';
+  /** Weights blobs and (through `trajectories`) trajectories. */
+  readonly blobs: BlobStore;
+  readonly trajectories: TrajectoryStore;
   close(): Promise<void>;
 }

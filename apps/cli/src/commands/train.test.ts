@@ -1,0 +1,16 @@
+import { describe, expect, it } from 'vitest';
+import { runProblems } from './train.ts';
+
+describe('sqlenv train fails loudly', () => {
+  const ev = (name: string, formatErrorRate: number) => ({ name, episodes_count: 10, format_error_rate: formatErrorRate });
+
+  it('on NaN or infinite learner numbers', () => {
+    expect(runProblems([3, 4], [])).toEqual(['the learner reported NaN or infinite numbers at version(s) 3, 4']);
+  });
+
+  it('when the policy collapses to format errors only, not when it never wrote a valid call', () => {
+    expect(runProblems([], [ev('before', 0.2), ev('after', 1)])).toEqual(['the policy collapsed: format errors went from 20.0 % to 100 % of the steps']);
+    expect(runProblems([], [ev('before', 1), ev('after', 1)])).toEqual([]);
+    expect(runProblems([], [ev('before', 0.2), ev('after', 0.1)])).toEqual([]);
+  });
+});

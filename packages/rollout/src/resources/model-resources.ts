@@ -1,0 +1,123 @@
+import { EngineCompletionSource, LlmPolicy, loadAgentPrompt, parseAgentPrompt } from '@sqlenv/agents';
+import type { InferenceEngine, InferenceEngineOptions, LoraConfig } from '@sqlenv/model';
+import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
+import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import { isStatsWeightsBlob } from '../trainer.ts';
+import type { ModelExecution } from './execution.ts';
+
+/** The model policy of a run in one process: one InferenceEngine shared by every episode. */
+export interface ModelResources {
+  policy: LlmPolicy;
+  engine: InferenceEngine;
+  sampling: SamplingSettings;
+  /** Tokens an episode may use in all (the spec's context_tokens, capped by the model's). */
+  contextTokens: number;
+  /**
+   * Apply the committed weights of a policy version: an adapter blob (safetensors, as
+   * `encodeAdapter` writes it) replaces the LoRA tensors; a statistics-only blob
+   * (StatsPolicyUpdater) or null moves the version and keeps the tensors.
+   */
+  applyWeights(blob: Buffer | null, version: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface ModelResourcesOptions {
+  /** Most turns batched into one generation run (the worker's concurrency). */
+  maxBatchSize: number;
+  /**
+   * Prompt widths are padded to a multiple of this (InferenceEngine `lengthBucketTokens`).
+   * Agent contexts are long (the system turn alone is ~300 Qwen / ~1,200 byte tokens) and
+   * every new (batch, width) shape costs ONNX Runtime a slow first run, so the buckets are
+   * coarse; padding a row by up to 127 tokens costs far less. Default 128.
+   */
+  lengthBucketTokens?: number;
+  /** Per-turn engine settings (InferenceEngine `reuseKv`, `chunkSteps`, `kvCacheBytes`); default: the engine's. */
+  turnScheduling?: Pick<InferenceEngineOptions, 'reuseKv' | 'chunkSteps' | 'kvCacheBytes'>;
+  /**
+   * `null`: build the graphs without LoRA inputs (plain evaluation of the base model, no
+   * adapter work per token); weights blobs can then not be applied. Default: the spec's LoRA.
+   */
+  lora?: null;
+  /** Provider and threads of the engine's session (`--execution-provider`, `--threads`); default: the engine's (CPU, one thread). */
+  execution?: ModelExecution;
+  logger?: Logger;
+}
+
+/**
+ * Start the model policy a run spec describes, on this process's model
+ * directory. Refuses a directory whose fingerprint differs from the spec's
+ * (another model, tokenizer or checkpoint), and an adapter whose shape is not
+ * the spec's LoRA. ONNX Runtime is loaded here, only for model runs.
+ */
+export async function createModelResources(spec: RunModelSpec, modelDir: string, options: ModelResourcesOptions): Promise<ModelResources> {
+  const model = await import('@sqlenv/model');
+  const logger = (options.logger ?? silentLogger).child({ component: 'model-policy' });
+  const fingerprint = model.modelFingerprint(modelDir);
+  if (fingerprint !== spec.fingerprint) {
+    throw new AppError(ErrorCode.VALIDATION, `--model ${modelDir} is not the run's model: fingerprint ${fingerprint.slice(0, 19)}… differs from the spec's ${spec.fingerprint.slice(0, 19)}…`);
+  }
+  const config = model.readModelConfig(modelDir);
+  const lora = options.lora === null ? null : model.parseLoraConfig(spec.lora);
+  if (lora === null && spec.adapter !== null) throw new AppError(ErrorCode.VALIDATION, 'an adapter needs the LoRA inputs (lora: null was asked for)');
+  const chat = await model.loadChatFormat(modelDir, { thinking: spec.thinking, config });
+  const prompt = spec.prompt === null ? loadAgentPrompt() : parseAgentPrompt(spec.prompt, 'the run spec prompt');
+  const contextTokens = Math.min(spec.context_tokens ?? config.maxPositionEmbeddings, config.maxPositionEmbeddings);
+  const engine = await model.InferenceEngine.start(
+    {
+      modelDir,
+      ...(lora === null ? {} : { lora }),
+      maxBatchSize: Math.max(1, options.maxBatchSize),
+      lengthBucketTokens: options.lengthBucketTokens ?? 128,
+      ...options.turnScheduling,
+      topK: spec.sampling.top_k,
+      stopIds: [...new Set([...chat.stopIds, ...config.eosTokenIds])],
+      ...options.execution,
+    },
+    logger.child({ role: 'engine' }),
+  );
+  const decode = (bytes: Uint8Array, label: string): Map<string, Float32Array> => {
+    if (lora === null) throw new AppError(ErrorCode.VALIDATION, `${label}: this policy was started without LoRA inputs`);
+    const adapter = model.decodeAdapter(config, bytes, { label });
+    checkSameLora(adapter.lora, lora, label);
+    return adapter.weights;
+  };
+  try {
+    if (spec.adapter !== null && lora !== null) {
+      const adapter = model.loadAdapterDir(spec.adapter, config);
+      checkSameLora(adapter.lora, lora, spec.adapter);
+      await engine.setLora(adapter.weights, 0);
+    }
+  } catch (error) {
+    await engine.close();
+    throw error;
+  }
+  const sampling: SamplingSettings = { ...spec.sampling };
+  const policy = new LlmPolicy({
+    chat,
+    prompt,
+    source: new EngineCompletionSource(engine, { temperature: sampling.temperature, topP: sampling.top_p, topK: sampling.top_k }),
+    maxNewTokens: spec.max_new_tokens,
+    contextTokens,
+  });
+  logger.info({ modelDir, architecture: config.architecture, contextTokens, systemTokens: policy.systemIds.length, lora }, 'model policy ready');
+  return {
+    policy,
+    engine,
+    sampling,
+    contextTokens,
+    applyWeights: async (blob, version) => {
+      const weights = blob === null || isStatsWeightsBlob(blob) ? null : decode(blob, `weights of version ${version}`);
+      await engine.setLora(weights, version);
+      logger.info({ version, adapter: weights !== null }, 'policy version loaded');
+    },
+    close: () => engine.close(),
+  };
+}
+
+function checkSameLora(found: LoraConfig, expected: LoraConfig, label: string): void {
+  const same = found.rank === expected.rank && found.alpha === expected.alpha && found.targets.length === expected.targets.length && found.targets.every((t) => expected.targets.includes(t));
+  if (!same) {
+    throw new AppError(ErrorCode.MODEL, `${label}: LoRA r=${found.rank} alpha=${found.alpha} on ${found.targets.join(',')} is not the run's r=${expected.rank} alpha=${expected.alpha} on ${expected.targets.join(',')}`);
+  }
+}
+

@@ -1,0 +1,230 @@
+import { Writable } from 'node:stream';
+import { drawQuestionIds } from '@sqlenv/agents';
+import type { BatchStats, RolloutRunSpec } from '@sqlenv/protocol';
+import { evaluateIntoRunDir, RunRecorder, writeRunReport, writeRunSpec, type SavedEval } from '@sqlenv/runs';
+import { AppError, ErrorCode, PhaseProgress, type Logger, type ProgressMode } from '@sqlenv/shared';
+import type { SqlEnvRuntime } from '@sqlenv/sql-env';
+import { runCoordinator, type RunSummary } from './coordinator.ts';
+import { policyUpdaterFor, type ClosablePolicyUpdater } from './grpo-updater.ts';
+import { RolloutMetrics } from './metrics.ts';
+import type { ModelExecution } from './resources/execution.ts';
+import { createRunResolver, RuntimeCache, scheduledQuestions, type RuntimeOptions } from './resources/run-resources.ts';
+import { RolloutWorker, type ResolveRun } from './rollout-worker.ts';
+import { startStatusServer, type StatusServer } from './status-server.ts';
+import { runTrainer } from './trainer.ts';
+import { renderProgress } from './training-progress.ts';
+import { BullmqTransport, type BullmqTransportConfigInput } from './transport/bullmq-transport.ts';
+import { InProcessTransport } from './transport/in-process-transport.ts';
+import type { Transport } from './transport/transport.ts';
+
+/**
+ * A whole training run in one process, as `sqlenv train` (and `sqlenv learn`) run it: the
+ * coordinator, a worker and the trainer on one transport (in-process, or Redis so that workers
+ * elsewhere help), the run directory written as it goes, and a held-out evaluation before and after.
+ * Read top-down: open the resources, evaluate 'before', train, evaluate 'after', write the report.
+ */
+
+/** The held-out evaluation: the same questions and seeds before training and after it. */
+export interface HeldOutSettings {
+  /** Questions drawn from the split (or all of them). */
+  episodes: number | 'all';
+  split: 'train' | 'dev';
+  /** Episode i resets (and samples) with seed + i, the same before and after. */
+  seed: number;
+  /** Plays of every question, each with its own seed. */
+  seeds: number;
+  /** Sampling temperature of the evaluation (0: greedy). */
+  temperature: number;
+}
+
+export interface TrainingRunOptions {
+  /** The run directory (metrics.jsonl, evals/, adapters/, report.html). */
+  runDir: string;
+  /** Save the adapter of every N-th version too (0 = only the final one). */
+  saveEvery: number;
+  /** Committed weights kept: the newest K versions. */
+  keepWeights: number;
+  /** Episodes in flight at once, in the local worker and in each held-out evaluation. */
+  concurrency: number;
+  /** Redis instead of the in-process transport: workers anywhere (`sqlenv worker --redis URL`) may play the run's episodes. */
+  redis?: BullmqTransportConfigInput;
+  /** Play episodes in this process too (false needs `redis`: workers elsewhere play them all). */
+  localWorker: boolean;
+  /** None: no held-out evaluation. */
+  heldOut?: HeldOutSettings;
+  /** Serve /metrics and /status on this port (127.0.0.1) while the run lasts. */
+  metricsPort?: number;
+  /** The model directory of a model run (`spec.model`). */
+  modelDir?: string;
+  /** Where this process's model sessions run. */
+  execution?: ModelExecution;
+  /** How the SQL runtime is opened (cache directory, executor pool, missing databases). */
+  runtime: RuntimeOptions;
+  logger: Logger;
+  signal?: AbortSignal;
+  /** Progress on a stream (bar or lines); 'off' or absent: none. */
+  progress?: { stream: NodeJS.WritableStream & { columns?: number }; mode: ProgressMode };
+}
+
+export interface TrainingRunResult {
+  summary: RunSummary;
+  /** Every trained batch, in order. */
+  batches: BatchStats[];
+  /** The report.html written at the end. */
+  report: string;
+  /** Versions whose adapter was saved under adapters/. */
+  adapters: number[];
+  /** The held-out evaluations ('before', 'after'), when asked for. */
+  evals: SavedEval[];
+  /** Versions whose learner numbers held NaN or ∞. */
+  nonFiniteVersions: readonly number[];
+}
+
+/** Run `spec` to the end: everything it opens is closed again, whether it succeeds or throws. */
+export async function runTraining(spec: RolloutRunSpec, options: TrainingRunOptions): Promise<TrainingRunResult> {
+  const { logger, runDir } = options;
+  const progress: NonNullable<TrainingRunOptions['progress']> = options.progress ?? { stream: new Writable({ write: (_chunk, _encoding, done) => done() }), mode: 'off' };
+  if (options.redis === undefined && !options.localWorker) throw new AppError(ErrorCode.VALIDATION, '--local-worker false needs --redis URL (workers elsewhere play the episodes)');
+  let transport: Transport | undefined;
+  let runtimes: RuntimeCache | undefined;
+  let worker: RolloutWorker | undefined;
+  let server: StatusServer | undefined;
+  let progressTimer: NodeJS.Timeout | undefined;
+  let updater: ClosablePolicyUpdater | undefined;
+  let heldOut: HeldOutEvaluation | undefined;
+  try {
+    // 1. The transport, the dataset and the run directory.
+    transport = options.redis === undefined ? new InProcessTransport() : new BullmqTransport(options.redis, { logger });
+    const activeTransport = transport;
+    if (progress.mode !== 'off') progress.stream.write(`Loading dataset ${spec.dataset}…\n`);
+    runtimes = new RuntimeCache(options.runtime);
+    const runtime = await runtimes.get(spec.dataset);
+    const questions = scheduledQuestions(runtime.dataset, spec.split);
+    const recorder = new RunRecorder({ dir: runDir, runId: spec.run_id, saveEvery: options.saveEvery, ...(spec.model ? { baseModel: options.modelDir ?? spec.model.fingerprint } : {}), logger });
+    writeRunSpec(runDir, spec);
+    const resolveRun = createRunResolver(runtimes, { ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }), maxBatchSize: options.concurrency, ...(options.execution === undefined ? {} : { execution: options.execution }), logger });
+
+    // 2. The held-out evaluation before any update.
+    heldOut = options.heldOut === undefined ? undefined : new HeldOutEvaluation(spec, runtime, resolveRun, { ...options.heldOut, runDir, concurrency: options.concurrency }, progress);
+    const evals: SavedEval[] = [];
+    if (heldOut) evals.push(await heldOut.run('before', 0, null));
+
+    // 3. Coordinator, worker and trainer on the transport.
+    await transport.registerRun(spec);
+    const metrics = new RolloutMetrics();
+    if (options.metricsPort !== undefined) {
+      server = await startStatusServer({
+        port: options.metricsPort,
+        host: '127.0.0.1',
+        registry: metrics.registry,
+        status: async () => ({ app: 'train', run_id: spec.run_id, counters: await activeTransport.counters(spec.run_id) }),
+        logger,
+      });
+    }
+    if (options.localWorker) {
+      worker = new RolloutWorker({ transport, resolveRun, concurrency: options.concurrency, runId: spec.run_id, workerId: options.redis === undefined ? 'embedded' : `train-${process.pid}`, discoveryMs: 200, logger, metrics });
+      await worker.start();
+    }
+    const batches: BatchStats[] = [];
+    const grpoProgress = new PhaseProgress('GRPO', progress.stream, progress.mode);
+    // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
+    // the statistics-only updater.
+    updater = await policyUpdaterFor(spec, options.modelDir, logger, options.execution);
+    const trainer = runTrainer({ transport, runId: spec.run_id, updater, pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b), onCommitted: recorder.onCommitted });
+    // Surface a trainer failure at once instead of waiting on a coordinator that can no longer finish.
+    const trainerFailed = trainer.then(
+      () => new Promise<never>(() => undefined),
+      (error: unknown) => Promise.reject(error),
+    );
+    const columns = (): number => progress.stream.columns || 100;
+    if (progress.mode !== 'off') {
+      progressTimer = setInterval(() => {
+        void activeTransport.counters(spec.run_id).then((c) => {
+          grpoProgress.draw(renderProgress(spec, c, batches, grpoProgress.elapsedS, columns()), c.consumedEpisodes + c.failedGroups * spec.group_size, spec.episodes);
+        });
+      }, progress.mode === 'bar' ? 200 : 1000);
+    }
+    const summary = await Promise.race([runCoordinator({ transport, spec, questions, pollMs: 50, logger, metrics, ...(options.signal ? { signal: options.signal } : {}) }), trainerFailed]);
+    await trainer;
+    if (progressTimer) {
+      clearInterval(progressTimer);
+      progressTimer = undefined;
+      grpoProgress.finish(renderProgress(spec, await transport.counters(spec.run_id), batches, summary.elapsed_s, columns()));
+    }
+    await worker?.close();
+    recorder.finish();
+
+    // 4. The held-out evaluation of the final weights, and the report.
+    if (heldOut) evals.push(await heldOut.run('after', summary.policy_version, recorder.lastWeights));
+    const report = writeRunReport(runDir);
+    return { summary, batches, report, adapters: recorder.savedAdapterVersions, evals, nonFiniteVersions: recorder.nonFiniteVersions };
+  } finally {
+    if (progressTimer) clearInterval(progressTimer);
+    await worker?.close();
+    await updater?.close();
+    await heldOut?.close();
+    await server?.close();
+    await transport?.close();
+    await runtimes?.close();
+  }
+}
+
+interface HeldOutOptions extends HeldOutSettings {
+  runDir: string;
+  concurrency: number;
+}
+
+/**
+ * The run's held-out evaluation: the same questions and seeds before training and after it, with
+ * the run's policy (greedy for a model) in its own resources, so it never competes with the worker's
+ * episodes; the final weights are applied for the 'after' one.
+ */
+class HeldOutEvaluation {
+  readonly #spec: RolloutRunSpec;
+  readonly #runtime: SqlEnvRuntime;
+  readonly #resolveRun: ResolveRun;
+  readonly #options: HeldOutOptions;
+  readonly #progress: { stream: NodeJS.WritableStream; mode: ProgressMode };
+  #resources: ReturnType<ResolveRun> | undefined;
+
+  constructor(spec: RolloutRunSpec, runtime: SqlEnvRuntime, resolveRun: ResolveRun, options: HeldOutOptions, progress: { stream: NodeJS.WritableStream; mode: ProgressMode }) {
+    this.#spec = spec;
+    this.#runtime = runtime;
+    this.#resolveRun = resolveRun;
+    this.#options = options;
+    this.#progress = progress;
+    const ids = runtime.dataset.questionsOf(options.split).map((q) => q.question_id);
+    if (ids.length === 0) throw new AppError(ErrorCode.VALIDATION, `--eval-split ${options.split}: dataset ${spec.dataset} has no questions in that split`);
+  }
+
+  async run(name: string, version: number, weights: Buffer | null): Promise<SavedEval> {
+    const evalSpec = this.#spec.model === undefined ? this.#spec : { ...this.#spec, model: { ...this.#spec.model, sampling: { ...this.#spec.model.sampling, temperature: this.#options.temperature } } };
+    this.#resources ??= this.#resolveRun(evalSpec);
+    const resources = await this.#resources;
+    if (version > 0) await resources.applyWeights?.(weights, version);
+    const drawn = drawQuestionIds(this.#runtime.dataset.questionsOf(this.#options.split).map((q) => q.question_id), this.#options.episodes, this.#options.seed);
+    // Every question once per seed; episode i resets (and samples) with seed + i, the same before and after.
+    const ids = Array.from({ length: this.#options.seeds }, () => drawn).flat();
+    const progress = new PhaseProgress(`Evaluation ${name} (v${version}, ${this.#options.split})`, this.#progress.stream, this.#progress.mode);
+    const { saved } = await evaluateIntoRunDir({
+      runDir: this.#options.runDir,
+      name,
+      version,
+      policy: resources.policy,
+      createEnvironment: () => this.#runtime.createEnvironment(),
+      questionIds: ids,
+      seed: this.#options.seed,
+      concurrency: this.#options.concurrency,
+      dataset: this.#spec.dataset,
+      split: this.#options.split,
+      onProgress: (done, total) => progress.update(done, total),
+    });
+    progress.finish();
+    return saved;
+  }
+
+  async close(): Promise<void> {
+    const resources = await this.#resources;
+    await resources?.release?.();
+  }
+}
