@@ -227,6 +227,7 @@ export class Generator {
       [GEN_IO.topK]: tensor('int64', [], [options.topK ?? 0]),
       // An id no token has keeps the stop list non-empty (the graph reduces over it).
       [GEN_IO.stopIds]: tensor('int64', [Math.max(1, stopIds.length)], stopIds.length > 0 ? stopIds : [-1]),
+      [GEN_IO.keepCache]: tensor('bool', [], [options.keepCache]),
       ...this.#loraFeeds(options.lora),
     };
     const wanted: string[] = [GEN_IO.tokens, GEN_IO.logprobs, GEN_IO.sampleLogprobs];
