@@ -48,13 +48,13 @@ export interface GenerationGraph {
   params: DecoderParams;
 }
 
-/** Prompt tokens per prefill iteration of the generation loop, unless a build asks for another. */
+/** Prompt tokens per prefill chunk of the generation graph, unless a build asks for another. */
 export const DEFAULT_PREFILL_CHUNK_TOKENS = 128;
 
 export interface GenerationGraphOptions extends DecoderBuildOptions {
   /**
-   * Prompt tokens the loop feeds per prefill iteration (≥ 1; default DEFAULT_PREFILL_CHUNK_TOKENS).
-   * Each iteration's attention scores are (B, Hq, C, S) instead of the whole prompt's (B, Hq, P, P),
+   * Prompt tokens per prefill chunk: the queries each layer takes at once (≥ 1; default DEFAULT_PREFILL_CHUNK_TOKENS).
+   * A chunk's attention scores are (B, Hq, C, S) instead of the whole prompt's (B, Hq, P, P),
    * so a run's live memory grows with the context (the KV cache), not with its square
    * (estimateGenerationMemory, attention-memory.ts). `Infinity` feeds the whole prompt at once.
    */
@@ -80,24 +80,27 @@ export interface GenerationGraphOptions extends DecoderBuildOptions {
  * cache after the run, `present_mask` (B, S') and `present_key.i` /
  * `present_value.i` (B, Hkv, S', D): every slot fed in this run (the inputs
  * and the first N' − 1 sampled tokens; the last sampled token is not fed, so
- * a caller continues by feeding it against this cache). Callers that do not
- * keep the cache leave these outputs out of the run's fetches.
+ * a caller continues by feeding it against this cache). They hold keys and
+ * values only when `keep_cache` () bool is true (empty otherwise: ONNX Runtime
+ * computes every output whether fetched or not, and a run that does not keep
+ * its cache should not hold it twice at its end).
  *
- * One ONNX Loop whose body is the decoder. The prefill (the new tokens, against
- * the given cache: empty for a fresh prompt, an episode's earlier turns for a
- * continued one) is chunked: the first K = ⌈P / C⌉ iterations feed the new
- * tokens C at a time against the cache of what came before (the same causal attention as one pass over the whole
- * prompt, each query row seeing the same keys), and only the last of them
- * samples; later iterations feed the previous token. The KV caches, the
- * attention mask and the next input are loop-carried state. Chunking the
- * prompt outside the decoder bounds every activation of the prefill, not only
- * the scores (the SwiGLU block's (B, C, F) too), adds no node to the decode
- * step, and needs no operator beyond the default domain, so every provider
- * that runs the unchunked graph runs this one (tests/cuda-kernel-coverage.test.ts;
- * docs/inference.md). One copy of the decoder in the graph means every
- * weight has one consumer, so ONNX Runtime pre-packs it once and frees the
- * original (two copies — prefill outside, step inside — held 8 GB for
- * Qwen3-0.6B instead of the 6 GB budget).
+ * The prefill (the new tokens, against the given cache: empty for a fresh
+ * prompt, an episode's earlier turns for a continued one) runs one layer after
+ * another: the layer's keys and values of all new tokens are appended to its
+ * past once — that tensor is the layer's cache for the whole run — and its
+ * queries go through the layer C at a time in an inner Loop (the same causal
+ * attention as one pass over the whole prompt, each query row seeing the same
+ * keys; scores (B, Hq, C, S + P) and the SwiGLU block's (B, C, F) instead of
+ * the whole prompt's). The first token is sampled from the last position; the
+ * decode Loop feeds the token drawn before it and carries only the keys and
+ * values it decodes, reading the prompt's cache from the outer scope, so the
+ * cache is held once (a loop-carried cache was held three times at the end of
+ * a run: docs/inference.md, "Memory of a run"). Default-domain operators
+ * only, so every provider that runs the unchunked graph runs this one
+ * (tests/cuda-kernel-coverage.test.ts). The prefill loops and the decode loop
+ * each consume every weight: with ORT's pre-packing on, each packs its own
+ * copy, so big models run with `session.disable_prepacking` (one copy).
  */
 export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights, options: GenerationGraphOptions = {}): GenerationGraph {
   const { prefillChunkTokens: chunk = DEFAULT_PREFILL_CHUNK_TOKENS, ...decoderOptions } = options;
