@@ -17,8 +17,9 @@ import { DEFAULT_PREFILL_CHUNK_TOKENS } from './generation-graph.ts';
  * a layer's new keys and values to its past once, and the decode loop reads
  * that from the outer scope and carries only the tokens it decodes. On top,
  * while a layer's prompt chunks run, its keys in the transposed layout the
- * scores read (one layer's share of the cache); and a run that returns its
- * cache (`keepCache`) holds it a second time in its outputs at the end.
+ * scores read and a chunk's slices of its keys and values (at most one
+ * layer's share of the cache); and a run that returns its cache (`keepCache`)
+ * holds it a second time in its outputs at the end.
  */
 export interface GenerationMemoryShape {
   /** Rows of the batch. */
@@ -42,7 +43,7 @@ export interface GenerationMemoryEstimate {
   attentionWorkspaceBytes: number;
   /**
    * Everything above at the peak: the cache once, one layer's share of it again (its transposed keys
-   * during the prefill), the workspace; with `keepCache` the returned cache too.
+   * and a chunk's slices during the prefill), the workspace; with `keepCache` the returned cache too.
    */
   peakBytes: number;
 }

@@ -91,8 +91,8 @@ export interface GenerationGraphOptions extends DecoderBuildOptions {
  * past once — that tensor is the layer's cache for the whole run — and its
  * queries go through the layer C at a time in an inner Loop (the same causal
  * attention as one pass over the whole prompt, each query row seeing the same
- * keys; scores (B, Hq, C, S + P) and the SwiGLU block's (B, C, F) instead of
- * the whole prompt's). The first token is sampled from the last position; the
+ * keys: a chunk reads the slots up to its last query; scores (B, Hq, C, ≤ S + P)
+ * and the SwiGLU block's (B, C, F) instead of the whole prompt's). The first token is sampled from the last position; the
  * decode Loop feeds the token drawn before it and carries only the keys and
  * values it decodes, reading the prompt's cache from the outer scope, so the
  * cache is held once (a loop-carried cache was held three times at the end of
@@ -188,10 +188,13 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       const part = (t: Tensor, axis: number): Tensor => (start === undefined || end === undefined ? t : b.slice(t, { axis, start, end, dim: Tc }));
       const xc = part(promptInput, 1); // (B, T, H)
       const q = groupQueries(b, projectQ(b, layer, part(h, 1), { cos: part(promptRope.cos, 1), sin: part(promptRope.sin, 1) })); // (B, Hkv, R, T, D)
-      const causal = b.not(b.greater(b.unsqueeze(keyIdx, [0]), b.unsqueeze(part(queryIdx, 0), [1]))); // (T, S + P): key ≤ query
-      const bias = b.unsqueeze(b.where(b.and(causal, keyVisible), b.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, S + P)
-      const probs = b.softmax(b.add(b.matMul(q, keysT), bias), -1); // (B, Hkv, R, T, S + P)
-      const ctx = b.matMul(probs, values); // (B, Hkv, R, T, D)
+      // The chunk's keys: every slot up to its last query (the later ones are its future, all masked).
+      const Kc = b.freshDim('S_chunk');
+      const upTo = (t: Tensor, axis: number): Tensor => (end === undefined ? t : b.slice(t, { axis, start: 0, end: b.add(length(b, pastMaskIn, 1), end), dim: Kc }));
+      const causal = b.not(b.greater(b.unsqueeze(upTo(keyIdx, 0), [0]), b.unsqueeze(part(queryIdx, 0), [1]))); // (T, S_c): key ≤ query
+      const bias = b.unsqueeze(b.where(b.and(causal, upTo(keyVisible, 2)), b.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, S_c)
+      const probs = b.softmax(b.add(b.matMul(q, upTo(keysT, 4)), bias), -1); // (B, Hkv, R, T, S_c)
+      const ctx = b.matMul(probs, upTo(values, 3)); // (B, Hkv, R, T, D)
       return finishLayer(b, layer, xc, b.reshape(b.transpose(ctx, [0, 3, 1, 2, 4]), [0, 0, Hq * D])); // (B, T, H)
     };
     if (C === undefined || chunks === undefined) {
