@@ -157,7 +157,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   // ---- Prefill, one layer after another. Layer i's keys and values for every new token are
   // computed at once and appended to its past: that tensor is the cache, held once for the whole
   // run (the decode loop reads it from the outer scope, never carries it). Queries go through the
-  // layer C at a time (an inner Loop), so the scores of a chunk are (B, Hq, C, S + P), never
+  // layer C at a time (an inner Loop), so the scores of a chunk are (B, Hq, C, ≤ S + P), never
   // (B, Hq, P, S + P), and the MLP's (B, C, F) is bounded the same way.
   const keyMask = g.concat([pastMaskIn, mask], 1); // (B, S + P)
   const Sk = keyMask.shape[1] as Dim;
@@ -201,14 +201,14 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       x = chunkThroughLayer(g, undefined, undefined);
       return;
     }
-    const done = g.loop({
+    const chunked = g.loop({
       maxTrips: chunks,
       carried: [{ init: g.slice(x, { axis: 1, start: 0, end: 0 }), shape: ['B', g.freshDim('T'), H] }],
       body: (b, { iter, carried }) => ({
         carried: [b.concat([carried[0] as Tensor, chunkThroughLayer(b, b.mul(iter, C), b.mul(b.add(iter, 1), C))], 1)],
       }),
     });
-    x = g.slice(done.carried[0] as Tensor, { axis: 1, start: 0, end: length(g, ids, 1), dim: P }); // (B, P, H): all of it, named P again
+    x = g.slice(chunked.carried[0] as Tensor, { axis: 1, start: 0, end: length(g, ids, 1), dim: P }); // (B, P, H): all of it, named P again
   });
 
   // The first new token, from the prompt's last position (left padding puts every row's last token at the end).
@@ -224,7 +224,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const newTokens = g.squeeze(g.shape(uniforms, 1, 2), [0]); // (): N
   const Nd = g.freshDim('N');
   const Td = g.freshDim('T_decoded');
-  const emptyRecent = g.slice(cache[0]?.k ?? pastIn[0]?.k ?? g.scalar(0), { axis: 2, start: 0, end: 0 }); // (B, Hkv, 0, D)
+  const emptyRecent = g.slice((cache[0] as KvCache).k, { axis: 2, start: 0, end: 0 }); // (B, Hkv, 0, D)
   const decode = g.loop({
     maxTrips: g.sub(newTokens, 1),
     cond: anyRunning(g, firstDone),
