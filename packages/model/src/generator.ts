@@ -125,8 +125,9 @@ export function checkRowInput(r: Pick<RowInput, 'inputIds' | 'topP'>, vocabSize:
 /**
  * Collect garbage now and give V8 the turns of the event loop it frees array buffers' memory in.
  * Released weights otherwise wait for V8's next major GC, which ORT's native allocations never
- * trigger: a generation run of Qwen3-0.6B shapes then held the 2.4 GB of float32 arrays beside ORT's
- * mapping of the same weights (docs/inference.md, "Memory of a run").
+ * trigger: the Qwen3-0.6B-shaped generator, once created, still held its 2.4 GB of float32 arrays
+ * beside ORT's mapping of the same weights until V8 happened to collect (docs/inference.md, "Memory
+ * of a run").
  */
 async function collectReleasedArrays(): Promise<void> {
   let gc = (globalThis as { gc?: () => void }).gc;
