@@ -16,6 +16,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
+import { relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_PREFILL_CHUNK_TOKENS, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
 
@@ -88,7 +89,8 @@ for (const c of cases) {
   const hf = theirs(c);
   const chunked = ours(c, DEFAULT_PREFILL_CHUNK_TOKENS);
   const whole = c.unchunked ? ours(c, null) : undefined;
-  rows.push({ ...c, loadAverage, sqlenv: chunked, sqlenvWholePrompt: whole ?? null, transformers: hf ?? null });
+  // The checkpoint directory as the repository sees it: results name no machine's paths.
+  rows.push({ ...c, dir: relative(ROOT, resolve(c.dir)) || '.', loadAverage, sqlenv: chunked, sqlenvWholePrompt: whole ?? null, transformers: hf ?? null });
   // Written after every case: the big one takes long on shared cores, and what was measured is kept.
   writeFileSync(`${resultsDir}generate-hf.json`, `${JSON.stringify(result, null, 2)}\n`);
 }
@@ -105,8 +107,8 @@ const md = [
   `Both sides: the same checkpoint directory, equal-length prompts of the same ids (no padding), T = 1 sampling with top-k and top-p off,`,
   'no stop token (every row gets exactly the new tokens). Tokens/s = rows × new tokens ÷ the `generate` call (prefill included);',
   'best of 2 runs after a warm-up, except the Qwen3 case (one run each). Peak RSS is each process\'s own (`ru_maxrss`: loading included).',
-  `Ours: the generation graph with the chunked prefill (${DEFAULT_PREFILL_CHUNK_TOKENS} tokens per loop iteration), "whole prompt" the same`,
-  'graph with the prompt in one iteration (as before); ORT session loaded from a model file with prepacking off, as the engine does for big models.',
+  `Ours: the generation graph with the chunked prefill (each layer takes ${DEFAULT_PREFILL_CHUNK_TOKENS} queries at a time; the cache is held once), "whole prompt"`,
+  'the same graph with all the prompt\'s queries at once; ORT session loaded from a model file with prepacking off, as the engine does for big models.',
   '',
   '| model | batch | prompt + new | ours tokens/s | transformers tokens/s | ours ÷ transformers | ours, whole prompt, tokens/s | ours peak RSS | transformers peak RSS | RSS ratio | ours whole-prompt peak RSS | load avg |',
   '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',

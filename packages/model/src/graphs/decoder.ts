@@ -20,13 +20,13 @@ import { layerPrefix, type ModelWeights } from '../io/weights.ts';
  */
 
 /** A frozen projection y = x·Wᵀ + b, plus an optional LoRA update (α/r)·x·Aᵀ·Bᵀ. */
-interface Linear {
+export interface Linear {
   weight: Tensor; // (out, in) as stored: Gemm's transB reads it without a transposed copy
   bias: Tensor | undefined; // (out)
   lora: { a: Tensor; b: Tensor; scale: number } | undefined; // A (r, in), B (out, r): inputs
 }
 
-interface LayerParams {
+export interface LayerParams {
   inputNorm: Tensor; // (H)
   q: Linear;
   k: Linear;
@@ -199,7 +199,7 @@ export function rmsNorm(g: Graph, x: Tensor, w: Tensor, eps: number): Tensor {
  * the session entry `session.disable_prepacking` (same graph, preferred), or
  * `inPlaceWeights`: yᵀ = W·xᵀ as MatMul with W as the A input, read where it lies.
  */
-function linear(g: Graph, params: DecoderParams, x: Tensor, p: Linear): Tensor {
+export function linear(g: Graph, params: DecoderParams, x: Tensor, p: Linear): Tensor {
   const lead = x.shape.slice(0, -1);
   const inSize = x.shape[x.rank - 1] as number;
   const outSize = p.weight.shape[0] as number;
@@ -227,7 +227,7 @@ export function ropeTables(g: Graph, params: DecoderParams, positions: Tensor): 
 }
 
 /** Rotate-half RoPE: x·cos + rotate_half(x)·sin, rotate_half(x) = concat(−x[D/2:], x[:D/2]). */
-function applyRope(g: Graph, x: Tensor, rope: { cos: Tensor; sin: Tensor }, headDim: number): Tensor {
+export function applyRope(g: Graph, x: Tensor, rope: { cos: Tensor; sin: Tensor }, headDim: number): Tensor {
   const half = headDim / 2;
   const x1 = g.slice(x, { axis: -1, start: 0, end: half }); // (B, T, h, D/2)
   const x2 = g.slice(x, { axis: -1, start: half, end: headDim }); // (B, T, h, D/2)
@@ -272,7 +272,7 @@ function attention(g: Graph, params: DecoderParams, layer: LayerParams, x: Tenso
 }
 
 /** SwiGLU MLP: down(silu(gate(x)) · up(x)). */
-function mlp(g: Graph, params: DecoderParams, layer: LayerParams, x: Tensor): Tensor {
+export function mlp(g: Graph, params: DecoderParams, layer: LayerParams, x: Tensor): Tensor {
   const gate = linear(g, params, x, layer.gate); // (B, T, F)
   // ONNX Runtime fuses x·sigmoid(x) into QuickGelu when the sigmoid has no other consumer (a forward
   // pass, or the forward copy of a checkpointed layer), and QuickGelu has no float64 CPU kernel: in

@@ -1,7 +1,21 @@
-import { Graph, tensor, type Tensor } from '@sqlenv/onnx-graph';
+import { Graph, type Dim, type Tensor } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { ModelConfig } from '../io/config.ts';
-import { attentionBiasAndPositions, declareDecoderParams, decoderForward, embedTokens, lmHeadLogits, type DecoderBuildOptions, type DecoderParams, type KvCache } from './decoder.ts';
+import {
+  applyRope,
+  declareDecoderParams,
+  embedTokens,
+  linear,
+  lmHeadLogits,
+  MASKED_BIAS,
+  mlp,
+  rmsNorm,
+  ropeTables,
+  type DecoderBuildOptions,
+  type DecoderParams,
+  type KvCache,
+  type LayerParams,
+} from './decoder.ts';
 import { STEP_IO } from './decode-step-graph.ts';
 import { IO } from './forward-graphs.ts';
 import { sampleNextToken } from './sampler-graph.ts';
@@ -25,6 +39,8 @@ export const GEN_IO = {
   pastValue: STEP_IO.pastValue,
   presentKey: STEP_IO.presentKey,
   presentValue: STEP_IO.presentValue,
+  /** () bool: whether the run returns its cache in `present_key.i` / `present_value.i` (else they are empty). */
+  keepCache: 'keep_cache',
 } as const;
 
 export interface GenerationGraph {
@@ -32,13 +48,13 @@ export interface GenerationGraph {
   params: DecoderParams;
 }
 
-/** Prompt tokens per prefill iteration of the generation loop, unless a build asks for another. */
+/** Prompt tokens per prefill chunk of the generation graph, unless a build asks for another. */
 export const DEFAULT_PREFILL_CHUNK_TOKENS = 128;
 
 export interface GenerationGraphOptions extends DecoderBuildOptions {
   /**
-   * Prompt tokens the loop feeds per prefill iteration (≥ 1; default DEFAULT_PREFILL_CHUNK_TOKENS).
-   * Each iteration's attention scores are (B, Hq, C, S) instead of the whole prompt's (B, Hq, P, P),
+   * Prompt tokens per prefill chunk: the queries each layer takes at once (≥ 1; default DEFAULT_PREFILL_CHUNK_TOKENS).
+   * A chunk's attention scores are (B, Hq, C, S) instead of the whole prompt's (B, Hq, P, P),
    * so a run's live memory grows with the context (the KV cache), not with its square
    * (estimateGenerationMemory, attention-memory.ts). `Infinity` feeds the whole prompt at once.
    */
@@ -64,24 +80,27 @@ export interface GenerationGraphOptions extends DecoderBuildOptions {
  * cache after the run, `present_mask` (B, S') and `present_key.i` /
  * `present_value.i` (B, Hkv, S', D): every slot fed in this run (the inputs
  * and the first N' − 1 sampled tokens; the last sampled token is not fed, so
- * a caller continues by feeding it against this cache). Callers that do not
- * keep the cache leave these outputs out of the run's fetches.
+ * a caller continues by feeding it against this cache). They hold keys and
+ * values only when `keep_cache` () bool is true (empty otherwise: ONNX Runtime
+ * computes every output whether fetched or not, and a run that does not keep
+ * its cache should not hold it twice at its end).
  *
- * One ONNX Loop whose body is the decoder. The prefill (the new tokens, against
- * the given cache: empty for a fresh prompt, an episode's earlier turns for a
- * continued one) is chunked: the first K = ⌈P / C⌉ iterations feed the new
- * tokens C at a time against the cache of what came before (the same causal attention as one pass over the whole
- * prompt, each query row seeing the same keys), and only the last of them
- * samples; later iterations feed the previous token. The KV caches, the
- * attention mask and the next input are loop-carried state. Chunking the
- * prompt outside the decoder bounds every activation of the prefill, not only
- * the scores (the SwiGLU block's (B, C, F) too), adds no node to the decode
- * step, and needs no operator beyond the default domain, so every provider
- * that runs the unchunked graph runs this one (tests/cuda-kernel-coverage.test.ts;
- * docs/inference.md). One copy of the decoder in the graph means every
- * weight has one consumer, so ONNX Runtime pre-packs it once and frees the
- * original (two copies — prefill outside, step inside — held 8 GB for
- * Qwen3-0.6B instead of the 6 GB budget).
+ * The prefill (the new tokens, against the given cache: empty for a fresh
+ * prompt, an episode's earlier turns for a continued one) runs one layer after
+ * another: the layer's keys and values of all new tokens are appended to its
+ * past once — that tensor is the layer's cache for the whole run — and its
+ * queries go through the layer C at a time in an inner Loop (the same causal
+ * attention as one pass over the whole prompt, each query row seeing the same
+ * keys: a chunk reads the slots up to its last query; scores (B, Hq, C, ≤ S + P)
+ * and the SwiGLU block's (B, C, F) instead of the whole prompt's). The first token is sampled from the last position; the
+ * decode Loop feeds the token drawn before it and carries only the keys and
+ * values it decodes, reading the prompt's cache from the outer scope, so the
+ * cache is held once (a loop-carried cache was held three times at the end of
+ * a run: docs/inference.md, "Memory of a run"). Default-domain operators
+ * only, so every provider that runs the unchunked graph runs this one
+ * (tests/cuda-kernel-coverage.test.ts). The prefill loops and the decode loop
+ * each consume every weight: with ORT's pre-packing on, each packs its own
+ * copy, so big models run with `session.disable_prepacking` (one copy).
  */
 export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights, options: GenerationGraphOptions = {}): GenerationGraph {
   const { prefillChunkTokens: chunk = DEFAULT_PREFILL_CHUNK_TOKENS, ...decoderOptions } = options;
@@ -96,7 +115,9 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const topP = g.input(GEN_IO.topP, 'float32', ['B']); // (B)
   const topK = g.input(GEN_IO.topK, 'int64', []); // ()
   const stopIds = g.input(GEN_IO.stopIds, 'int64', ['stops']); // (stops)
-  const { vocabSize: V, numKvHeads: Hkv, headDim: D } = config;
+  const keepCache = g.input(GEN_IO.keepCache, 'bool', []); // ()
+  const { vocabSize: V, hiddenSize: H, numHeads: Hq, numKvHeads: Hkv, headDim: D, rmsNormEps: eps } = config;
+  const R = Hq / Hkv;
   const pastMaskIn = g.input(GEN_IO.pastMask, 'int64', ['B', 'S']); // (B, S)
   const pastIn: KvCache[] = [];
   for (let i = 0; i < config.numLayers; i++) {
@@ -106,81 +127,170 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
     });
   }
   const params = declareDecoderParams(g, config, weights, decoderOptions);
-
+  const length = (b: Graph, x: Tensor, axis: number): Tensor => b.squeeze(b.shape(x, axis, axis + 1), [0]); // () int64
+  const column = (b: Graph, x: Tensor): Tensor => b.unsqueeze(x, [1]); // (B) → (B, 1)
   const isStop = (b: Graph, token: Tensor): Tensor => {
     const hits = b.equal(b.unsqueeze(token, [1]), b.unsqueeze(stopIds, [0])); // (B, stops)
     return b.greater(b.reduceMax(b.cast(hits, 'float32'), [1]), 0); // (B)
   };
+  const anyRunning = (b: Graph, done: Tensor): Tensor => b.greater(b.reduceSum(b.cast(b.not(done), 'int64')), 0); // ()
+  /** Queries grouped by kv head, scaled: (B, T, Hq·D) projections → (B, Hkv, R, T, D). */
+  const groupQueries = (b: Graph, q: Tensor): Tensor => b.transpose(b.reshape(b.mul(q, 1 / Math.sqrt(D)), [0, 0, Hkv, R, D]), [0, 2, 3, 1, 4]);
+  const projectQ = (b: Graph, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): Tensor => {
+    let q = b.reshape(linear(b, params, h, layer.q), [0, 0, Hq, D]); // (B, T, Hq, D)
+    if (layer.qNorm !== undefined) q = rmsNorm(b, q, layer.qNorm, eps);
+    return applyRope(b, q, rope, D); // (B, T, Hq, D)
+  };
+  const projectKv = (b: Graph, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): KvCache => {
+    let k = b.reshape(linear(b, params, h, layer.k), [0, 0, Hkv, D]); // (B, T, Hkv, D)
+    const v = b.reshape(linear(b, params, h, layer.v), [0, 0, Hkv, D]); // (B, T, Hkv, D)
+    if (layer.kNorm !== undefined) k = rmsNorm(b, k, layer.kNorm, eps);
+    k = applyRope(b, k, rope, D);
+    return { k: b.transpose(k, [0, 2, 1, 3]), v: b.transpose(v, [0, 2, 1, 3]) }; // (B, Hkv, T, D) each
+  };
+  /** The rest of a layer after attention: o_proj, residual, SwiGLU MLP, residual. */
+  const finishLayer = (b: Graph, layer: LayerParams, x: Tensor, ctx: Tensor): Tensor => {
+    const h = b.add(x, linear(b, params, ctx, layer.o)); // (B, T, H)
+    return b.add(h, mlp(b, params, layer, rmsNorm(b, h, layer.postAttentionNorm, eps))); // (B, T, H)
+  };
 
-  // Prefill chunks K = ⌈P / C⌉ (one when the whole prompt goes at once); the loop runs K − 1 prefill-only
-  // iterations, then one iteration per new token, the first of which also ends the prefill.
-  const promptWidth = g.squeeze(g.shape(ids, 1, 2), [0]); // (): P
+  // ---- Prefill, one layer after another. Layer i's keys and values for every new token are
+  // computed at once and appended to its past: that tensor is the cache, held once for the whole
+  // run (the decode loop reads it from the outer scope, never carries it). Queries go through the
+  // layer C at a time (an inner Loop), so the scores of a chunk are (B, Hq, C, ≤ S + P), never
+  // (B, Hq, P, S + P), and the MLP's (B, C, F) is bounded the same way.
+  const keyMask = g.concat([pastMaskIn, mask], 1); // (B, S + P)
+  const Sk = keyMask.shape[1] as Dim;
+  const P = ids.shape[1] as Dim;
+  const keyIdx = g.range(0, length(g, keyMask, 1), 1, 'int64', { dim: Sk }); // (S + P)
+  const queryIdx = g.range(length(g, pastMaskIn, 1), length(g, keyMask, 1), 1, 'int64', { dim: P }); // (P): S … S + P − 1
+  const keyVisible = g.unsqueeze(g.greater(keyMask, 0), [1]); // (B, 1, S + P)
+  // Positions cumsum(mask) − 1 over the whole context, at the new slots (left padding: −1, masked anyway).
+  const positions = g.slice(g.sub(g.cumSum(keyMask, 1), 1), { axis: 1, start: length(g, pastMaskIn, 1), end: Infinity, dim: P }); // (B, P)
+  const promptRope = ropeTables(g, params, positions); // (B, P, 1, D) each
   const C = Number.isFinite(chunk) ? chunk : undefined;
-  const chunks = C === undefined ? g.scalar(1, 'int64') : g.div(g.add(promptWidth, C - 1), C); // (): K
-  const prefillOnly = g.sub(chunks, 1); // (): K − 1
-  const promptChunk = (b: Graph, x: Tensor, index: Tensor | number): Tensor =>
-    C === undefined ? x : b.slice(x, { axis: 1, start: b.mul(index, C), end: b.mul(b.add(index, 1), C) }); // (B, ≤ C), empty past P
+  const chunks = C === undefined ? undefined : g.div(g.add(length(g, ids, 1), C - 1), C); // (): ⌈P / C⌉
 
-  // Loop state: next input tokens, their mask, the mask and KV caches of earlier slots, done flags.
-  const Tq = g.freshDim('T');
-  const Sc = g.freshDim('S_past');
-  const zero = g.scalar(0, 'int64');
-  const loop = g.loop({
-    maxTrips: g.add(prefillOnly, g.squeeze(g.shape(uniforms, 1, 2), [0])), // (): K − 1 + N
-    cond: g.constant(tensor('bool', [], [true])),
+  let x = embedTokens(g, params, ids); // (B, P, H)
+  const cache: KvCache[] = [];
+  params.layers.forEach((layer, i) => {
+    const past = pastIn[i] as KvCache;
+    const h = rmsNorm(g, x, layer.inputNorm, eps); // (B, P, H)
+    const fresh = projectKv(g, layer, h, promptRope); // (B, Hkv, P, D) each
+    const kv = { k: g.concat([past.k, fresh.k], 2), v: g.concat([past.v, fresh.v], 2) }; // (B, Hkv, S + P, D)
+    cache.push(kv);
+    const keysT = g.unsqueeze(g.transpose(kv.k, [0, 1, 3, 2]), [2]); // (B, Hkv, 1, D, S + P): read by every chunk
+    const values = g.unsqueeze(kv.v, [2]); // (B, Hkv, 1, S + P, D)
+    const promptInput = x;
+    // Queries [start, end) of the new tokens through the whole layer.
+    const chunkThroughLayer = (b: Graph, start: Tensor | undefined, end: Tensor | undefined): Tensor => {
+      const Tc = b.freshDim('T'); // this chunk's query slots, the same for every slice below
+      const part = (t: Tensor, axis: number): Tensor => (start === undefined || end === undefined ? t : b.slice(t, { axis, start, end, dim: Tc }));
+      const xc = part(promptInput, 1); // (B, T, H)
+      const q = groupQueries(b, projectQ(b, layer, part(h, 1), { cos: part(promptRope.cos, 1), sin: part(promptRope.sin, 1) })); // (B, Hkv, R, T, D)
+      // The chunk's keys: every slot up to its last query (the later ones are its future, all masked).
+      const Kc = b.freshDim('S_chunk');
+      const upTo = (t: Tensor, axis: number): Tensor => (end === undefined ? t : b.slice(t, { axis, start: 0, end: b.add(length(b, pastMaskIn, 1), end), dim: Kc }));
+      const causal = b.not(b.greater(b.unsqueeze(upTo(keyIdx, 0), [0]), b.unsqueeze(part(queryIdx, 0), [1]))); // (T, S_c): key ≤ query
+      const bias = b.unsqueeze(b.where(b.and(causal, upTo(keyVisible, 2)), b.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, S_c)
+      const probs = b.softmax(b.add(b.matMul(q, upTo(keysT, 4)), bias), -1); // (B, Hkv, R, T, S_c)
+      const ctx = b.matMul(probs, upTo(values, 3)); // (B, Hkv, R, T, D)
+      return finishLayer(b, layer, xc, b.reshape(b.transpose(ctx, [0, 3, 1, 2, 4]), [0, 0, Hq * D])); // (B, T, H)
+    };
+    if (C === undefined || chunks === undefined) {
+      x = chunkThroughLayer(g, undefined, undefined);
+      return;
+    }
+    const chunked = g.loop({
+      maxTrips: chunks,
+      carried: [{ init: g.slice(x, { axis: 1, start: 0, end: 0 }), shape: ['B', g.freshDim('T'), H] }],
+      body: (b, { iter, carried }) => ({
+        carried: [b.concat([carried[0] as Tensor, chunkThroughLayer(b, b.mul(iter, C), b.mul(b.add(iter, 1), C))], 1)],
+      }),
+    });
+    x = g.slice(chunked.carried[0] as Tensor, { axis: 1, start: 0, end: length(g, ids, 1), dim: P }); // (B, P, H): all of it, named P again
+  });
+
+  // The first new token, from the prompt's last position (left padding puts every row's last token at the end).
+  const lastHidden = rmsNorm(g, g.gather(x, g.scalar(-1, 'int64'), 1), params.finalNorm, eps); // (B, H)
+  const first = sampleNextToken(g, { logits: lmHeadLogits(g, params, lastHidden), uniform: g.gather(uniforms, g.scalar(0, 'int64'), 1), temperature, topP, topK }, V);
+  const firstDone = isStop(g, first.token); // (B)
+
+  // ---- Decode: each iteration feeds the token drawn before it. The loop carries only this run's
+  // decoded keys and values (B, Hkv, t, D); attention reads the prompt's cache from the outer scope and
+  // takes one softmax over both parts' scores.
+  const realTokens = g.reduceSum(keyMask, [1]); // (B): real tokens before the first new one
+  const keyBias = g.unsqueeze(g.where(g.greater(keyMask, 0), g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, S + P)
+  const newTokens = g.squeeze(g.shape(uniforms, 1, 2), [0]); // (): N
+  const Nd = g.freshDim('N');
+  const Td = g.freshDim('T_decoded');
+  const emptyRecent = g.slice((cache[0] as KvCache).k, { axis: 2, start: 0, end: 0 }); // (B, Hkv, 0, D)
+  const decode = g.loop({
+    maxTrips: g.sub(newTokens, 1),
+    cond: anyRunning(g, firstDone),
     carried: [
-      { init: promptChunk(g, ids, zero), shape: ['B', Tq] },
-      { init: promptChunk(g, mask, zero), shape: ['B', Tq] },
-      { init: pastMaskIn, shape: ['B', Sc] },
-      g.fullLike(temperature, 0, 'bool'), // (B) done
-      ...pastIn.flatMap((c) => [
-        { init: c.k, shape: ['B', Hkv, Sc, D] },
-        { init: c.v, shape: ['B', Hkv, Sc, D] },
+      first.token, // (B) the token to feed
+      firstDone, // (B)
+      { init: column(g, first.token), shape: ['B', Nd] },
+      { init: column(g, first.logprob), shape: ['B', Nd] },
+      { init: column(g, first.sampleLogprob), shape: ['B', Nd] },
+      ...cache.flatMap(() => [
+        { init: emptyRecent, shape: ['B', Hkv, Td, D] },
+        { init: emptyRecent, shape: ['B', Hkv, Td, D] },
       ]),
     ],
     body: (b, { iter, carried }) => {
-      const [tokens, tokenMask, pastMask, done, ...flatCache] = carried as [Tensor, Tensor, Tensor, Tensor, ...Tensor[]];
-      const past: KvCache[] = [];
-      for (let i = 0; i < flatCache.length; i += 2) past.push({ k: flatCache[i] as Tensor, v: flatCache[i + 1] as Tensor });
-      const { bias, positions } = attentionBiasAndPositions(b, tokenMask, pastMask); // (B, 1, 1, T, S), (B, T)
-      const step = decoderForward(b, params, embedTokens(b, params, tokens), positions, bias, past); // (B, T, H)
-      const last = b.gather(step.hidden, b.scalar(-1, 'int64'), 1); // (B, H): left padding puts every row's last token at the end
-      const logits = lmHeadLogits(b, params, last); // (B, V)
-      // Iterations before the prompt's last chunk sample too (one (B, V) head, negligible beside a chunk);
-      // their draws are dropped and consume no uniform.
-      const sampling = b.not(b.less(iter, prefillOnly)); // (): this iteration ends the prefill or decodes
-      const draw = b.sub(iter, prefillOnly); // (): the new token's index, negative while prefilling
-      const uniform = b.gather(uniforms, b.where(sampling, draw, zero), 1); // (B)
-      const next = sampleNextToken(b, { logits, uniform, temperature, topP, topK }, V); // (B) each
+      const [token, done, tokens, logprobs, sampleLogprobs, ...recentFlat] = carried as [Tensor, Tensor, Tensor, Tensor, Tensor, ...Tensor[]];
+      const rope = ropeTables(b, params, column(b, b.add(realTokens, iter))); // (B, 1, 1, D): position = real tokens before it
+      let xt = embedTokens(b, params, column(b, token)); // (B, 1, H)
+      const nextRecent: Tensor[] = [];
+      params.layers.forEach((layer, i) => {
+        const prompt = cache[i] as KvCache;
+        const h = rmsNorm(b, xt, layer.inputNorm, eps); // (B, 1, H)
+        const fresh = projectKv(b, layer, h, rope); // (B, Hkv, 1, D) each
+        const recent = { k: b.concat([recentFlat[2 * i] as Tensor, fresh.k], 2), v: b.concat([recentFlat[2 * i + 1] as Tensor, fresh.v], 2) }; // (B, Hkv, t + 1, D)
+        nextRecent.push(recent.k, recent.v);
+        const q = b.reshape(groupQueries(b, projectQ(b, layer, h, rope)), [0, Hkv, R, D]); // (B, Hkv, R, D): one query slot
+        const promptScores = b.add(b.matMul(q, b.transpose(prompt.k, [0, 1, 3, 2])), keyBias); // (B, Hkv, R, S + P)
+        const recentScores = b.matMul(q, b.transpose(recent.k, [0, 1, 3, 2])); // (B, Hkv, R, t + 1): all real, all earlier
+        const probs = b.softmax(b.concat([promptScores, recentScores], -1), -1); // (B, Hkv, R, S + P + t + 1)
+        const split = length(b, promptScores, 3);
+        const ctx = b.add(
+          b.matMul(b.slice(probs, { axis: -1, start: 0, end: split, dim: promptScores.shape[3] as Dim }), prompt.v),
+          b.matMul(b.slice(probs, { axis: -1, start: split, end: Infinity, dim: recentScores.shape[3] as Dim }), recent.v),
+        ); // (B, Hkv, R, D)
+        xt = finishLayer(b, layer, xt, b.reshape(ctx, [0, 1, Hq * D])); // (B, 1, H)
+      });
+      const logits = lmHeadLogits(b, params, rmsNorm(b, b.reshape(xt, [0, H]), params.finalNorm, eps)); // (B, V)
+      const next = sampleNextToken(b, { logits, uniform: b.gather(uniforms, b.add(iter, 1), 1), temperature, topP, topK }, V);
       // Rows that already stopped emit padding with log-probability 0.
       const nextToken = b.where(done, b.scalar(config.padTokenId, 'int64'), next.token); // (B)
-      const nextDone = b.and(sampling, b.or(done, isStop(b, nextToken))); // (B): no row stops while prefilling
-      // The next input: the prompt's next chunk while one is left, else the token just drawn. Slice
-      // clamps, so exactly one of the two parts is non-empty.
-      const tokenColumn = b.unsqueeze(nextToken, [1]); // (B, 1)
-      const tokenPart = b.slice(tokenColumn, { axis: 1, start: 0, end: b.cast(sampling, 'int64') }); // (B, 0 | 1)
-      const nextInput = C === undefined ? tokenColumn : b.concat([promptChunk(b, ids, b.add(iter, 1)), tokenPart], 1); // (B, T')
-      const nextMask = C === undefined ? b.fullLike(tokenColumn, 1) : b.concat([promptChunk(b, mask, b.add(iter, 1)), b.fullLike(tokenPart, 1)], 1); // (B, T')
+      const nextDone = b.or(done, isStop(b, nextToken)); // (B)
       return {
-        cond: b.or(b.not(sampling), b.greater(b.reduceSum(b.cast(b.not(nextDone), 'int64')), 0)), // continue while a row is running
-        carried: [nextInput, nextMask, b.concat([pastMask, tokenMask], 1), nextDone, ...step.present.flatMap((c) => [c.k, c.v])],
-        scans: [nextToken, b.where(done, b.scalar(0), next.logprob), b.where(done, b.scalar(0), next.sampleLogprob)],
+        cond: anyRunning(b, nextDone),
+        carried: [
+          nextToken,
+          nextDone,
+          b.concat([tokens, column(b, nextToken)], 1),
+          b.concat([logprobs, column(b, b.where(done, b.scalar(0), next.logprob))], 1),
+          b.concat([sampleLogprobs, column(b, b.where(done, b.scalar(0), next.sampleLogprob))], 1),
+          ...nextRecent,
+        ],
       };
     },
   });
-
-  // Scans hold one entry per iteration, (K − 1 + N', B): the prefill-only iterations' come first.
-  const drawn = (scan: Tensor): Tensor => g.transpose(C === undefined ? scan : g.slice(scan, { axis: 0, start: prefillOnly, end: Infinity }), [1, 0]); // (B, N')
-  const [scanTokens, scanLogprobs, scanSampleLogprobs] = loop.scans as [Tensor, Tensor, Tensor];
-  g.output(GEN_IO.tokens, drawn(scanTokens)); // (B, N')
-  g.output(GEN_IO.logprobs, drawn(scanLogprobs)); // (B, N')
-  g.output(GEN_IO.sampleLogprobs, drawn(scanSampleLogprobs)); // (B, N')
-  // The final loop state: the mask and caches hold every slot fed, the pending next input is not in them.
-  const [, , presentMask, , ...presentCache] = loop.carried as [Tensor, Tensor, Tensor, Tensor, ...Tensor[]];
-  g.output(GEN_IO.presentMask, presentMask); // (B, S')
-  for (let i = 0; i < config.numLayers; i++) {
-    g.output(GEN_IO.presentKey(i), presentCache[2 * i] as Tensor); // (B, Hkv, S', D)
-    g.output(GEN_IO.presentValue(i), presentCache[2 * i + 1] as Tensor); // (B, Hkv, S', D)
-  }
+  const [, , tokens, logprobs, sampleLogprobs, ...recentFinal] = decode.carried as [Tensor, Tensor, Tensor, Tensor, Tensor, ...Tensor[]];
+  g.output(GEN_IO.tokens, tokens); // (B, N')
+  g.output(GEN_IO.logprobs, logprobs); // (B, N')
+  g.output(GEN_IO.sampleLogprobs, sampleLogprobs); // (B, N')
+  // The cache after the run: every slot fed (the past, the new tokens, the decoded tokens but the last).
+  // Without `keep_cache` the key/value outputs are empty, so a run that does not keep them never holds
+  // the cache a second time (ONNX Runtime computes every output, fetched or not).
+  g.output(GEN_IO.presentMask, g.concat([keyMask, g.fullLike(g.slice(tokens, { axis: 1, start: 1, end: Infinity }), 1)], 1)); // (B, S')
+  const kept = (t: Tensor): Tensor => g.slice(t, { axis: 2, start: 0, end: g.mul(g.cast(keepCache, 'int64'), length(g, t, 2)) });
+  cache.forEach((c, i) => {
+    g.output(GEN_IO.presentKey(i), g.concat([kept(c.k), kept(recentFinal[2 * i] as Tensor)], 2)); // (B, Hkv, S', D)
+    g.output(GEN_IO.presentValue(i), g.concat([kept(c.v), kept(recentFinal[2 * i + 1] as Tensor)], 2)); // (B, Hkv, S', D)
+  });
   return { graph: g, params };
 }

@@ -13,9 +13,13 @@ import { DEFAULT_PREFILL_CHUNK_TOKENS } from '../graphs/generation-graph.ts';
  * size are alive at once (ONNX Runtime frees each when its last consumer has
  * run). T is the iteration's query slots: at most the prefill chunk C, one
  * while decoding; S its key slots, at most the run's final width. The cache
- * is (B, Hkv, S, D) keys and values per layer; during a loop iteration the
- * previous iteration's cache (the loop-carried input) and the grown one (the
- * layer's Concat) are both alive, so the peak holds it twice.
+ * is (B, Hkv, S, D) keys and values per layer, held once: the prefill appends
+ * a layer's new keys and values to its past once, and the decode loop reads
+ * that from the outer scope and carries only the tokens it decodes. On top,
+ * while a layer's prompt chunks run, its keys in the transposed layout the
+ * scores read and a chunk's slices of its keys and values (at most one
+ * layer's share of the cache); and a run that returns its cache (`keepCache`)
+ * holds it a second time in its outputs at the end.
  */
 export interface GenerationMemoryShape {
   /** Rows of the batch. */
@@ -26,6 +30,8 @@ export interface GenerationMemoryShape {
   newTokens?: number;
   /** The graph's prefill chunk, in tokens (default DEFAULT_PREFILL_CHUNK_TOKENS; Infinity: the whole prompt). */
   prefillChunkTokens?: number;
+  /** Whether the run returns its cache (the `keep_cache` input; the turn scheduler's runs do). Default false. */
+  keepCache?: boolean;
 }
 
 export interface GenerationMemoryEstimate {
@@ -35,7 +41,10 @@ export interface GenerationMemoryEstimate {
   scoresBytes: number;
   /** The attention workspace at its peak: three score buffers and the bias. */
   attentionWorkspaceBytes: number;
-  /** Everything above at the peak of an iteration: two caches (carried and grown) and the workspace. */
+  /**
+   * Everything above at the peak: the cache once, one layer's share of it again (its transposed keys
+   * and a chunk's slices during the prefill), the workspace; with `keepCache` the returned cache too.
+   */
   peakBytes: number;
 }
 
@@ -44,7 +53,7 @@ const SCORE_BUFFERS = 3;
 const FLOAT32_BYTES = 4;
 
 export function estimateGenerationMemory(config: ModelConfig, shape: GenerationMemoryShape): GenerationMemoryEstimate {
-  const { rows, promptTokens, newTokens = 0, prefillChunkTokens = DEFAULT_PREFILL_CHUNK_TOKENS } = shape;
+  const { rows, promptTokens, newTokens = 0, prefillChunkTokens = DEFAULT_PREFILL_CHUNK_TOKENS, keepCache = false } = shape;
   for (const [field, value] of [['rows', rows], ['promptTokens', promptTokens], ['newTokens', newTokens]] as const) {
     if (!Number.isInteger(value) || value < 0) throw new AppError(ErrorCode.VALIDATION, `estimateGenerationMemory: ${field} must be an integer ≥ 0, got ${value}`);
   }
@@ -57,5 +66,6 @@ export function estimateGenerationMemory(config: ModelConfig, shape: GenerationM
   const scoresBytes = Math.max(rows * Hq * queries * promptTokens, rows * Hq * widthTokens) * FLOAT32_BYTES;
   const biasBytes = Math.max(rows * queries * promptTokens, rows * widthTokens) * FLOAT32_BYTES;
   const attentionWorkspaceBytes = SCORE_BUFFERS * scoresBytes + biasBytes;
-  return { kvCacheBytes, scoresBytes, attentionWorkspaceBytes, peakBytes: 2 * kvCacheBytes + attentionWorkspaceBytes };
+  const peakBytes = kvCacheBytes + kvCacheBytes / L + attentionWorkspaceBytes + (keepCache ? kvCacheBytes : 0);
+  return { kvCacheBytes, scoresBytes, attentionWorkspaceBytes, peakBytes };
 }

@@ -1,8 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createSession, tensor, type TensorData } from '@sqlenv/onnx-graph';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JsLoopGreedyDecoder } from '../graphs/decode-step-graph.ts';
+import { buildGenerationGraph, GEN_IO } from '../graphs/generation-graph.ts';
 import { Generator } from './generator.ts';
 import { initLoraWeights, parseLoraConfig } from '../graphs/lora.ts';
 import { presetConfig } from '../io/presets.ts';
@@ -236,6 +238,67 @@ describe('Generator from a model file', () => {
     expect(await fromFile.generate(requests, options)).toEqual(await generator.generate(requests, options));
     await fromFile.close();
     await expect(Generator.create(config, new Map(weights), { releaseWeights: true })).rejects.toThrow(/releaseWeights needs modelFile/);
+  });
+});
+
+describe('released weights', () => {
+  it('are collected while the generator is created: the weights are resident once, as ORT\'s mapping of the file', async () => {
+    // 16 MB of float32 weights, referenced by nothing but the map handed over.
+    const big = presetConfig('tiny-qwen2', { hiddenSize: 256, intermediateSize: 1024, numLayers: 4, headDim: 64 });
+    const own = randomWeights(big, { seed: 3 });
+    const weightBytes = [...own.values()].reduce((sum, t) => sum + t.data.byteLength, 0);
+    expect(weightBytes).toBeGreaterThan(15e6);
+    const dir = mkdtempSync(join(tmpdir(), 'sqlenv-generator-release-'));
+    const before = process.memoryUsage().arrayBuffers;
+    let released: Generator | undefined;
+    try {
+      released = await Generator.create(big, own, { modelFile: join(dir, 'generation.onnx'), releaseWeights: true });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    // Without a collection the arrays stay allocated until V8's next major GC, which nothing here triggers.
+    expect(before - process.memoryUsage().arrayBuffers).toBeGreaterThan(0.9 * weightBytes);
+    const [row] = await released.generate([{ promptIds: [256, 1, 2, 3], seed: 1 }], { maxNewTokens: 3, stopIds: [] });
+    expect(row?.tokens).toHaveLength(3);
+    await released.close();
+  });
+});
+
+describe('the generation graph holds the cache once', () => {
+  it('prefills in one Loop per layer before the decode loop, and returns the cache only when keep_cache asks for it', async () => {
+    const { graph } = buildGenerationGraph(config, weights, { prefillChunkTokens: PREFILL_CHUNK_TOKENS });
+    const model = graph.toModel();
+    // One Loop per layer over the prompt's chunks (carrying the layer's output), then the decode loop.
+    const loops = model.proto.graph.node.filter((n) => n.opType === 'Loop');
+    expect(loops).toHaveLength(config.numLayers + 1);
+    const session = await createSession(model, { mode: 'direct' });
+    const B = 2;
+    const P = 7;
+    const N = 4;
+    const { numLayers, numKvHeads: Hkv, headDim: D } = config;
+    const feeds: Record<string, TensorData> = {
+      input_ids: tensor('int64', [B, P], Array.from({ length: B * P }, (_, i) => 10 + i)),
+      attention_mask: tensor('int64', [B, P], Array.from({ length: B * P }, (_, i) => (i === 0 ? 0 : 1))),
+      [GEN_IO.uniforms]: tensor('float32', [B, N], Array.from({ length: B * N }, (_, i) => (i * 0.37) % 1)),
+      [GEN_IO.temperature]: tensor('float32', [B], [1, 1]),
+      [GEN_IO.topP]: tensor('float32', [B], [1, 1]),
+      [GEN_IO.topK]: tensor('int64', [], [0]),
+      [GEN_IO.stopIds]: tensor('int64', [1], [-1]),
+      [GEN_IO.pastMask]: tensor('int64', [B, 0], []),
+    };
+    for (let i = 0; i < numLayers; i++) {
+      feeds[GEN_IO.pastKey(i)] = tensor('float32', [B, Hkv, 0, D], []);
+      feeds[GEN_IO.pastValue(i)] = tensor('float32', [B, Hkv, 0, D], []);
+    }
+    const run = (keep: boolean) => session.run({ ...feeds, [GEN_IO.keepCache]: tensor('bool', [], [keep]) });
+    const [dropped, kept] = [await run(false), await run(true)];
+    expect(dropped[GEN_IO.tokens]).toEqual(kept[GEN_IO.tokens]);
+    // Every slot fed: the prompt and the first N − 1 sampled tokens.
+    expect(kept[GEN_IO.presentKey(0)]?.dims).toEqual([B, Hkv, P + N - 1, D]);
+    expect(kept[GEN_IO.presentValue(numLayers - 1)]?.dims).toEqual([B, Hkv, P + N - 1, D]);
+    expect(dropped[GEN_IO.presentKey(0)]?.dims).toEqual([B, Hkv, 0, D]);
+    expect(dropped[GEN_IO.presentMask]?.dims).toEqual([B, P + N - 1]);
+    await session.close();
   });
 });
 

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { createSession, saveModel, sessionRecord, tensor, type BuiltModel, type GraphSession, type SessionConfig, type TensorData } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { ModelConfig } from '../io/config.ts';
@@ -66,8 +68,9 @@ export interface GeneratorOptions {
    */
   modelFile?: string;
   /**
-   * With `modelFile`: empty `weights` once the files are written, so the float32 arrays can be
-   * collected (at V8's next major GC) while ORT holds its copy (the caller's map is left empty). Default false.
+   * With `modelFile`: empty `weights` once the files are written and collect the float32 arrays
+   * before ORT loads the file, so the weights are resident once (ORT's mapping of the file), not
+   * twice. The caller's map is left empty and must hold the only references to the arrays. Default false.
    */
   releaseWeights?: boolean;
 }
@@ -120,6 +123,29 @@ export function checkRowInput(r: Pick<RowInput, 'inputIds' | 'topP'>, vocabSize:
 }
 
 /**
+ * Collect garbage now and give V8 the turns of the event loop it frees array buffers' memory in.
+ * Released weights otherwise wait for V8's next major GC, which ORT's native allocations never
+ * trigger: the Qwen3-0.6B-shaped generator, once created, still held its 2.4 GB of float32 arrays
+ * beside ORT's mapping of the same weights until V8 happened to collect (docs/inference.md, "Memory
+ * of a run").
+ */
+async function collectReleasedArrays(): Promise<void> {
+  let gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) {
+    // A context created while the flag is set gets `gc`; the flag is reset at once, this context's globals are untouched.
+    setFlagsFromString('--expose-gc');
+    gc = runInNewContext('gc') as () => void;
+    setFlagsFromString('--no-expose-gc');
+  }
+  // The first collection finds the arrays dead, their backing stores are freed by tasks that run
+  // between event-loop turns; a second pass after a turn catches what the first one left.
+  for (let pass = 0; pass < 2; pass++) {
+    gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/**
  * A model's generation graph in one ORT session: pads a batch, draws each
  * row's uniforms from its seed, runs prefill + in-graph decode loop once,
  * and cuts each row at its stop token.
@@ -147,7 +173,10 @@ export class Generator {
     if (options.releaseWeights === true && options.modelFile === undefined) throw new AppError(ErrorCode.VALIDATION, 'releaseWeights needs modelFile');
     // The built graph is not kept in a variable: once written, nothing here references the weights.
     const source = options.modelFile === undefined ? build() : await saveModel(build(), options.modelFile);
-    if (options.releaseWeights === true) weights.clear();
+    if (options.releaseWeights === true) {
+      weights.clear();
+      await collectReleasedArrays();
+    }
     const session = await createSession(source, { mode: 'direct', ...options.session });
     return new Generator(config, options.lora, session);
   }
@@ -199,6 +228,7 @@ export class Generator {
       [GEN_IO.topK]: tensor('int64', [], [options.topK ?? 0]),
       // An id no token has keeps the stop list non-empty (the graph reduces over it).
       [GEN_IO.stopIds]: tensor('int64', [Math.max(1, stopIds.length)], stopIds.length > 0 ? stopIds : [-1]),
+      [GEN_IO.keepCache]: tensor('bool', [], [options.keepCache]),
       ...this.#loraFeeds(options.lora),
     };
     const wanted: string[] = [GEN_IO.tokens, GEN_IO.logprobs, GEN_IO.sampleLogprobs];
