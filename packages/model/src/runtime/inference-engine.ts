@@ -61,11 +61,13 @@ export const engineOptionsSchema = z.object({
   /** Stop ids; default: the checkpoint's eos_token_id. */
   stopIds: z.array(z.number().int().nonnegative()).optional(),
   /**
-   * One copy of the weights in ONNX Runtime instead of the original plus a pre-packed one
-   * (ORT `session.disable_prepacking`): for models near the memory limit; pre-packing speeds up larger
-   * GEMMs (prefill, big batches), not one-row decoding. Default false.
+   * Turn ONNX Runtime's weight pre-packing off (`session.disable_prepacking`): one copy of each
+   * weight instead of the original plus a packed one per consuming loop of the generation graph.
+   * Pre-packing speeds up the GEMMs of small models and costs big ones gigabytes. Default: by the
+   * weights' size (`prepackingDecision`, prepacking.ts: on up to 1 GiB of float32 weights, off
+   * above); the decision is in the `session created` log line (`prepacking`).
    */
-  disablePrepacking: z.boolean().default(false),
+  disablePrepacking: z.boolean().optional(),
   /**
    * Load the session through a model file in a temporary directory (removed once loaded) and release
    * the float32 weights first (`Generator` `modelFile` + `releaseWeights`): ORT maps the file instead of
@@ -147,12 +149,12 @@ export class InferenceEngine {
       lora: options.lora,
       inPlaceWeights: options.inPlaceWeights,
       loadViaFile: options.loadViaFile,
+      disablePrepacking: options.disablePrepacking,
       session: {
         provider: options.provider,
         deviceId: options.deviceId,
         intraOpThreads: options.intraOpThreads,
         interOpThreads: options.interOpThreads,
-        ...(options.disablePrepacking ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}),
       },
       scheduler: {
         ...turnSchedulingDefaults(options.provider),
