@@ -33,6 +33,12 @@ export const engineOptionsSchema = z.object({
    */
   reuseKv: z.boolean().optional(),
   /**
+   * With `reuseKv`: a turn without a cache of its own (an episode's first turn) starts from the
+   * longest kept prompt prefix it shares with an earlier turn (the system prompt, a GRPO group's
+   * first prompt) and prefills only the rest (docs/inference.md). Default: on where `reuseKv` is.
+   */
+  sharePrefixes: z.boolean().optional(),
+  /**
    * Decode steps per run: between runs finished turns leave and waiting turns join (continuous
    * batching). `Infinity`: static batches, a run lasts until its longest row stops and no turn
    * joins meanwhile. Default: per execution provider (`turnSchedulingDefaults`): 16 on the CPU.
@@ -94,8 +100,8 @@ export type InferenceEngineOptions = z.input<typeof engineOptionsSchema>;
  * output back per run, so a cache that lives between runs crosses the bus each chunk; the in-graph
  * loop of a whole turn keeps it on the device instead (arithmetic in docs/inference.md).
  */
-export function turnSchedulingDefaults(provider: string): { reuseKv: boolean; chunkSteps: number } {
-  return provider === 'cpu' ? { reuseKv: true, chunkSteps: 16 } : { reuseKv: false, chunkSteps: Infinity };
+export function turnSchedulingDefaults(provider: string): { reuseKv: boolean; sharePrefixes: boolean; chunkSteps: number } {
+  return provider === 'cpu' ? { reuseKv: true, sharePrefixes: true, chunkSteps: 16 } : { reuseKv: false, sharePrefixes: false, chunkSteps: Infinity };
 }
 
 export interface TurnRequest extends GenerationRequest {
@@ -123,7 +129,7 @@ export class InferenceEngine {
   readonly #rpc: WorkerRpc<EngineRequest, EngineReply>;
   #policyVersion = 0;
   /** The worker's counters as of its latest finished turn. */
-  #stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
+  #stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
 
   private constructor(worker: Worker, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
     this.vocabSize = ready.vocabSize;
@@ -158,7 +164,8 @@ export class InferenceEngine {
       },
       scheduler: {
         ...turnSchedulingDefaults(options.provider),
-        ...(options.reuseKv === undefined ? {} : { reuseKv: options.reuseKv }),
+        ...(options.reuseKv === undefined ? {} : { reuseKv: options.reuseKv, sharePrefixes: options.reuseKv }),
+        ...(options.sharePrefixes === undefined ? {} : { sharePrefixes: options.sharePrefixes }),
         ...(options.chunkSteps === undefined ? {} : { chunkSteps: options.chunkSteps }),
         maxBatchSize: options.maxBatchSize,
         kvCacheBytes: options.kvCacheBytes,
