@@ -6,12 +6,13 @@ import type { ModelWeights } from '../io/weights.ts';
  * Pre-packing lays each linear weight out for ORT's GEMM once per consuming node, and the
  * generation graph has several (the prefill loops and the decode loop), so a pre-packed session
  * holds extra copies of every linear weight. For small models that memory is nothing and the packed
- * GEMMs are faster; for big ones it is gigabytes. bench/results/prepacking.md (one thread, the
- * 2-core development machine): sqlenv-tiny (8 MiB of weights) 5–14 % faster pre-packed, the same
- * memory; SmolLM2-135M shapes (516 MiB) about 15 % faster for about 500 MiB more; Qwen3-0.6B
- * shapes (2.3 GiB) 3.0 GB held after creation and 5.6 GB peak while creating it, against the
- * 2.5 GB of one copy (docs/inference.md). So pre-packing stays on up to 1 GiB of float32 weights
- * (about 270 M parameters) and is turned off above.
+ * GEMMs are as fast or faster; for big ones it is gigabytes. Measured (bench/results/prepacking.md,
+ * one thread, the shared 2-core development machine): sqlenv-tiny (8 MiB of weights) the same speed
+ * and memory within the noise; SmolLM2-135M shapes (513 MiB) up to 15 % faster pre-packed for
+ * about 510 MiB more resident (a second copy of the weights); Qwen3-0.6B shapes (2.3 GiB) 3.0 GB
+ * held after creation and 5.6 GB peak while creating it, against 2.5 GB for one copy
+ * (docs/inference.md). So pre-packing stays on up to 1 GiB of float32 weights (about 270 M
+ * parameters: a copy costs under a GiB) and is turned off above.
  */
 export const PREPACKING_MAX_WEIGHT_BYTES = 1024 ** 3;
 
