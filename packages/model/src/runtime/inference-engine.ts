@@ -46,7 +46,7 @@ export const engineOptionsSchema = z.object({
   chunkSteps: z.union([z.number().int().positive(), z.literal(Infinity)]).optional(),
   /**
    * Bound on KV cache memory, in bytes: active turns (reserved at prompt + max new tokens) plus the
-   * caches parked between turns (least recently used dropped first). A turn that alone exceeds it
+   * caches parked between turns and the shared prompt prefixes (least recently used dropped first). A turn that alone exceeds it
    * still runs, by itself. Default 4 GiB (Qwen3-0.6B: 224 KiB per token, 8 turns of 2,300 tokens).
    */
   kvCacheBytes: z.number().int().positive().default(4 * 1024 * 1024 * 1024),
