@@ -10,13 +10,15 @@
  *   a 1,536-token first prompt, observations appended between turns).
  *
  * Engines: `static` = `{ reuseKv: false, chunkSteps: Infinity }` (one batch at a time until its
- * longest row stops, every turn re-prefills its context: the engine before per-turn caches) and
- * `continuous` = the defaults (per-episode KV caches, decode chunks of `chunkSteps`). Each
- * configuration runs in a child process of its own, so its peak RSS is its own.
- * Writes bench/results/rollout-llm.md and .json.
+ * longest row stops, every turn re-prefills its context: the engine before per-turn caches),
+ * `continuous` = `{ sharePrefixes: false }` (per-episode KV caches, decode chunks of `chunkSteps`,
+ * every episode's first turn prefilled from scratch) and `shared-prefix` = the defaults (the same,
+ * first turns started from a shared prompt prefix). Each configuration runs in a child process of
+ * its own, so its peak RSS is its own. Writes bench/results/<BENCH_RESULTS, default rollout-llm>.md and .json.
  *
  *   npm run bench:rollout-llm
  *   BENCH_MODELS=sqlenv-tiny BENCH_CONCURRENCY=8,32 BENCH_EPISODES_PER_SLOT=1 npm run bench:rollout-llm   # shorter
+ *   BENCH_ENGINES=continuous,shared-prefix BENCH_RESULTS=rollout-llm-prefix …                            # some engines, another file
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -29,9 +31,12 @@ import { createModelResources, InProcessTransport, RolloutWorker, runCoordinator
 
 const ENGINES = {
   static: { reuseKv: false, chunkSteps: Infinity },
-  continuous: {},
-} as const satisfies Record<string, Pick<InferenceEngineOptions, 'reuseKv' | 'chunkSteps'>>;
+  continuous: { sharePrefixes: false },
+  'shared-prefix': {},
+} as const satisfies Record<string, Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps'>>;
 type EngineName = keyof typeof ENGINES;
+const RUN_ENGINES = (process.env['BENCH_ENGINES']?.split(',') ?? Object.keys(ENGINES)) as EngineName[];
+for (const e of RUN_ENGINES) if (!(e in ENGINES)) throw new Error(`BENCH_ENGINES: unknown engine ${e} (one of ${Object.keys(ENGINES).join(', ')})`);
 
 interface ChildSpec {
   kind: 'tiny-rollout' | 'engine-turns';
@@ -52,6 +57,8 @@ interface Row {
   tokensPerS: number;
   turns: number;
   prefillTokensPerTurn: number;
+  /** Prompt tokens per turn served from a shared prefix (absent in rows measured before prefix sharing). */
+  sharedTokensPerTurn?: number;
   meanBatchSize: number;
   rowStepsPerToken: number;
   runs: number;
@@ -95,7 +102,7 @@ function round(x: number, digits: number): number {
 }
 
 function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: number, before: InferenceEngine['stats'], after: InferenceEngine['stats'], peakRssMiB: number): Row {
-  const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'rowSteps' | 'steps' | 'runs'): number => after[k] - before[k];
+  const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'sharedTokens' | 'rowSteps' | 'steps' | 'runs'): number => after[k] - before[k];
   return {
     model,
     engine: spec.engine,
@@ -106,6 +113,7 @@ function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: num
     tokensPerS: Math.round(d('generatedTokens') / seconds),
     turns: d('turns'),
     prefillTokensPerTurn: Math.round(d('prefillTokens') / d('turns')),
+    sharedTokensPerTurn: Math.round(d('sharedTokens') / d('turns')),
     meanBatchSize: round(d('rowSteps') / d('steps'), 2),
     rowStepsPerToken: round(d('rowSteps') / d('generatedTokens'), 2),
     runs: d('runs'),
@@ -234,18 +242,18 @@ const included = earlier === undefined ? undefined : (JSON.parse(readFileSync(ea
 const rows: Row[] = [...(included?.rows ?? [])];
 if (MODELS.includes('sqlenv-tiny')) {
   for (const concurrency of CONCURRENCIES) {
-    for (const engine of Object.keys(ENGINES) as EngineName[]) rows.push(runChild({ kind: 'tiny-rollout', engine, concurrency, modelDir: TINY_DIR }));
+    for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'tiny-rollout', engine, concurrency, modelDir: TINY_DIR }));
   }
 }
 if (MODELS.includes('sqlenv-tiny-engine')) {
   for (const concurrency of CONCURRENCIES) {
-    for (const engine of Object.keys(ENGINES) as EngineName[]) rows.push(runChild({ kind: 'engine-turns', shape: 'sqlenv-tiny', engine, concurrency, modelDir: TINY_DIR }));
+    for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'engine-turns', shape: 'sqlenv-tiny', engine, concurrency, modelDir: TINY_DIR }));
   }
 }
 if (MODELS.includes('qwen3-0.6b')) {
   const qwenDir = join(root, 'qwen3-0.6b');
   writeRandomCheckpoint(qwenDir, presetConfig('qwen3-0.6b'), { seed: 1, initStd: 0.02 });
-  for (const engine of Object.keys(ENGINES) as EngineName[]) rows.push(runChild({ kind: 'engine-turns', shape: 'qwen3-0.6b', engine, concurrency: 8, modelDir: qwenDir }));
+  for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'engine-turns', shape: 'qwen3-0.6b', engine, concurrency: 8, modelDir: qwenDir }));
 }
 rmSync(root, { recursive: true, force: true });
 
@@ -256,14 +264,15 @@ function shapeText(name: EngineShapeName): string {
   const s = ENGINE_EPISODES[name];
   return `a ${s.promptTokens}-token first prompt, ${s.turns} turns of at most ${s.maxNewTokens} new tokens, ${s.observationTokens} observation tokens appended after each`;
 }
+/** Against the row pair's first engine that was run (static when it ran). */
 const speedup = (r: Row): string => {
-  const base = rows.find((o) => o.model === r.model && o.concurrency === r.concurrency && o.engine === 'static');
-  return r.engine === 'static' || base === undefined ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}×)`;
+  const base = rows.find((o) => o.model === r.model && o.concurrency === r.concurrency);
+  return base === undefined || base === r ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}× ${base.engine})`;
 };
 const table = [
-  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | mean batch | row-steps ÷ returned tokens | runs | peak RSS (MiB) |',
-  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.meanBatchSize} | ${r.rowStepsPerToken} | ${r.runs} | ${r.peakRssMiB} |`),
+  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | row-steps ÷ returned tokens | runs | peak RSS (MiB) |',
+  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.rowStepsPerToken} | ${r.runs} | ${r.peakRssMiB} |`),
 ];
 const markdown = `# LLM rollout benchmark (CPU): static batches vs continuous batching with per-episode KV caches
 
@@ -272,8 +281,10 @@ ${new Date().toISOString()} · ${machine}
 ${table.join('\n')}
 
 - *static*: \`{ reuseKv: false, chunkSteps: Infinity }\`, the engine before per-turn caches: one batch at a time, decoded until
-  its longest row stops, every turn re-prefilling its whole context. *continuous*: the defaults (per-episode KV caches,
-  decode chunks of 16 steps, turns join and leave between chunks; docs/inference.md). The same turns, seeds and sampling.
+  its longest row stops, every turn re-prefilling its whole context. *continuous*: \`{ sharePrefixes: false }\` (per-episode KV
+  caches, decode chunks of 16 steps, turns join and leave between chunks; each episode's first turn prefilled from scratch).
+  *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix (docs/inference.md). The same
+  turns, seeds and sampling.
 - *sqlenv-tiny*: models/sqlenv-tiny (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
   ${TINY_MAX_NEW_TOKENS} new tokens per turn, ${TINY_CONTEXT_TOKENS}-token contexts, ${EPISODES_PER_SLOT} episodes per slot in flight (at least 8); an untimed pass of up
@@ -282,15 +293,17 @@ ${table.join('\n')}
   then turns whose prompt is the last context + the reply + an observation. *sqlenv-tiny (engine only)*: ${shapeText('sqlenv-tiny')}.
   *qwen3-0.6b shapes*: a random checkpoint of Qwen3-0.6B's config (28 layers, 16 query / 8 KV heads × 128, vocabulary
   151,936), ${shapeText('qwen3-0.6b')}.
-- *prefill tokens per turn*: prompt tokens fed to the model per turn (cached ones not counted). *Mean batch*: rows per loop
+- *prefill tokens per turn*: prompt tokens fed to the model per turn (cached ones not counted); *shared-prefix tokens per
+  turn*: of the cached ones, those taken from another episode's prompt. *Mean batch*: rows per loop
   iteration (row-steps ÷ steps), the batch the decode ran at. *Row-steps ÷ returned tokens*: tokens computed (rows × loop
   iterations) per token returned; the excess is rows decoding past their stop while a batch-mate runs on. *Peak RSS*: of the
   child process that ran the configuration (weights, session, caches).
-- Each configuration runs in its own process, the two engines one right after the other; the cores are shared with other
+- Each configuration runs in its own process, the engines of a row pair one right after the other; the cores are shared with other
   jobs (load average above), so compare the two engines of one row pair, not runs of different days.
 `;
 const dir = join(here, 'results');
 mkdirSync(dir, { recursive: true });
-writeFileSync(join(dir, 'rollout-llm.md'), markdown);
-writeFileSync(join(dir, 'rollout-llm.json'), `${JSON.stringify({ machine, rows }, null, 2)}\n`);
+const name = process.env['BENCH_RESULTS'] ?? 'rollout-llm';
+writeFileSync(join(dir, `${name}.md`), markdown);
+writeFileSync(join(dir, `${name}.json`), `${JSON.stringify({ machine, rows }, null, 2)}\n`);
 process.stdout.write(markdown);

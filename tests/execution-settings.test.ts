@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseModelConfig, modelFingerprint, writeRandomCheckpoint } from '@sqlenv/model';
+import { InferenceEngine, parseModelConfig, modelFingerprint, writeRandomCheckpoint } from '@sqlenv/model';
 import { TINY_BYTE_MODEL_CONFIG } from '@sqlenv/model/testing';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { createRunResolver, policyUpdaterFor, RuntimeCache } from '@sqlenv/rollout';
@@ -92,7 +92,23 @@ describe('every model session of a command gets its provider and threads', () =>
     const play = capture();
     expect(await main(['play', '--policy', 'model', ...modelArgs, '--json', '--threads', String(ASKED)], play.io), play.stderr()).toBe(0);
     expectSessions(play, ['engine'], ASKED);
+    // A small model keeps ONNX Runtime's weight pre-packing (decided by its size), and the session got that entry.
+    for (const r of [...sessions(evaluation), ...sessions(play)]) {
+      expect(r['sessionConfig']).toEqual({ 'session.disable_prepacking': '0' });
+      expect(r['prepacking']).toMatchObject({ prepacking: true, decidedBy: 'size' });
+    }
   }, 180_000);
+
+  it('the inference engine\'s disablePrepacking reaches its session and the `session created` record', async () => {
+    for (const disablePrepacking of [true, false]) {
+      const c = capture();
+      const engine = await InferenceEngine.start({ modelDir, disablePrepacking }, c.io.logger as Logger);
+      await engine.close();
+      const [record] = sessions(c);
+      expect(record?.['sessionConfig']).toEqual({ 'session.disable_prepacking': disablePrepacking ? '1' : '0' });
+      expect(record?.['prepacking']).toMatchObject({ prepacking: !disablePrepacking, decidedBy: 'option' });
+    }
+  });
 
   it('sft: the training session', async () => {
     const c = capture({ SQLENV_THREADS: String(ASKED) });

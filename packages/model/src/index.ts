@@ -73,6 +73,7 @@ export { sampleNextToken, type SamplerInputs, type SampledToken } from './graphs
 export { leftPad, uniformsForSeed, type PaddedBatch } from './runtime/batch.ts';
 export { Generator, type GenerateOptions, type GenerationRequest, type GenerationResult, type GeneratorOptions, type RowInput, type RowOutput, type RunRowsOptions } from './runtime/generator.ts';
 export { kvBytesPerToken, type RowKvCache } from './runtime/kv-cache.ts';
+export { prepackingDecision, PREPACKING_MAX_WEIGHT_BYTES, weightBytes, type PrepackingDecision } from './runtime/prepacking.ts';
 export { type SchedulerStats } from './runtime/turn-scheduler.ts';
 export { Scorer, LogitsModel, type ScorerOptions } from './runtime/scorer.ts';
 export { InferenceEngine, engineOptionsSchema, turnSchedulingDefaults, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './runtime/inference-engine.ts';

@@ -21,6 +21,8 @@ export interface EngineWorkerSetup {
   lora: LoraConfig | undefined;
   inPlaceWeights: boolean;
   loadViaFile: boolean;
+  /** Undefined: decided by the weights' size (Generator `disablePrepacking`). */
+  disablePrepacking: boolean | undefined;
   session: Omit<SessionConfig, 'logger' | 'mode'>;
   /** Scheduler settings; `stopIds` undefined: the checkpoint's eos ids. */
   scheduler: Omit<TurnSchedulerOptions, 'stopIds'> & { stopIds: number[] | undefined };
@@ -52,6 +54,7 @@ if (port !== null) {
     generator = await Generator.create(config, weights, {
       ...(setup.lora === undefined ? {} : { lora: setup.lora }),
       inPlaceWeights: setup.inPlaceWeights,
+      ...(setup.disablePrepacking === undefined ? {} : { disablePrepacking: setup.disablePrepacking }),
       session: { ...setup.session, mode: 'direct' },
       ...(fileDir === undefined ? {} : { modelFile: join(fileDir, 'generation.onnx'), releaseWeights: true }),
     });

@@ -9,6 +9,7 @@ import { IO } from '../graphs/forward-graphs.ts';
 import { assembleBatchCache, extractRowCache, type RowKvCache } from './kv-cache.ts';
 import { loraTensorSpecs, zeroLoraWeights, type LoraConfig, type LoraWeights } from '../graphs/lora.ts';
 import type { ModelWeights } from '../io/weights.ts';
+import { prepackingDecision, weightBytes, type PrepackingDecision } from './prepacking.ts';
 
 /** One sequence to continue. */
 export interface GenerationRequest {
@@ -60,6 +61,13 @@ export interface GeneratorOptions {
   prefillChunkTokens?: number;
   /** ONNX Runtime session settings (default: direct mode, one intra-op thread). */
   session?: SessionConfig;
+  /**
+   * Turn ONNX Runtime's weight pre-packing off (`session.disable_prepacking`): one copy of each
+   * weight instead of a packed one per consuming loop. Default: by the weights' size
+   * (`prepackingDecision`: on up to PREPACKING_MAX_WEIGHT_BYTES, off above). An explicit
+   * `session.sessionConfig['session.disable_prepacking']` counts as this option.
+   */
+  disablePrepacking?: boolean;
   /**
    * Write the model (graph, big weights as external data files beside it) to this `.onnx` path and
    * let ONNX Runtime load it from disk: loading from memory briefly holds the weights twice inside
@@ -153,12 +161,15 @@ async function collectReleasedArrays(): Promise<void> {
 export class Generator {
   readonly config: ModelConfig;
   readonly lora: LoraConfig | undefined;
+  /** Whether ORT pre-packs the weights, and why. */
+  readonly prepacking: PrepackingDecision;
   readonly #session: GraphSession;
   readonly #zeroLora: LoraWeights | undefined;
 
-  private constructor(config: ModelConfig, lora: LoraConfig | undefined, session: GraphSession) {
+  private constructor(config: ModelConfig, lora: LoraConfig | undefined, session: GraphSession, prepacking: PrepackingDecision) {
     this.config = config;
     this.lora = lora;
+    this.prepacking = prepacking;
     this.#session = session;
     this.#zeroLora = lora === undefined ? undefined : zeroLoraWeights(config, lora);
   }
@@ -171,19 +182,23 @@ export class Generator {
         ...(options.prefillChunkTokens === undefined ? {} : { prefillChunkTokens: options.prefillChunkTokens }),
       }).graph.toModel();
     if (options.releaseWeights === true && options.modelFile === undefined) throw new AppError(ErrorCode.VALIDATION, 'releaseWeights needs modelFile');
+    // Decided before the weights may be released below.
+    const explicit = options.session?.sessionConfig?.['session.disable_prepacking'];
+    const prepacking = prepackingDecision(weightBytes(weights), options.disablePrepacking ?? (explicit === undefined ? undefined : explicit === '1'));
+    const session: SessionConfig = { mode: 'direct', ...options.session, sessionConfig: { ...options.session?.sessionConfig, 'session.disable_prepacking': prepacking.prepacking ? '0' : '1' } };
     // The built graph is not kept in a variable: once written, nothing here references the weights.
     const source = options.modelFile === undefined ? build() : await saveModel(build(), options.modelFile);
     if (options.releaseWeights === true) {
       weights.clear();
       await collectReleasedArrays();
     }
-    const session = await createSession(source, { mode: 'direct', ...options.session });
-    return new Generator(config, options.lora, session);
+    options.session?.logger?.info({ prepacking }, 'weight pre-packing');
+    return new Generator(config, options.lora, await createSession(source, session), prepacking);
   }
 
-  /** Where the generation session runs (provider, threads, node placement): what `session created` logs. */
+  /** Where the generation session runs (provider, threads, node placement), its config entries and the pre-packing decision: what `session created` logs. */
   get sessionRecord(): Record<string, unknown> {
-    return sessionRecord(this.#session);
+    return { ...sessionRecord(this.#session), sessionConfig: this.#session.config.sessionConfig, prepacking: this.prepacking };
   }
 
   /** One run per batch: prefill and the whole decode, no cache kept (each row alone would get the same tokens). */

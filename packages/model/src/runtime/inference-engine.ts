@@ -33,6 +33,12 @@ export const engineOptionsSchema = z.object({
    */
   reuseKv: z.boolean().optional(),
   /**
+   * With `reuseKv`: a turn without a cache of its own (an episode's first turn) starts from the
+   * longest kept prompt prefix it shares with an earlier turn (the system prompt, a GRPO group's
+   * first prompt) and prefills only the rest (docs/inference.md). Default: on where `reuseKv` is.
+   */
+  sharePrefixes: z.boolean().optional(),
+  /**
    * Decode steps per run: between runs finished turns leave and waiting turns join (continuous
    * batching). `Infinity`: static batches, a run lasts until its longest row stops and no turn
    * joins meanwhile. Default: per execution provider (`turnSchedulingDefaults`): 16 on the CPU.
@@ -40,7 +46,7 @@ export const engineOptionsSchema = z.object({
   chunkSteps: z.union([z.number().int().positive(), z.literal(Infinity)]).optional(),
   /**
    * Bound on KV cache memory, in bytes: active turns (reserved at prompt + max new tokens) plus the
-   * caches parked between turns (least recently used dropped first). A turn that alone exceeds it
+   * caches parked between turns and the shared prompt prefixes (least recently used dropped first). A turn that alone exceeds it
    * still runs, by itself. Default 4 GiB (Qwen3-0.6B: 224 KiB per token, 8 turns of 2,300 tokens).
    */
   kvCacheBytes: z.number().int().positive().default(4 * 1024 * 1024 * 1024),
@@ -61,11 +67,13 @@ export const engineOptionsSchema = z.object({
   /** Stop ids; default: the checkpoint's eos_token_id. */
   stopIds: z.array(z.number().int().nonnegative()).optional(),
   /**
-   * One copy of the weights in ONNX Runtime instead of the original plus a pre-packed one
-   * (ORT `session.disable_prepacking`): for models near the memory limit; pre-packing speeds up larger
-   * GEMMs (prefill, big batches), not one-row decoding. Default false.
+   * Turn ONNX Runtime's weight pre-packing off (`session.disable_prepacking`): one copy of each
+   * weight instead of the original plus a packed one per consuming loop of the generation graph.
+   * Pre-packing speeds up the GEMMs of small models and costs big ones gigabytes. Default: by the
+   * weights' size (`prepackingDecision`, prepacking.ts: on up to 1 GiB of float32 weights, off
+   * above); the decision is in the `session created` log line (`prepacking`).
    */
-  disablePrepacking: z.boolean().default(false),
+  disablePrepacking: z.boolean().optional(),
   /**
    * Load the session through a model file in a temporary directory (removed once loaded) and release
    * the float32 weights first (`Generator` `modelFile` + `releaseWeights`): ORT maps the file instead of
@@ -92,8 +100,8 @@ export type InferenceEngineOptions = z.input<typeof engineOptionsSchema>;
  * output back per run, so a cache that lives between runs crosses the bus each chunk; the in-graph
  * loop of a whole turn keeps it on the device instead (arithmetic in docs/inference.md).
  */
-export function turnSchedulingDefaults(provider: string): { reuseKv: boolean; chunkSteps: number } {
-  return provider === 'cpu' ? { reuseKv: true, chunkSteps: 16 } : { reuseKv: false, chunkSteps: Infinity };
+export function turnSchedulingDefaults(provider: string): { reuseKv: boolean; sharePrefixes: boolean; chunkSteps: number } {
+  return provider === 'cpu' ? { reuseKv: true, sharePrefixes: true, chunkSteps: 16 } : { reuseKv: false, sharePrefixes: false, chunkSteps: Infinity };
 }
 
 export interface TurnRequest extends GenerationRequest {
@@ -121,7 +129,7 @@ export class InferenceEngine {
   readonly #rpc: WorkerRpc<EngineRequest, EngineReply>;
   #policyVersion = 0;
   /** The worker's counters as of its latest finished turn. */
-  #stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
+  #stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
 
   private constructor(worker: Worker, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
     this.vocabSize = ready.vocabSize;
@@ -147,16 +155,17 @@ export class InferenceEngine {
       lora: options.lora,
       inPlaceWeights: options.inPlaceWeights,
       loadViaFile: options.loadViaFile,
+      disablePrepacking: options.disablePrepacking,
       session: {
         provider: options.provider,
         deviceId: options.deviceId,
         intraOpThreads: options.intraOpThreads,
         interOpThreads: options.interOpThreads,
-        ...(options.disablePrepacking ? { sessionConfig: { 'session.disable_prepacking': '1' } } : {}),
       },
       scheduler: {
         ...turnSchedulingDefaults(options.provider),
-        ...(options.reuseKv === undefined ? {} : { reuseKv: options.reuseKv }),
+        ...(options.reuseKv === undefined ? {} : { reuseKv: options.reuseKv, sharePrefixes: options.reuseKv }),
+        ...(options.sharePrefixes === undefined ? {} : { sharePrefixes: options.sharePrefixes }),
         ...(options.chunkSteps === undefined ? {} : { chunkSteps: options.chunkSteps }),
         maxBatchSize: options.maxBatchSize,
         kvCacheBytes: options.kvCacheBytes,

@@ -66,4 +66,28 @@ describe('host KV caches', () => {
     expect(store.sizeBytes).toBe(0);
     expect(store.evictOldest()).toBe(false);
   });
+
+  it('keeps shared prefixes beside the episode caches: the longest common start wins, one LRU order over both', () => {
+    const store = new KvCacheStore(config);
+    store.parkPrefix({ ids: [1, 2, 3, 4], cache: rowCache(4, 1) });
+    store.park('a', { ids: [9], cache: rowCache(1, 2) });
+    store.parkPrefix({ ids: [1, 2, 5], cache: rowCache(3, 3) });
+    expect(store.size).toBe(1);
+    expect(store.prefixCount).toBe(2);
+    expect(store.sizeBytes).toBe(8 * kvBytesPerToken(config));
+    expect(store.longestPrefix([7, 1], 5)).toBeUndefined();
+    const hit = store.longestPrefix([1, 2, 3, 4, 8], 5);
+    expect(hit?.length).toBe(4);
+    expect(hit?.cache).toEqual(rowCache(4, 1));
+    // At most `limit` tokens of it.
+    expect(store.longestPrefix([1, 2, 3, 4], 3)?.length).toBe(3);
+    // [1, 2, 3, 4] was used last: the episode cache goes first, then [1, 2, 5].
+    expect(store.evictOldest()).toBe(true);
+    expect(store.size).toBe(0);
+    expect(store.evictOldest()).toBe(true);
+    expect(store.longestPrefix([1, 2, 5], 3)?.length).toBe(2);
+    expect(store.sizeBytes).toBe(4 * kvBytesPerToken(config));
+    store.clear();
+    expect([store.prefixCount, store.sizeBytes, store.evictOldest()]).toEqual([0, 0, false]);
+  });
 });

@@ -112,53 +112,121 @@ export interface ParkedCache {
   cache: RowKvCache;
 }
 
+/** Length of the common prefix of two id sequences. */
+export function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+interface Stamped {
+  entry: ParkedCache;
+  /** When it was parked or last used: eviction drops the smallest first, over both kinds. */
+  stamp: number;
+}
+
 /**
- * Parked caches by key (an episode id), least recently used first. Holds no
- * byte bound itself: the scheduler evicts from here when the active rows and
- * the parked caches together would pass its budget.
+ * Parked caches by key (an episode id), and shared prefixes: prompt caches any
+ * turn without a cache of its own may start from (the system prompt, a GRPO
+ * group's common first prompt). One least-recently-used order over both.
+ * Holds no byte bound itself: the scheduler evicts from here when the active
+ * rows and the parked caches together would pass its budget.
  */
 export class KvCacheStore {
-  readonly #entries = new Map<string, ParkedCache>();
+  // Both maps are kept in stamp order (an entry used again is moved to the end).
+  readonly #entries = new Map<string, Stamped>();
+  readonly #prefixes = new Map<number, Stamped>();
   readonly #bytesPerToken: number;
   #tokens = 0;
+  #clock = 0;
 
   constructor(config: ModelConfig) {
     this.#bytesPerToken = kvBytesPerToken(config);
   }
 
+  /** Bytes of every parked cache and shared prefix. */
   get sizeBytes(): number {
     return this.#tokens * this.#bytesPerToken;
   }
 
+  /** Episode caches parked (shared prefixes not counted). */
   get size(): number {
     return this.#entries.size;
   }
 
+  /** Shared prefixes held. */
+  get prefixCount(): number {
+    return this.#prefixes.size;
+  }
+
   park(key: string, entry: ParkedCache): void {
     this.take(key);
-    this.#entries.set(key, entry);
+    this.#entries.set(key, { entry, stamp: ++this.#clock });
     this.#tokens += entry.cache.length;
   }
 
   /** Remove and return a key's cache (the turn that claims it owns it now). */
   take(key: string): ParkedCache | undefined {
-    const entry = this.#entries.get(key);
-    if (entry === undefined) return undefined;
+    const stamped = this.#entries.get(key);
+    if (stamped === undefined) return undefined;
     this.#entries.delete(key);
-    this.#tokens -= entry.cache.length;
-    return entry;
+    this.#tokens -= stamped.entry.cache.length;
+    return stamped.entry;
   }
 
-  /** Drop the least recently parked cache; false when empty. */
+  /** Keep a prompt's cache (its `ids` and nothing more) for other turns that start with the same ids. */
+  parkPrefix(entry: ParkedCache): void {
+    this.#prefixes.set(this.#clock + 1, { entry, stamp: ++this.#clock });
+    this.#tokens += entry.cache.length;
+  }
+
+  /**
+   * The shared prefix with the longest common start with `ids`, at most `limit` tokens of it
+   * (`length`); the caller truncates `cache` to `length`. Marks it used. Undefined when none shares a token.
+   */
+  longestPrefix(ids: readonly number[], limit: number): { cache: RowKvCache; length: number } | undefined {
+    let best: [number, Stamped] | undefined;
+    let bestLength = 0;
+    for (const [key, stamped] of this.#prefixes) {
+      const length = Math.min(limit, commonPrefixLength(ids, stamped.entry.ids));
+      if (length > bestLength) {
+        best = [key, stamped];
+        bestLength = length;
+      }
+    }
+    if (best === undefined) return undefined;
+    const [key, stamped] = best;
+    this.#prefixes.delete(key);
+    stamped.stamp = ++this.#clock;
+    this.#prefixes.set(stamped.stamp, stamped);
+    return { cache: stamped.entry.cache, length: bestLength };
+  }
+
+  /** Drop the least recently used cache, an episode's or a shared prefix; false when both are empty. */
   evictOldest(): boolean {
-    const first = this.#entries.keys().next();
+    const episode = this.#entries.entries().next();
+    const prefix = this.#prefixes.values().next();
+    if (episode.done === true && prefix.done === true) return false;
+    if (prefix.done === true || (episode.done !== true && episode.value[1].stamp < prefix.value.stamp)) {
+      this.take((episode.value as [string, Stamped])[0]);
+      return true;
+    }
+    return this.evictOldestPrefix();
+  }
+
+  /** Drop the least recently used shared prefix; false when none. */
+  evictOldestPrefix(): boolean {
+    const first = this.#prefixes.entries().next();
     if (first.done === true) return false;
-    this.take(first.value);
+    this.#prefixes.delete(first.value[0]);
+    this.#tokens -= first.value[1].entry.cache.length;
     return true;
   }
 
   clear(): void {
     this.#entries.clear();
+    this.#prefixes.clear();
     this.#tokens = 0;
   }
 }

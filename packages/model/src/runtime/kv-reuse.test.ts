@@ -41,13 +41,13 @@ const episodes: Episode[] = Array.from({ length: 6 }, (_, e) => ({
 }));
 
 /** Play every episode's turns concurrently; `between(turn)` runs when all episodes have finished that turn. */
-async function play(engine: InferenceEngine, between?: (turn: number) => Promise<void>): Promise<TurnResult[][]> {
-  const results: TurnResult[][] = episodes.map(() => []);
-  const contexts = episodes.map((e) => [...(e.observations[0] as number[])]);
-  const turns = episodes[0]!.observations.length;
+async function play(engine: InferenceEngine, between?: (turn: number) => Promise<void>, played: readonly Episode[] = episodes): Promise<TurnResult[][]> {
+  const results: TurnResult[][] = played.map(() => []);
+  const contexts = played.map((e) => [...(e.observations[0] as number[])]);
+  const turns = played[0]!.observations.length;
   for (let turn = 0; turn < turns; turn++) {
     await Promise.all(
-      episodes.map(async (e, i) => {
+      played.map(async (e, i) => {
         const context = contexts[i] as number[];
         const result = await engine.generate({
           promptIds: context,
@@ -205,6 +205,93 @@ describe('KV cache reuse across turns and continuous batching', () => {
       expect(stats.rowSteps).toBeLessThanOrEqual(stats.generatedTokens + turns.length * 2);
     } finally {
       await Promise.all([engine.close(), alone.close()]);
+    }
+  }, 120_000);
+});
+
+/**
+ * Episodes whose first prompts share a 40-token system prompt, in groups of three that share the
+ * whole first prompt (system + a 20-token question), as GRPO groups do; later observations differ.
+ */
+const SYSTEM = Array.from({ length: 40 }, (_, i) => (i * 37 + 5) % 256);
+const grouped: Episode[] = Array.from({ length: 9 }, (_, e) => {
+  const group = Math.floor(e / 3);
+  const question = Array.from({ length: 20 }, (_, i) => (i * 53 + group * 101 + 17) % 256);
+  return {
+    key: `grouped-${e}`,
+    seed: 900 + e * 11,
+    observations: [[...SYSTEM, ...question], ...Array.from({ length: 2 }, (_, t) => Array.from({ length: 3 + ((e + t) % 5) }, (_, i) => (i * 31 + e * 19 + t * 3) % 256))],
+    temperature: e % 4 === 0 ? 0 : 1,
+    topP: e % 2 === 0 ? 1 : 0.9,
+  };
+});
+
+describe('shared prompt prefixes across episodes', () => {
+  let groupedReference: TurnResult[][];
+  let groupedReferenceStats: InferenceEngine['stats'];
+  beforeAll(async () => {
+    const engine = await InferenceEngine.start(staticEngineOptions);
+    try {
+      groupedReference = await play(engine, undefined, grouped);
+      groupedReferenceStats = engine.stats;
+    } finally {
+      await engine.close();
+    }
+  }, 120_000);
+
+  it('starts first turns from the shared prefix: the same tokens and log-probs as prefilling from scratch', async () => {
+    const engine = await InferenceEngine.start({ ...common, chunkSteps: 3 });
+    const unshared = await InferenceEngine.start({ ...common, chunkSteps: 3, sharePrefixes: false });
+    try {
+      expectSameTurns(await play(engine, undefined, grouped), groupedReference);
+      expectSameTurns(await play(unshared, undefined, grouped), groupedReference);
+      const stats = engine.stats;
+      expect(stats.prefillTokens + stats.reusedTokens).toBe(groupedReferenceStats.prefillTokens);
+      expect(unshared.stats.sharedTokens).toBe(0);
+      // Every first turn but one starts from the system prompt at least; a group's others from its whole first prompt but the last token.
+      expect(stats.sharedTokens).toBeGreaterThanOrEqual(2 * SYSTEM.length + 6 * (SYSTEM.length + 19));
+      expect(stats.prefillTokens).toBeLessThan(unshared.stats.prefillTokens - stats.sharedTokens / 2);
+    } finally {
+      await Promise.all([engine.close(), unshared.close()]);
+    }
+  }, 120_000);
+
+  it('drops the shared prefixes on an adapter swap like the episode caches: the same tokens as a fresh engine under the new adapter', async () => {
+    const adapters: LoraWeights[] = [initLoraWeights(config, lora, { seed: 41, bStd: 0.5 }), initLoraWeights(config, lora, { seed: 42, bStd: 0.5 })];
+    const swapAfter = (engine: InferenceEngine) => async (turn: number) => {
+      if (turn < adapters.length) await engine.setLora(adapters[turn] as LoraWeights, turn + 1);
+    };
+    const plain = await InferenceEngine.start(staticEngineOptions);
+    const sharing = await InferenceEngine.start({ ...common, chunkSteps: 4 });
+    try {
+      expectSameTurns(await play(sharing, swapAfter(sharing), grouped), await play(plain, swapAfter(plain), grouped));
+      // One first prompt under adapter 2, then a swap to a third adapter: the next turn with that prompt starts from nothing.
+      const prompt = grouped[0]!.observations[0] as number[];
+      const turn = { promptIds: prompt, maxNewTokens: 6, seed: 5, temperature: 1 };
+      await sharing.generate({ ...turn, cacheKey: 'before-swap' });
+      const third = initLoraWeights(config, lora, { seed: 43, bStd: 0.5 });
+      await Promise.all([sharing.setLora(third, 3), plain.setLora(third, 3)]);
+      const before = sharing.stats.sharedTokens;
+      const after = await sharing.generate({ ...turn, cacheKey: 'after-swap' });
+      expect(sharing.stats.sharedTokens).toBe(before);
+      // The next one shares the prefix computed under the new adapter.
+      const again = await sharing.generate({ ...turn, seed: 6, cacheKey: 'after-swap-2' });
+      expect(sharing.stats.sharedTokens).toBe(before + prompt.length - 1);
+      expectSameTurns([[after, again]], [[await plain.generate(turn), await plain.generate({ ...turn, seed: 6 })]]);
+    } finally {
+      await Promise.all([plain.close(), sharing.close()]);
+    }
+  }, 120_000);
+
+  it('evicts shared prefixes under the byte budget and stays exact', async () => {
+    // tiny-qwen3: 768 B per token; room for about two 60-token prompts beside the active rows.
+    const engine = await InferenceEngine.start({ ...common, chunkSteps: 2, kvCacheBytes: 768 * 200, maxBatchSize: 2 });
+    try {
+      expectSameTurns(await play(engine, undefined, grouped), groupedReference);
+      expect(engine.stats.evictions).toBeGreaterThan(0);
+      expect(engine.stats.sharedTokens).toBeGreaterThan(0);
+    } finally {
+      await engine.close();
     }
   }, 120_000);
 });

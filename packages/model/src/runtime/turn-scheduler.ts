@@ -3,12 +3,16 @@ import { uniformsForSeed } from './batch.ts';
 import type { ModelConfig } from '../io/config.ts';
 import { DEFAULT_PREFILL_CHUNK_TOKENS } from '../graphs/generation-graph.ts';
 import { checkRowInput, type Generator, type GenerationRequest, type GenerationResult, type RowInput, type RowOutput } from './generator.ts';
-import { KvCacheStore, kvBytesPerToken, truncateRowCache, type RowKvCache } from './kv-cache.ts';
+import { commonPrefixLength, KvCacheStore, kvBytesPerToken, truncateRowCache, type RowKvCache } from './kv-cache.ts';
 import type { LoraWeights } from '../graphs/lora.ts';
+
+/** Fewest tokens a turn takes from a shared prefix (shorter ones are not worth a cache copy), and the least a turn is held back for. */
+export const MIN_SHARED_PREFIX_TOKENS = 16;
 
 /**
  * The engine's scheduler, on the inference thread: continuous batching over
- * decode chunks and per-episode KV caches kept between turns.
+ * decode chunks, per-episode KV caches kept between turns, and shared prompt
+ * prefixes across episodes.
  *
  *   waiting turns ──admit──▶ prefill run (new tokens only, against the episode's parked cache)
  *                                   │
@@ -16,6 +20,13 @@ import type { LoraWeights } from '../graphs/lora.ts';
  *        │  decode chunk: every active row feeds its last token, ≤ chunkSteps steps
  *        ├─ finished rows: resolve, park the cache under the turn's cacheKey (LRU, byte budget)
  *        └─ the rest stay active; waiting turns are admitted before the next chunk
+ *
+ * A turn without a cache of its own (an episode's first turn, or one whose cache
+ * was evicted) starts from the longest shared prefix of its prompt, if any: the
+ * prompt caches of earlier such turns, kept after their prefill run (the system
+ * prompt; a GRPO group's common first prompt). A turn that shares more with a
+ * turn being admitted to the same prefill run than with any kept prefix waits
+ * for the next prefill run, which then starts it from that turn's prompt.
  *
  * Each row reads its uniforms from its seed's stream at its own offset, so a
  * turn's tokens depend neither on the chunking nor on its batch-mates.
@@ -26,6 +37,8 @@ import type { LoraWeights } from '../graphs/lora.ts';
 export interface TurnSchedulerOptions {
   /** Keep each episode's cache between turns (by the request's `cacheKey`). */
   reuseKv: boolean;
+  /** With `reuseKv`: start turns without a cache of their own from a shared prompt prefix. */
+  sharePrefixes: boolean;
   /** Decode steps per run before finished rows leave and waiting turns join; Infinity = static batches. */
   chunkSteps: number;
   maxBatchSize: number;
@@ -61,8 +74,10 @@ export interface SchedulerStats {
   rowSteps: number;
   /** Prompt tokens fed to prefill runs (cached ones not counted). */
   prefillTokens: number;
-  /** Prompt tokens served from a parked cache instead. */
+  /** Prompt tokens served from a parked cache or a shared prefix instead. */
   reusedTokens: number;
+  /** Of `reusedTokens`, those served from a shared prefix (another turn's prompt). */
+  sharedTokens: number;
   /** Parked caches dropped for room (not counting those dropped by an adapter swap). */
   evictions: number;
   turns: number;
@@ -88,6 +103,10 @@ interface Row {
   /** Tokens of `ids` held by `cache`; the rest are fed by the next run. */
   cachedLength: number;
   cache: RowKvCache | undefined;
+  /** Where the cache it started from came from: its episode's parked cache, a shared prefix, or none. */
+  source: 'own' | 'shared' | undefined;
+  /** Tokens of the prompt it started with in its cache. */
+  startedFrom: number;
   generated: Pick<GenerationResult, 'tokens' | 'logprobs' | 'sampleLogprobs'>;
   policyVersion: number;
   /** A stop token was sampled (possibly past the turn's own budget). */
@@ -118,7 +137,7 @@ export class TurnScheduler {
   #version = 0;
   #running = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
-  readonly stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
+  readonly stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
 
   constructor(generator: Generator, options: TurnSchedulerOptions) {
     if (!(options.chunkSteps >= 1)) throw new AppError(ErrorCode.VALIDATION, `chunkSteps must be ≥ 1 (or Infinity), got ${options.chunkSteps}`);
@@ -200,6 +219,7 @@ export class TurnScheduler {
           // (nothing active or waiting): then the prefill run decodes the whole first chunk itself.
           const alone = this.#active.length === 0 && this.#waiting.length === 0;
           await this.#run(admitted, static_ || alone ? this.#chunkFor(admitted) : 1);
+          this.#sharePrompts(admitted);
           this.#active.push(...admitted.filter((r) => !this.#finishIfDone(r)));
         }
         // Turns kept out only by one prefill run's scores bound are prefilled first, so they join this chunk.
@@ -253,6 +273,11 @@ export class TurnScheduler {
       const turn = this.#waiting[0] as Turn;
       if (turn.epoch !== this.#epochApplied) break;
       const row = this.#claim(turn);
+      // Shares more with a prompt prefilled in this run than with any kept prefix: start it from that prompt next run.
+      if (!static_ && this.#sharesMore(row, admitted)) {
+        this.#unclaim(row);
+        return { rows: admitted, morePrefill: true };
+      }
       const fresh = row.ids.length - row.cachedLength;
       const nextWidest = Math.max(widest, Math.ceil(fresh / bucket) * bucket);
       const nextLongest = Math.max(longest, row.cachedLength);
@@ -279,26 +304,74 @@ export class TurnScheduler {
     return { rows: admitted, morePrefill: false };
   }
 
-  /** A turn as a row, continuing its episode's parked cache when the prompt extends what it holds. */
+  /**
+   * A turn as a row, continuing its episode's parked cache when the prompt extends what it holds,
+   * else starting from the longest shared prefix of its prompt (at least MIN_SHARED_PREFIX_TOKENS).
+   */
   #claim(turn: Turn): Row {
     const { promptIds, cacheKey } = turn.request;
-    const row: Row = { turn, ids: [...promptIds], cachedLength: 0, cache: undefined, generated: { tokens: [], logprobs: [], sampleLogprobs: [] }, policyVersion: this.#version, stopped: false, failed: false };
-    if (!this.#options.reuseKv || cacheKey === undefined) return row;
-    const parked = this.#store.take(cacheKey);
-    if (parked === undefined) return row;
-    const extends_ = parked.ids.length < promptIds.length && parked.ids.every((id, i) => promptIds[i] === id);
-    if (extends_) {
+    const row: Row = { turn, ids: [...promptIds], cachedLength: 0, cache: undefined, source: undefined, startedFrom: 0, generated: { tokens: [], logprobs: [], sampleLogprobs: [] }, policyVersion: this.#version, stopped: false, failed: false };
+    if (!this.#options.reuseKv) return row;
+    const parked = cacheKey === undefined ? undefined : this.#store.take(cacheKey);
+    if (parked !== undefined && parked.ids.length < promptIds.length && parked.ids.every((id, i) => promptIds[i] === id)) {
       row.cache = parked.cache;
-      row.cachedLength = parked.ids.length;
+      row.cachedLength = row.startedFrom = parked.ids.length;
+      row.source = 'own';
+      return row;
     }
     // A prompt that does not extend the cached ids (a truncated or rewritten context) re-prefills; the stale cache is dropped.
+    if (!this.#options.sharePrefixes) return row;
+    // At least the prompt's last token is fed: the run samples from its position.
+    const shared = this.#store.longestPrefix(promptIds, promptIds.length - 1);
+    if (shared !== undefined && shared.length >= MIN_SHARED_PREFIX_TOKENS) {
+      row.cache = truncateRowCache(this.#config, shared.cache, shared.length);
+      row.cachedLength = row.startedFrom = shared.length;
+      row.source = 'shared';
+    }
     return row;
   }
 
-  /** Put a claimed cache back (the turn was not admitted after all). */
+  /** Put a claimed cache back (the turn was not admitted after all); a shared prefix is still in the store. */
   #unclaim(row: Row): void {
     const key = row.turn.request.cacheKey;
-    if (row.cache !== undefined && key !== undefined) this.#store.park(key, { ids: row.ids.slice(0, row.cachedLength), cache: row.cache });
+    if (row.source === 'own' && row.cache !== undefined && key !== undefined) this.#store.park(key, { ids: row.ids.slice(0, row.cachedLength), cache: row.cache });
+  }
+
+  /** Whether the prompt of a turn admitted to this run would give `row` MIN_SHARED_PREFIX_TOKENS more than it starts from. */
+  #sharesMore(row: Row, admitted: readonly Row[]): boolean {
+    if (!this.#options.reuseKv || !this.#options.sharePrefixes || row.source === 'own') return false;
+    const prompt = row.turn.request.promptIds;
+    return admitted.some(
+      (other) => this.#sharesPrompt(other) && Math.min(prompt.length - 1, commonPrefixLength(prompt, other.turn.request.promptIds)) >= row.cachedLength + MIN_SHARED_PREFIX_TOKENS,
+    );
+  }
+
+  /** A row whose prompt cache is kept as a shared prefix after its prefill run: it had no cache of its own. */
+  #sharesPrompt(row: Row): boolean {
+    return this.#options.reuseKv && this.#options.sharePrefixes && row.source !== 'own' && row.turn.request.promptIds.length > MIN_SHARED_PREFIX_TOKENS;
+  }
+
+  /**
+   * After a prefill run: keep the prompt cache of each row that had no cache of its own and
+   * computed more of its prompt than it took from a shared prefix. At most max(2, maxBatchSize / 4)
+   * prefixes are kept (about the GRPO groups in flight), least recently used dropped first.
+   */
+  #sharePrompts(rows: readonly Row[]): void {
+    let kept = false;
+    for (const row of rows) {
+      const prompt = row.turn.request.promptIds;
+      if (!this.#sharesPrompt(row) || row.cache === undefined || row.cachedLength < prompt.length) continue;
+      // Took all but the last token from a shared prefix: that prefix serves the next such turn as well.
+      if (row.source === 'shared' && prompt.length - row.startedFrom <= 1) continue;
+      this.#store.parkPrefix({ ids: [...prompt], cache: truncateRowCache(this.#config, row.cache, prompt.length) });
+      kept = true;
+    }
+    if (!kept) return;
+    while (this.#store.prefixCount > Math.max(2, Math.ceil(this.#options.maxBatchSize / 4)) && this.#store.evictOldestPrefix()) this.stats.evictions++;
+    if (!this.#makeRoom(this.#active.reduce((n, r) => n + this.#reservedBytes(r), 0) + rows.reduce((n, r) => n + this.#reservedBytes(r), 0))) {
+      // Over the budget with the rows alone: the prefixes just kept go again.
+      while (this.#store.prefixCount > 0 && this.#store.evictOldestPrefix()) this.stats.evictions++;
+    }
   }
 
   /** Bytes a row may grow to: its prompt plus its whole token budget. */
@@ -360,6 +433,7 @@ export class TurnScheduler {
       if (r.generated.tokens.length === 0) {
         this.stats.prefillTokens += fed;
         this.stats.reusedTokens += r.cachedLength;
+        if (r.source === 'shared') this.stats.sharedTokens += r.cachedLength;
       }
       r.generated.tokens.push(...out.tokens);
       r.generated.logprobs.push(...out.logprobs);

@@ -31,8 +31,8 @@ export interface ModelResourcesOptions {
    * coarse; padding a row by up to 127 tokens costs far less. Default 128.
    */
   lengthBucketTokens?: number;
-  /** Per-turn engine settings (InferenceEngine `reuseKv`, `chunkSteps`, `kvCacheBytes`); default: the engine's. */
-  turnScheduling?: Pick<InferenceEngineOptions, 'reuseKv' | 'chunkSteps' | 'kvCacheBytes'>;
+  /** Per-turn engine settings (InferenceEngine `reuseKv`, `sharePrefixes`, `chunkSteps`, `kvCacheBytes`); default: the engine's. */
+  turnScheduling?: Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'kvCacheBytes'>;
   /**
    * `null`: build the graphs without LoRA inputs (plain evaluation of the base model, no
    * adapter work per token); weights blobs can then not be applied. Default: the spec's LoRA.
