@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
 import { createRootLogger } from '@sqlenv/shared';
-import { BullmqTransport, RolloutMetrics, RuntimeCache, runCoordinator, scheduledQuestions, startStatusServer, transportHealthCheck, type HealthCheck, type StatusServer } from '@sqlenv/rollout';
+import { BullmqTransport, RolloutMetrics, RuntimeCache, runCoordinator, scheduledQuestions } from '@sqlenv/rollout';
 import { printUsage, parseFlags, wantsHelp } from '../flags.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
 import { coordinatorUsage } from './usage.ts';
+import { startStatusEndpoint, type StatusEndpoint } from './status-endpoint.ts';
 
 const CoordinatorOptionsSchema = SpecOptionsSchema.extend(TransportOptionsSchema.shape).extend(RuntimeOptionsSchema.shape).extend(ModelDirOptionsSchema.shape).extend(ModelSpecOptionsSchema.shape);
 
@@ -18,8 +19,7 @@ const CoordinatorOptionsSchema = SpecOptionsSchema.extend(TransportOptionsSchema
 export async function coordinatorCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   if (wantsHelp(argv)) return printUsage(io, coordinatorUsage);
   let transport: BullmqTransport | undefined;
-  let server: StatusServer | undefined;
-  let health: HealthCheck | undefined;
+  let endpoint: StatusEndpoint | undefined;
   try {
     const options = parseFlags(argv, { ...specOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs }, CoordinatorOptionsSchema, { env: io.env ?? {} }).flags;
     const spec = runSpecFrom(options, () => `run-${randomBytes(4).toString('hex')}`, await runModelSpec(options.policy, options));
@@ -34,26 +34,14 @@ export async function coordinatorCommand(argv: readonly string[], io: CommandIo)
     transport = new BullmqTransport(transportConfig(options), { logger });
     const metrics = new RolloutMetrics({ processMetrics: true });
     const activeTransport = transport;
-    if (options.metricsPort !== undefined) {
-      const check = transportHealthCheck(transport, options);
-      health = check;
-      server = await startStatusServer({
-        health: () => check.check(),
-        port: options.metricsPort,
-        host: options.metricsHost,
-        registry: metrics.registry,
-        status: async () => ({ app: 'coordinator', run_id: spec.run_id, spec, counters: await activeTransport.counters(spec.run_id) }),
-        logger,
-      });
-    }
+    endpoint = await startStatusEndpoint(transport, options, metrics, async () => ({ app: 'coordinator', run_id: spec.run_id, spec, counters: await activeTransport.counters(spec.run_id) }), logger);
     const summary = await runCoordinator({ transport, spec, questions, pollMs: options.pollMs, logger, metrics, ...(io.signal ? { signal: io.signal } : {}) });
     io.stdout.write(`${JSON.stringify(summary)}\n`);
     return 0;
   } catch (error) {
     return reportCommandError(io, 'coordinator', error);
   } finally {
-    health?.close();
-    await server?.close();
+    await endpoint?.close();
     await transport?.close();
   }
 }

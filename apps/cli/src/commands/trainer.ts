@@ -4,13 +4,14 @@ import { z } from 'zod';
 import { RunIdSchema } from '@sqlenv/protocol';
 import { createRootLogger, type Logger } from '@sqlenv/shared';
 import { RunRecorder, writeRunReport, writeRunSpec } from '@sqlenv/runs';
-import { BullmqTransport, BullmqTransportConfigSchema, RolloutMetrics, RunAdmin, policyUpdaterFor, runTrainer, serveRuns, startStatusServer, transportHealthCheck, waitForRun, type HealthCheck, type ModelExecution, type PolicyUpdater, type StatusServer } from '@sqlenv/rollout';
+import { BullmqTransport, BullmqTransportConfigSchema, RolloutMetrics, RunAdmin, policyUpdaterFor, runTrainer, serveRuns, waitForRun, type ModelExecution, type PolicyUpdater } from '@sqlenv/rollout';
 import { printUsage, parseFlags, wantsHelp, type FlagSpec } from '../flags.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-options.ts';
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 import { trainerUsage } from './usage.ts';
+import { startStatusEndpoint, type StatusEndpoint } from './status-endpoint.ts';
 
 export const trainerOptionSpecs: Record<string, FlagSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
@@ -78,8 +79,7 @@ async function withUpdater<T>(
 export async function trainerCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   if (wantsHelp(argv)) return printUsage(io, trainerUsage);
   let transport: BullmqTransport | undefined;
-  let server: StatusServer | undefined;
-  let health: HealthCheck | undefined;
+  let endpoint: StatusEndpoint | undefined;
   try {
     const options = parseFlags(argv, { ...trainerOptionSpecs, ...transportOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, TrainerOptionsSchema, { env: io.env ?? {} }).flags;
     const logger = io.logger ?? createRootLogger('trainer', { fd: 2, level: options.logLevel });
@@ -88,18 +88,7 @@ export async function trainerCommand(argv: readonly string[], io: CommandIo): Pr
     const activeTransport = new BullmqTransport(transportConfig(options), { logger });
     transport = activeTransport;
     const metrics = new RolloutMetrics({ processMetrics: true });
-    if (options.metricsPort !== undefined) {
-      const check = transportHealthCheck(transport, options);
-      health = check;
-      server = await startStatusServer({
-        health: () => check.check(),
-        port: options.metricsPort,
-        host: options.metricsHost,
-        registry: metrics.registry,
-        status: async () => ({ app: 'trainer', trainer_id: options.trainerId, run_id: options.runId ?? null, active_runs: await activeTransport.activeRuns() }),
-        logger,
-      });
-    }
+    endpoint = await startStatusEndpoint(transport, options, metrics, async () => ({ app: 'trainer', trainer_id: options.trainerId, run_id: options.runId ?? null, active_runs: await activeTransport.activeRuns() }), logger);
     const retention = { keepLast: options.keepWeights, checkpointEvery: options.checkpointEvery };
     await serveRuns({
       leases: activeTransport,
@@ -150,8 +139,7 @@ export async function trainerCommand(argv: readonly string[], io: CommandIo): Pr
   } catch (error) {
     return reportCommandError(io, 'trainer', error);
   } finally {
-    health?.close();
-    await server?.close();
+    await endpoint?.close();
     await transport?.close();
   }
 }

@@ -2,12 +2,13 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { RunIdSchema } from '@sqlenv/protocol';
 import { createRootLogger } from '@sqlenv/shared';
-import { BullmqTransport, RolloutMetrics, RolloutWorker, RuntimeCache, Wakeup, createRunResolver, runtimeOptionsFrom, startStatusServer, transportHealthCheck, type HealthCheck, type StatusServer } from '@sqlenv/rollout';
+import { BullmqTransport, RolloutMetrics, RolloutWorker, RuntimeCache, Wakeup, createRunResolver, runtimeOptionsFrom } from '@sqlenv/rollout';
 import { printUsage, parseFlags, wantsHelp, type FlagSpec } from '../flags.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-options.ts';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
+import { startStatusEndpoint, type StatusEndpoint } from './status-endpoint.ts';
 import { workerUsage } from './usage.ts';
 
 export const workerOptionSpecs: Record<string, FlagSpec> = {
@@ -43,8 +44,7 @@ const WorkerOptionsSchema = z
 export async function workerCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   if (wantsHelp(argv)) return printUsage(io, workerUsage);
   let transport: BullmqTransport | undefined;
-  let server: StatusServer | undefined;
-  let health: HealthCheck | undefined;
+  let endpoint: StatusEndpoint | undefined;
   let worker: RolloutWorker | undefined;
   let runtimes: RuntimeCache | undefined;
   try {
@@ -73,18 +73,7 @@ export async function workerCommand(argv: readonly string[], io: CommandIo): Pro
       metrics,
     });
     worker = activeWorker;
-    if (options.metricsPort !== undefined) {
-      const check = transportHealthCheck(transport, options);
-      health = check;
-      server = await startStatusServer({
-        health: () => check.check(),
-        port: options.metricsPort,
-        host: options.metricsHost,
-        registry: metrics.registry,
-        status: () => ({ app: 'worker', worker_id: options.workerId, runs: activeWorker.runs, episodes_played: activeWorker.episodesPlayed, concurrency: options.concurrency }),
-        logger,
-      });
-    }
+    endpoint = await startStatusEndpoint(transport, options, metrics, () => ({ app: 'worker', worker_id: options.workerId, runs: activeWorker.runs, episodes_played: activeWorker.episodesPlayed, concurrency: options.concurrency }), logger);
     await worker.start();
     logger.info({ workerId: options.workerId, concurrency: options.concurrency, runId: options.runId ?? null }, 'worker started');
     const wakeup = new Wakeup();
@@ -100,8 +89,7 @@ export async function workerCommand(argv: readonly string[], io: CommandIo): Pro
     return reportCommandError(io, 'worker', error);
   } finally {
     await worker?.close();
-    health?.close();
-    await server?.close();
+    await endpoint?.close();
     await transport?.close();
     await runtimes?.close();
   }
