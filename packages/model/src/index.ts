@@ -88,7 +88,7 @@ export {
   type ModelLogitsArgs,
   type ModelGenerateArgs,
   type ModelGenerateResult,
-} from './commands.ts';
+} from './tasks/model-tasks.ts';
 export {
   ADAPTER_CONFIG_FILE,
   ADAPTER_WEIGHTS_FILE,
@@ -102,6 +102,6 @@ export {
 } from './io/peft-adapter.ts';
 export { trainByteLevelBpe, byteLevelAlphabet, BpeTrainerOptionsSchema, type BpeTrainerOptions, type TrainedBpe } from './tokenizer/bpe-trainer.ts';
 export { modelFingerprint, hasThinkTemplate, loadChatFormat, tokenizerFor } from './io/model-dir.ts';
-export { modelTokenizer, type ModelTokenizerArgs, type ModelTokenizerResult } from './tokenizer-command.ts';
+export { modelTokenizer, type ModelTokenizerArgs, type ModelTokenizerResult } from './tasks/tokenizer-task.ts';
 export { checkModelFits, countParameters, estimateModelMemory, formatBytes, largestTensor, memoryBoundBytes, MAX_TENSOR_ELEMENTS, type MemoryEstimate, type MemoryEstimateOptions } from './memory/memory-estimate.ts';
 export { validateTokenizerIds } from './tokenizer/hf-tokenizer.ts';

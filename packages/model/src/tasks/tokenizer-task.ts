@@ -1,9 +1,9 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError, ErrorCode } from '@sqlenv/shared';
-import { trainByteLevelBpe, type TrainedBpe } from './tokenizer/bpe-trainer.ts';
-import { HfTokenizer } from './tokenizer/hf-tokenizer.ts';
-import type { TextTokenizer } from './tokenizer/tokenizer.ts';
+import { trainByteLevelBpe, type TrainedBpe } from '../tokenizer/bpe-trainer.ts';
+import { HfTokenizer } from '../tokenizer/hf-tokenizer.ts';
+import type { TextTokenizer } from '../tokenizer/tokenizer.ts';
 
 /**
  * `sqlenv model tokenizer --data F.jsonl [--model DIR] --vocab-size N [--split-words true|false|isolated] --out DIR`:

@@ -2,14 +2,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ByteTokenizer } from './tokenizer/byte-tokenizer.ts';
-import { modelInit } from './commands.ts';
-import { tokenizerFor } from './io/model-dir.ts';
-import { readModelConfig } from './io/weights.ts';
-import { modelTokenizer } from './tokenizer-command.ts';
-import { TINY_BYTE_MODEL_CONFIG } from './testing/tiny-model.ts';
+import { ByteTokenizer } from '../tokenizer/byte-tokenizer.ts';
+import { modelInit } from './model-tasks.ts';
+import { tokenizerFor } from '../io/model-dir.ts';
+import { readModelConfig } from '../io/weights.ts';
+import { modelTokenizer } from './tokenizer-task.ts';
+import { TINY_BYTE_MODEL_CONFIG } from '../testing/tiny-model.ts';
 
-const scratch = mkdtempSync(join(tmpdir(), 'tokenizer-command-'));
+const scratch = mkdtempSync(join(tmpdir(), 'tokenizer-task-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const episode = (city: string, n: number): string =>

@@ -2,17 +2,17 @@ import { copyFileSync, existsSync, readFileSync, statfsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { SessionConfig } from '@sqlenv/onnx-graph';
 import { AppError, checkDirOutput, checkOutputNotInput, ErrorCode, writeDirAtomic } from '@sqlenv/shared';
-import { parseHfConfig, parseModelConfig, type ModelConfig } from './io/config.ts';
-import { Generator } from './runtime/generator.ts';
-import { bundledQwenTokenizerPaths, loadHfTokenizer } from './tokenizer/hf-tokenizer.ts';
-import { isPresetName, presetConfig } from './io/presets.ts';
-import { writeRandomCheckpoint } from './io/random-checkpoint.ts';
-import type { StoredDtype } from './io/safetensors.ts';
-import { LogitsModel } from './runtime/scorer.ts';
-import { loadModel } from './io/weights.ts';
-import { loadAdapterDir, type Adapter } from './io/peft-adapter.ts';
-import { loadChatFormat, QWEN_TOKENIZER_VOCAB } from './io/model-dir.ts';
-import { countParameters, formatBytes, largestTensor, MAX_TENSOR_ELEMENTS, memoryBoundBytes } from './memory/memory-estimate.ts';
+import { parseHfConfig, parseModelConfig, type ModelConfig } from '../io/config.ts';
+import { Generator } from '../runtime/generator.ts';
+import { bundledQwenTokenizerPaths, loadHfTokenizer } from '../tokenizer/hf-tokenizer.ts';
+import { isPresetName, presetConfig } from '../io/presets.ts';
+import { writeRandomCheckpoint } from '../io/random-checkpoint.ts';
+import type { StoredDtype } from '../io/safetensors.ts';
+import { LogitsModel } from '../runtime/scorer.ts';
+import { loadModel } from '../io/weights.ts';
+import { loadAdapterDir, type Adapter } from '../io/peft-adapter.ts';
+import { loadChatFormat, QWEN_TOKENIZER_VOCAB } from '../io/model-dir.ts';
+import { countParameters, formatBytes, largestTensor, MAX_TENSOR_ELEMENTS, memoryBoundBytes } from '../memory/memory-estimate.ts';
 
 /**
  * The `sqlenv model …` subcommands as functions (the CLI app parses flags
