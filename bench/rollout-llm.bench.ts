@@ -2,7 +2,7 @@
  * The LLM agent inside a rollout worker, today's static engine against the
  * continuous one, side by side in one run:
  *
- * - `sqlenv-tiny` (models/sqlenv-tiny, the checkpoint `npm start` uses) plays built-in-dataset
+ * - `sqlenv-tiny` (models/sqlenv-tiny: the shape of models/sqlenv-base, the checkpoint `npm start` uses) plays built-in-dataset
  *   episodes through one RolloutWorker (in-process transport, statistics-only trainer) with
  *   1 / 8 / 32 / 64 episodes in flight, all served by one InferenceEngine;
  * - the same checkpoint with synthetic episodes straight through the engine (no environment: what

@@ -1,5 +1,5 @@
 /**
- * A full-parameter SFT step of models/sqlenv-tiny (the checkpoint `npm start` uses) on 16 oracle
+ * A full-parameter SFT step of models/sqlenv-tiny (the shape of models/sqlenv-base, the checkpoint `npm start` uses) on 16 oracle
  * episodes: `sqlenv sft --full` against the same step in PyTorch + transformers (bench/sft_torch_step.py),
  * on the same cores, side by side in one run. Each side runs in its own child process, the sides
  * alternate round by round so a change in the machine's load hits both. Writes

@@ -16,7 +16,7 @@ import { train, trainCommandLine, TrainOptionsSchema, type TrainOptionsInput } f
 import { ExecutionFlags, executionFlagOptions, startExecution } from '../execution-flags.ts';
 
 /** The checkpoint `npm start` begins from: made by this project's `sqlenv sft --full` (models/README.md says how). */
-export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-tiny', import.meta.url));
+export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-base', import.meta.url));
 
 const number = z.coerce.number();
 
@@ -32,11 +32,11 @@ const LearnFlags = DatasetFlags.extend({
   /** full: every weight (small models trained from scratch); lora: a LoRA adapter (r = --lora-rank) that GRPO continues (Hugging Face checkpoints). */
   'sft-mode': z.enum(['full', 'lora']).default('full'),
   /** GRPO: episodes, groups and sampling. */
-  episodes: positiveIntFlag.default(1024),
+  episodes: positiveIntFlag.default(6144),
   'group-size': positiveIntFlag.default(8),
   'groups-per-batch': positiveIntFlag.default(4),
   temperature: number.positive().default(1),
-  lr: number.positive().default(1e-3),
+  lr: number.positive().default(5e-4),
   'lora-rank': positiveIntFlag.default(16),
   'max-new-tokens': positiveIntFlag.default(96),
   concurrency: positiveIntFlag.default(32),
