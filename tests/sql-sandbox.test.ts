@@ -708,7 +708,11 @@ describe('lifecycle', () => {
       parent.once('exit', () => reject(new Error('orphan-parent exited early')));
     });
     const { pids } = JSON.parse(line) as { pids: number[] };
-    expect(pids).toHaveLength(1);
+    // The pool's one child, and on a loaded machine possibly warm stand-ins for it too (the executor
+    // starts them for a child whose query is stuck: at most poolSize + 2 × stuck children); every one
+    // of them must die with the parent.
+    expect(pids.length).toBeGreaterThanOrEqual(1);
+    expect(pids.length).toBeLessThanOrEqual(3);
     parent.kill('SIGKILL');
     const deadlineMs = Date.now() + 20_000;
     while (pids.some(isAlive) && Date.now() < deadlineMs) await new Promise((resolve) => setTimeout(resolve, 100));
