@@ -4,6 +4,7 @@ import { PROVIDERS } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode, formatZodIssues, type Logger } from '@sqlenv/shared';
 import type { ModelExecution } from '@sqlenv/rollout';
 import type { FlagSpec } from '../flags.ts';
+import { executionFlagOptions } from '../execution-flags.ts';
 
 /**
  * Where and with how many threads a process runs its model sessions: `--execution-provider` /
@@ -12,9 +13,9 @@ import type { FlagSpec } from '../flags.ts';
  * hands the same ModelExecution to every ONNX Runtime session it creates.
  */
 export const executionOptionSpecs: Record<string, FlagSpec> = {
-  'execution-provider': { key: 'executionProvider', env: 'SQLENV_EXECUTION_PROVIDER' },
-  'device-id': { key: 'deviceId', env: 'SQLENV_DEVICE_ID' },
-  threads: { key: 'threads', env: 'SQLENV_THREADS' },
+  'execution-provider': { ...executionFlagOptions['execution-provider'], key: 'executionProvider' },
+  'device-id': { ...executionFlagOptions['device-id'], key: 'deviceId' },
+  threads: { ...executionFlagOptions.threads, key: 'threads' },
 };
 
 export const ExecutionOptionsSchema = z.object({
