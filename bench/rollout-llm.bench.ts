@@ -23,7 +23,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InferenceEngine, modelFingerprint, presetConfig, readModelConfig, writeRandomCheckpoint, type InferenceEngineOptions } from '@sqlenv/model';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
@@ -31,9 +31,10 @@ import { createModelResources, InProcessTransport, RolloutWorker, runCoordinator
 
 const ENGINES = {
   static: { reuseKv: false, chunkSteps: Infinity },
-  continuous: { sharePrefixes: false },
-  'shared-prefix': {},
-} as const satisfies Record<string, Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps'>>;
+  continuous: { sharePrefixes: false, returnWaitMs: 0 },
+  'shared-prefix': { returnWaitMs: 0 },
+  'return-wait': {},
+} as const satisfies Record<string, Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs'>>;
 type EngineName = keyof typeof ENGINES;
 const RUN_ENGINES = (process.env['BENCH_ENGINES']?.split(',') ?? Object.keys(ENGINES)) as EngineName[];
 for (const e of RUN_ENGINES) if (!(e in ENGINES)) throw new Error(`BENCH_ENGINES: unknown engine ${e} (one of ${Object.keys(ENGINES).join(', ')})`);
@@ -61,12 +62,15 @@ interface Row {
   sharedTokensPerTurn?: number;
   meanBatchSize: number;
   rowStepsPerToken: number;
+  /** Share of the wall time the engine waited for returning episodes between runs (absent in rows measured before that wait). */
+  returnWaitShare?: number;
   runs: number;
   peakRssMiB: number;
 }
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const TINY_DIR = join(here, '..', 'models', 'sqlenv-tiny');
+const BASE_DIR = join(here, '..', 'models', 'sqlenv-base');
 const TINY_MAX_NEW_TOKENS = 96;
 const TINY_CONTEXT_TOKENS = 2048;
 const EPISODES_PER_SLOT = Number(process.env['BENCH_EPISODES_PER_SLOT'] ?? 2);
@@ -102,7 +106,7 @@ function round(x: number, digits: number): number {
 }
 
 function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: number, before: InferenceEngine['stats'], after: InferenceEngine['stats'], peakRssMiB: number): Row {
-  const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'sharedTokens' | 'rowSteps' | 'steps' | 'runs'): number => after[k] - before[k];
+  const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'sharedTokens' | 'rowSteps' | 'steps' | 'runs' | 'returnWaitMs'): number => after[k] - before[k];
   return {
     model,
     engine: spec.engine,
@@ -116,6 +120,7 @@ function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: num
     sharedTokensPerTurn: Math.round(d('sharedTokens') / d('turns')),
     meanBatchSize: round(d('rowSteps') / d('steps'), 2),
     rowStepsPerToken: round(d('rowSteps') / d('generatedTokens'), 2),
+    returnWaitShare: round(d('returnWaitMs') / (seconds * 1000), 3),
     runs: d('runs'),
     peakRssMiB,
   };
@@ -174,7 +179,7 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
       const seconds = await play('timed', episodes);
       return { before, seconds };
     });
-    return statsRow('sqlenv-tiny', spec, episodes, value.seconds, value.before, model.engine.stats, peakRssMiB);
+    return statsRow(basename(spec.modelDir), spec, episodes, value.seconds, value.before, model.engine.stats, peakRssMiB);
   } finally {
     await model.close();
     await runtimes.close();
@@ -245,6 +250,11 @@ if (MODELS.includes('sqlenv-tiny')) {
     for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'tiny-rollout', engine, concurrency, modelDir: TINY_DIR }));
   }
 }
+if (MODELS.includes('sqlenv-base')) {
+  for (const concurrency of CONCURRENCIES) {
+    for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'tiny-rollout', engine, concurrency, modelDir: BASE_DIR }));
+  }
+}
 if (MODELS.includes('sqlenv-tiny-engine')) {
   for (const concurrency of CONCURRENCIES) {
     for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'engine-turns', shape: 'sqlenv-tiny', engine, concurrency, modelDir: TINY_DIR }));
@@ -270,9 +280,9 @@ const speedup = (r: Row): string => {
   return base === undefined || base === r ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}× ${base.engine})`;
 };
 const table = [
-  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | row-steps ÷ returned tokens | runs | peak RSS (MiB) |',
-  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.rowStepsPerToken} | ${r.runs} | ${r.peakRssMiB} |`),
+  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | row-steps ÷ returned tokens | waiting for returns | runs | peak RSS (MiB) |',
+  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.rowStepsPerToken} | ${r.returnWaitShare === undefined ? '—' : `${round(100 * r.returnWaitShare, 1)} %`} | ${r.runs} | ${r.peakRssMiB} |`),
 ];
 const markdown = `# LLM rollout benchmark (CPU): static batches vs continuous batching with per-episode KV caches
 
@@ -281,11 +291,13 @@ ${new Date().toISOString()} · ${machine}
 ${table.join('\n')}
 
 - *static*: \`{ reuseKv: false, chunkSteps: Infinity }\`, the engine before per-turn caches: one batch at a time, decoded until
-  its longest row stops, every turn re-prefilling its whole context. *continuous*: \`{ sharePrefixes: false }\` (per-episode KV
-  caches, decode chunks of 16 steps, turns join and leave between chunks; each episode's first turn prefilled from scratch).
-  *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix (docs/inference.md). The same
-  turns, seeds and sampling.
-- *sqlenv-tiny*: models/sqlenv-tiny (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
+  its longest row stops, every turn re-prefilling its whole context. *continuous*: \`{ sharePrefixes: false, returnWaitMs: 0 }\`
+  (per-episode KV caches, decode chunks of 16 steps, turns join and leave between chunks; each episode's first turn prefilled
+  from scratch). *shared-prefix*: \`{ returnWaitMs: 0 }\`, the same with first turns started from a shared prompt prefix.
+  *return-wait*: the defaults, the same with the next chunk waiting (≤ 50 ms, ≤ half an iteration) for the episodes whose turns
+  just ended (docs/inference.md). The same turns, seeds and sampling. *Waiting for returns*: share of the wall time spent in
+  that wait.
+- *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
   ${TINY_MAX_NEW_TOKENS} new tokens per turn, ${TINY_CONTEXT_TOKENS}-token contexts, ${EPISODES_PER_SLOT} episodes per slot in flight (at least 8); an untimed pass of up
   to 16 episodes on other questions first.

@@ -44,6 +44,8 @@ const LearnFlags = DatasetFlags.extend({
   advantage: z.enum(['grpo', 'dr_grpo']).optional(),
   'negative-weight': number.min(0).max(1).optional(),
   reward: z.string().min(1).optional(),
+  /** The learner's settings as JSON (sqlenv train's --learner: PPO epochs, loss normalisation, KL β, optimizer); --lr on top. */
+  learner: z.string().min(1).optional(),
   /** Held-out evaluation: every dev question this many times (each its own seed), at the GRPO temperature. */
   'eval-seeds': positiveIntFlag.default(8),
   /** Dev questions per evaluation (all, or N drawn by the eval seed). */
@@ -106,6 +108,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       advantage: { type: 'string' },
       'negative-weight': { type: 'string' },
       reward: { type: 'string' },
+      learner: { type: 'string' },
       'eval-seeds': { type: 'string' },
       'eval-questions': { type: 'string' },
       redis: { type: 'string' },
@@ -252,6 +255,7 @@ function grpoOptions(flags: LearnOptions, model: string, adapter: string | undef
     ...(flags.advantage === undefined ? {} : { advantage: flags.advantage }),
     ...(flags['negative-weight'] === undefined ? {} : { negative_advantage_weight: flags['negative-weight'] }),
     ...(flags.reward === undefined ? {} : { reward: flags.reward }),
+    ...(flags.learner === undefined ? {} : { learner: flags.learner }),
     runDir,
     evalEpisodes: flags['eval-questions'],
     evalSeeds: flags['eval-seeds'],

@@ -52,6 +52,12 @@ export const engineOptionsSchema = z.object({
   kvCacheBytes: z.number().int().positive().default(4 * 1024 * 1024 * 1024),
   /** After the first request arrives at an idle engine, wait this long for more. Default 2 ms. */
   batchWindowMs: z.number().nonnegative().default(2),
+  /**
+   * Continuous batching: after a run from which turns finished, wait up to this long for those
+   * episodes' next turns (their environment step) before the next decode chunk, bounded also by half
+   * the last iteration's time. 0 turns it off. Default 50 ms (docs/inference.md).
+   */
+  returnWaitMs: z.number().nonnegative().default(50),
   /** Prompt widths are rounded up to a multiple of this. Default 32 tokens. */
   lengthBucketTokens: z.number().int().positive().default(32),
   /**
@@ -129,7 +135,7 @@ export class InferenceEngine {
   readonly #rpc: WorkerRpc<EngineRequest, EngineReply>;
   #policyVersion = 0;
   /** The worker's counters as of its latest finished turn. */
-  #stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
+  #stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, returnWaitMs: 0 };
 
   private constructor(worker: Worker, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
     this.vocabSize = ready.vocabSize;
@@ -172,6 +178,7 @@ export class InferenceEngine {
         maxPrefillScoresBytes: options.maxPrefillScoresBytes,
         lengthBucketTokens: options.lengthBucketTokens,
         batchWindowMs: options.batchWindowMs,
+        returnWaitMs: options.returnWaitMs,
         topK: options.topK,
         stopIds: options.stopIds,
       },

@@ -48,6 +48,13 @@ export interface TurnSchedulerOptions {
   maxPrefillScoresBytes: number;
   lengthBucketTokens: number;
   batchWindowMs: number;
+  /**
+   * Continuous batching: after a run from which turns finished, wait up to this long for their
+   * episodes' next turns before the next decode chunk, so an episode back from its environment step
+   * joins the next chunk instead of the one after. Bounded further by half the last iteration's time;
+   * 0 turns it off.
+   */
+  returnWaitMs: number;
   topK: number;
   stopIds: readonly number[];
 }
@@ -85,6 +92,8 @@ export interface SchedulerStats {
   generatedTokens: number;
   /** Wall time inside generation runs, in milliseconds. */
   busyMs: number;
+  /** Wall time spent waiting for returning episodes between runs (`returnWaitMs`), in milliseconds. */
+  returnWaitMs: number;
 }
 
 interface Turn {
@@ -137,7 +146,15 @@ export class TurnScheduler {
   #version = 0;
   #running = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
-  readonly stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0 };
+  /** Turns with a cache key that finished in the current iteration: their episodes' next turns are expected back. */
+  #finishedThisIteration = 0;
+  /** Episodes whose last turn finished here and whose next turn has not arrived (oldest first; bounded). */
+  readonly #resolvedAt = new Set<string>();
+  /** Ends the current wait for returning turns early. */
+  #endWait: (() => void) | undefined;
+  /** Counts one returned turn during a wait. */
+  #countReturn: (() => void) | undefined;
+  readonly stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, returnWaitMs: 0 };
 
   constructor(generator: Generator, options: TurnSchedulerOptions) {
     if (!(options.chunkSteps >= 1)) throw new AppError(ErrorCode.VALIDATION, `chunkSteps must be ≥ 1 (or Infinity), got ${options.chunkSteps}`);
@@ -165,6 +182,7 @@ export class TurnScheduler {
         return;
       }
       this.#waiting.push({ request, epoch: this.#epochRequested, uniforms: uniformsForSeed(request.seed ?? 0, request.maxNewTokens), resolve, reject });
+      this.#noteReturn(request.cacheKey);
       this.#kick(true);
     });
   }
@@ -211,6 +229,7 @@ export class TurnScheduler {
         this.#applySwaps();
         // With no row active, #applySwaps has applied every swap, so the first waiting turn is admitted below.
         if (this.#active.length === 0 && this.#waiting.length === 0) break;
+        const iterationStarted = performance.now();
         const { rows: admitted, morePrefill } = this.#admit();
         const static_ = !Number.isFinite(this.#options.chunkSteps);
         if (admitted.length > 0) {
@@ -227,12 +246,59 @@ export class TurnScheduler {
           await this.#run(this.#active, this.#chunkFor(this.#active));
           this.#active = this.#active.filter((r) => !this.#finishIfDone(r));
         }
-        // Let the thread's messages in (new turns, swaps) before the next chunk.
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        // Let the thread's messages in (new turns, swaps) before the next chunk, waiting a little for the
+        // episodes whose turns just finished when they are likely back soon.
+        await this.#awaitReturns(performance.now() - iterationStarted);
       }
     } finally {
       this.#running = false;
     }
+  }
+
+  /**
+   * Between iterations: yield to the thread's messages, and when turns finished in this iteration and
+   * the batch has room, wait until their episodes' next turns are back — at most `returnWaitMs` and
+   * half the iteration's time (so waiting never takes more than a third of the engine's time). An
+   * episode that ended never returns; the bound ends the wait.
+   */
+  async #awaitReturns(iterationMs: number): Promise<void> {
+    const expected = this.#finishedThisIteration;
+    this.#finishedThisIteration = 0;
+    const { returnWaitMs, maxBatchSize } = this.#options;
+    const room = this.#active.length + this.#waiting.length < maxBatchSize;
+    const bound = Math.min(returnWaitMs, iterationMs / 2);
+    if (expected === 0 || !room || !(bound >= 1) || !Number.isFinite(this.#options.chunkSteps)) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      return;
+    }
+    for (const key of this.#resolvedAt) {
+      if (this.#resolvedAt.size <= 4 * maxBatchSize) break;
+      this.#resolvedAt.delete(key);
+    }
+    let pending = expected;
+    const started = performance.now();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => this.#endWait?.(), bound);
+      this.#endWait = () => {
+        clearTimeout(timer);
+        this.#endWait = undefined;
+        resolve();
+      };
+      this.#countReturn = () => {
+        pending--;
+        if (pending <= 0 || this.#active.length + this.#waiting.length >= maxBatchSize) this.#endWait?.();
+      };
+    });
+    this.#countReturn = undefined;
+    this.stats.returnWaitMs += performance.now() - started;
+  }
+
+  /** A turn arrived: if its episode's last turn finished here, that is one return (and one latency sample). */
+  #noteReturn(cacheKey: string | undefined): void {
+    if (cacheKey === undefined) return;
+    if (!this.#resolvedAt.has(cacheKey)) return;
+    this.#resolvedAt.delete(cacheKey);
+    this.#countReturn?.();
   }
 
   #chunkFor(rows: readonly Row[]): number {
@@ -240,11 +306,15 @@ export class TurnScheduler {
     return Math.max(1, Math.min(this.#options.chunkSteps, remaining));
   }
 
-  #applySwaps(): void {
+  /** Apply the swaps whose earlier turns are done; `admitting`: rows of the run being admitted count as active. */
+  #applySwaps(admitting = 0): void {
     for (;;) {
       const swap = this.#swaps[0];
       if (swap === undefined) return;
-      const earlier = this.#active.length > 0 || this.#waiting.some((t) => t.epoch < swap.epoch);
+      // Turns submitted before the swap run under what it replaces. A swap that only moves the version
+      // (same tensors) waits for no active row: only for earlier turns still waiting, which record the
+      // version they were admitted under. New tensors wait for every earlier turn to finish.
+      const earlier = (swap.weights !== null && this.#active.length + admitting > 0) || this.#waiting.some((t) => t.epoch < swap.epoch);
       if (earlier) return;
       this.#swaps.shift();
       if (swap.weights !== null) {
@@ -271,6 +341,8 @@ export class TurnScheduler {
     let longest = 0;
     while (this.#waiting.length > 0 && this.#active.length + admitted.length < maxBatchSize) {
       const turn = this.#waiting[0] as Turn;
+      // Every earlier turn is admitted (FIFO): a version-only swap it waits for can apply now.
+      if (turn.epoch !== this.#epochApplied) this.#applySwaps(admitted.length);
       if (turn.epoch !== this.#epochApplied) break;
       const row = this.#claim(turn);
       // Shares more with a prompt prefilled in this run than with any kept prefix: start it from that prompt next run.
@@ -473,6 +545,11 @@ export class TurnScheduler {
       while (this.#store.size > 2 * this.#options.maxBatchSize && this.#store.evictOldest()) this.stats.evictions++;
     }
     row.cache = undefined;
+    if (cacheKey !== undefined && this.#options.returnWaitMs > 0) {
+      this.#finishedThisIteration++;
+      this.#resolvedAt.delete(cacheKey);
+      this.#resolvedAt.add(cacheKey);
+    }
     row.turn.resolve(result);
     return true;
   }

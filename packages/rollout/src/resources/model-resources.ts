@@ -32,7 +32,7 @@ export interface ModelResourcesOptions {
    */
   lengthBucketTokens?: number;
   /** Per-turn engine settings (InferenceEngine `reuseKv`, `sharePrefixes`, `chunkSteps`, `kvCacheBytes`); default: the engine's. */
-  turnScheduling?: Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'kvCacheBytes'>;
+  turnScheduling?: Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'kvCacheBytes' | 'returnWaitMs'>;
   /**
    * `null`: build the graphs without LoRA inputs (plain evaluation of the base model, no
    * adapter work per token); weights blobs can then not be applied. Default: the spec's LoRA.

@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import type { ModelConfig } from '../io/config.ts';
+import type { LoraWeights } from '../graphs/lora.ts';
+import type { Generator, RowInput, RowOutput, RunRowsOptions } from './generator.ts';
+import { TurnScheduler, type TurnSchedulerOptions } from './turn-scheduler.ts';
+
+/**
+ * The scheduler's batching decisions, against a stand-in generator whose runs take a fixed time and
+ * sample a fixed token: which turns share a run, and when a turn waits. Each turn is told apart by
+ * its temperature, which the stand-in records per run. Exactness of the tokens is tested against the
+ * real generator in kv-reuse.test.ts.
+ */
+const config = { numLayers: 1, numKvHeads: 1, headDim: 1, numHeads: 1, vocabSize: 32 } as ModelConfig;
+
+class RecordingGenerator {
+  readonly config = config;
+  /** Temperatures of the rows of each run, in order. */
+  readonly runs: number[][] = [];
+  constructor(readonly runMs: number) {}
+  async runRows(rows: readonly RowInput[], options: RunRowsOptions): Promise<RowOutput[]> {
+    this.runs.push(rows.map((r) => r.temperature ?? 1));
+    await new Promise((resolve) => setTimeout(resolve, this.runMs));
+    return rows.map((r) => {
+      const length = (r.cache?.length ?? 0) + r.inputIds.length + options.steps - 1;
+      const cache = { length, keys: [new Float32Array(length)], values: [new Float32Array(length)] };
+      return { tokens: Array.from({ length: options.steps }, () => 5), logprobs: Array.from({ length: options.steps }, () => -1), sampleLogprobs: Array.from({ length: options.steps }, () => -1), stopped: false, steps: options.steps, cache };
+    });
+  }
+}
+
+function scheduler(generator: RecordingGenerator, options: Partial<TurnSchedulerOptions> = {}): TurnScheduler {
+  return new TurnScheduler(generator as unknown as Generator, {
+    reuseKv: true,
+    sharePrefixes: false,
+    chunkSteps: 2,
+    maxBatchSize: 8,
+    kvCacheBytes: 1 << 20,
+    maxPrefillScoresBytes: 1 << 30,
+    lengthBucketTokens: 4,
+    batchWindowMs: 0,
+    returnWaitMs: 0,
+    topK: 0,
+    stopIds: [],
+    ...options,
+  });
+}
+
+const prompt = [1, 2, 3, 4];
+
+describe('TurnScheduler: adapter swaps', () => {
+  it('a version-only swap does not hold back later turns: they join the rows still decoding and carry the new version', async () => {
+    const generator = new RecordingGenerator(5);
+    const s = scheduler(generator);
+    const a = s.submit({ promptIds: prompt, maxNewTokens: 12, seed: 1, temperature: 1.01, cacheKey: 'a' });
+    await new Promise((resolve) => setTimeout(resolve, 15));
+    const swapped = s.setLora(null, 1);
+    const b = s.submit({ promptIds: prompt, maxNewTokens: 2, seed: 2, temperature: 1.02, cacheKey: 'b' });
+    const order: string[] = [];
+    const [ra, rb] = await Promise.all([a.then((r) => (order.push('a'), r)), b.then((r) => (order.push('b'), r)), swapped]);
+    expect(rb.policyVersion).toBe(1);
+    expect(ra.policyVersion).toBe(0);
+    expect(order).toEqual(['b', 'a']);
+    expect(generator.runs.some((run) => run.includes(1.01) && run.includes(1.02))).toBe(true);
+  });
+
+  it('new adapter tensors wait for every earlier turn: no run mixes the two adapters', async () => {
+    const generator = new RecordingGenerator(5);
+    const s = scheduler(generator);
+    const a = s.submit({ promptIds: prompt, maxNewTokens: 12, seed: 1, temperature: 1.01, cacheKey: 'a' });
+    await new Promise((resolve) => setTimeout(resolve, 15));
+    const swapped = s.setLora({} as LoraWeights, 1);
+    const b = s.submit({ promptIds: prompt, maxNewTokens: 2, seed: 2, temperature: 1.02, cacheKey: 'b' });
+    const order: string[] = [];
+    const [ra, rb] = await Promise.all([a.then((r) => (order.push('a'), r)), b.then((r) => (order.push('b'), r)), swapped]);
+    expect([ra.policyVersion, rb.policyVersion]).toEqual([0, 1]);
+    expect(order).toEqual(['a', 'b']);
+    expect(generator.runs.some((run) => run.includes(1.01) && run.includes(1.02))).toBe(false);
+  });
+});
+
+describe('TurnScheduler: waiting for returning episodes', () => {
+  /**
+   * Episode x's first turn ends early; its next turn comes back 5 ms later (its environment step),
+   * while episode y decodes on. Runs take 200 ms, so a wait bounded by half of that covers the return.
+   */
+  async function play(returnWaitMs: number): Promise<number[][]> {
+    const generator = new RecordingGenerator(200);
+    const s = scheduler(generator, { returnWaitMs });
+    const y = s.submit({ promptIds: prompt, maxNewTokens: 12, seed: 1, temperature: 1.2, cacheKey: 'y' });
+    const x1 = await s.submit({ promptIds: [9, 9, 9, 9], maxNewTokens: 2, seed: 2, temperature: 1.1, cacheKey: 'x' });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const x2 = s.submit({ promptIds: [9, 9, 9, 9, ...x1.tokens, 7, 7], maxNewTokens: 2, seed: 3, temperature: 1.3, cacheKey: 'x' });
+    await Promise.all([y, x2]);
+    return generator.runs;
+  }
+
+  /** Runs of y alone between x's first turn's last run and its second turn's first. */
+  function aloneBetween(runs: number[][]): number {
+    const lastX1 = runs.findLastIndex((run) => run.includes(1.1));
+    const firstX2 = runs.findIndex((run) => run.includes(1.3));
+    return runs.slice(lastX1 + 1, firstX2).filter((run) => run.length === 1 && run[0] === 1.2).length;
+  }
+
+  it('with returnWaitMs the next chunk waits for the episode whose turn just ended', async () => {
+    expect(aloneBetween(await play(1000))).toBe(0);
+  });
+
+  it('without it the next chunk starts at once and the returning turn waits a whole chunk', async () => {
+    expect(aloneBetween(await play(0))).toBe(1);
+  });
+});
