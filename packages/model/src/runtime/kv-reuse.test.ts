@@ -155,6 +155,30 @@ describe('KV cache reuse across turns and continuous batching', () => {
     }
   }, 120_000);
 
+  it('an adapter swap while a turn decodes: that turn ends under the old adapter, one submitted after it runs under the new one, each as alone', async () => {
+    const engine = await InferenceEngine.start({ ...common, chunkSteps: 2, batchWindowMs: 0, stopIds: [] });
+    const { weights } = loadModel(dir);
+    const alone = await Generator.create(config, weights, { lora });
+    const next = initLoraWeights(config, lora, { seed: 33, bStd: 0.5 });
+    try {
+      const long = { promptIds: Array.from({ length: 9 }, (_, t) => (t * 13 + 5) % 256), maxNewTokens: 24, seed: 71, temperature: 1 };
+      const short = { promptIds: Array.from({ length: 6 }, (_, t) => (t * 19 + 2) % 256), maxNewTokens: 4, seed: 72, temperature: 1 };
+      const first = engine.generate({ ...long, cacheKey: 'a' });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const swapped = engine.setLora(next, 1);
+      const second = engine.generate({ ...short, cacheKey: 'b' });
+      const [a, b] = await Promise.all([first, second, swapped]);
+      const [wantA] = await alone.generate([long], { maxNewTokens: long.maxNewTokens, stopIds: [] });
+      const [wantB] = await alone.generate([short], { maxNewTokens: short.maxNewTokens, stopIds: [], lora: next });
+      expect({ tokens: a.tokens, version: a.policyVersion }).toEqual({ tokens: wantA!.tokens, version: 0 });
+      expect({ tokens: b.tokens, version: b.policyVersion }).toEqual({ tokens: wantB!.tokens, version: 1 });
+      a.logprobs.forEach((lp, k) => expect(Math.abs(lp - wantA!.logprobs[k]!)).toBeLessThanOrEqual(1e-5));
+      b.logprobs.forEach((lp, k) => expect(Math.abs(lp - wantB!.logprobs[k]!)).toBeLessThanOrEqual(1e-5));
+    } finally {
+      await Promise.all([engine.close(), alone.close()]);
+    }
+  }, 120_000);
+
   it('decodes turns together whose prefills the scores bound runs one at a time (as Qwen3-0.6B shapes at 1,536 tokens)', async () => {
     // tiny-qwen3: 4 heads; 64-token prompts: 4 × 64 × 64 × 4 B = 64 KiB of scores per row, the bound lets one through.
     const bound = { maxPrefillScoresBytes: 100_000 };

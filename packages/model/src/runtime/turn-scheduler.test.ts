@@ -16,9 +16,14 @@ class RecordingGenerator {
   readonly config = config;
   /** Temperatures of the rows of each run, in order. */
   readonly runs: number[][] = [];
+  /** The adapter of each run, and the new tokens fed per row. */
+  readonly adapters: (LoraWeights | undefined)[] = [];
+  readonly inputs: number[][] = [];
   constructor(readonly runMs: number) {}
   async runRows(rows: readonly RowInput[], options: RunRowsOptions): Promise<RowOutput[]> {
     this.runs.push(rows.map((r) => r.temperature ?? 1));
+    this.adapters.push(options.lora);
+    this.inputs.push(rows.map((r) => r.inputIds.length));
     await new Promise((resolve) => setTimeout(resolve, this.runMs));
     return rows.map((r) => {
       const length = (r.cache?.length ?? 0) + r.inputIds.length + options.steps - 1;
@@ -63,18 +68,35 @@ describe('TurnScheduler: adapter swaps', () => {
     expect(generator.runs.some((run) => run.includes(1.01) && run.includes(1.02))).toBe(true);
   });
 
-  it('new adapter tensors wait for every earlier turn: no run mixes the two adapters', async () => {
+  it('new adapter tensors apply at once for later turns: the earlier turn finishes under the old adapter, never in a run with the new one', async () => {
     const generator = new RecordingGenerator(5);
     const s = scheduler(generator);
     const a = s.submit({ promptIds: prompt, maxNewTokens: 12, seed: 1, temperature: 1.01, cacheKey: 'a' });
     await new Promise((resolve) => setTimeout(resolve, 15));
-    const swapped = s.setLora({} as LoraWeights, 1);
+    const next = {} as LoraWeights;
+    const swapped = s.setLora(next, 1);
     const b = s.submit({ promptIds: prompt, maxNewTokens: 2, seed: 2, temperature: 1.02, cacheKey: 'b' });
     const order: string[] = [];
     const [ra, rb] = await Promise.all([a.then((r) => (order.push('a'), r)), b.then((r) => (order.push('b'), r)), swapped]);
     expect([ra.policyVersion, rb.policyVersion]).toEqual([0, 1]);
-    expect(order).toEqual(['a', 'b']);
+    expect(order).toEqual(['b', 'a']);
     expect(generator.runs.some((run) => run.includes(1.01) && run.includes(1.02))).toBe(false);
+    generator.runs.forEach((run, i) => {
+      if (run.includes(1.01)) expect(generator.adapters[i]).toBeUndefined();
+      if (run.includes(1.02)) expect(generator.adapters[i]).toBe(next);
+    });
+  });
+
+  it('after new tensors the old adapter\'s rows park nothing: the episode\'s next turn re-prefills its whole prompt', async () => {
+    const generator = new RecordingGenerator(5);
+    const s = scheduler(generator);
+    const a = s.submit({ promptIds: prompt, maxNewTokens: 12, seed: 1, temperature: 1.01, cacheKey: 'a' });
+    await new Promise((resolve) => setTimeout(resolve, 15));
+    await s.setLora({} as LoraWeights, 1);
+    const first = await a;
+    const before = generator.inputs.length;
+    await s.submit({ promptIds: [...prompt, ...first.tokens, 6], maxNewTokens: 2, seed: 3, temperature: 1.03, cacheKey: 'a' });
+    expect(generator.inputs[before]).toEqual([prompt.length + first.tokens.length + 1]);
   });
 });
 

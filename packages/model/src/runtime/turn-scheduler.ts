@@ -20,6 +20,11 @@ export const MIN_SHARED_PREFIX_TOKENS = 16;
  *        │  decode chunk: every active row feeds its last token, ≤ chunkSteps steps
  *        ├─ finished rows: resolve, park the cache under the turn's cacheKey (LRU, byte budget)
  *        └─ the rest stay active; waiting turns are admitted before the next chunk
+ *           (after waiting up to returnWaitMs for the episodes whose turns just ended)
+ *
+ * An adapter swap applies once the turns submitted before it are admitted; each
+ * row keeps the adapter it was admitted under, and rows of two adapters decode
+ * in separate runs until the older ones finish.
  *
  * A turn without a cache of its own (an episode's first turn, or one whose cache
  * was evicted) starts from the longest shared prefix of its prompt, if any: the
@@ -118,6 +123,8 @@ interface Row {
   startedFrom: number;
   generated: Pick<GenerationResult, 'tokens' | 'logprobs' | 'sampleLogprobs'>;
   policyVersion: number;
+  /** The adapter it runs under from start to end: the one applied when it was admitted. */
+  lora: LoraWeights | undefined;
   /** A stop token was sampled (possibly past the turn's own budget). */
   stopped: boolean;
   /** Its run failed and the turn was rejected. */
@@ -188,11 +195,13 @@ export class TurnScheduler {
   }
 
   /**
-   * Swap the adapter after every turn submitted before this call has finished (a turn never
-   * mixes adapters); turns submitted later wait for it. New tensors make the parked caches
-   * stale (their keys and values came from the old adapter), so they are dropped: the next turn
-   * of each episode re-prefills and gets exactly the tokens a fresh engine would. `null` keeps the
-   * tensors (and the caches) and only moves the version.
+   * Swap the adapter once every turn submitted before this call is admitted: those turns run to
+   * their end under the adapter they started with (a turn never mixes adapters; rows of the two
+   * decode in separate runs until the old ones finish), turns submitted later under the new one.
+   * New tensors make the parked caches stale (their keys and values came from the old adapter), so
+   * they are dropped, and the old adapter's rows park nothing: the next turn of each episode
+   * re-prefills and gets exactly the tokens a fresh engine would. `null` keeps the tensors (and the
+   * caches) and only moves the version. Resolves when applied.
    */
   setLora(weights: LoraWeights | null, version: number): Promise<void> {
     return new Promise((resolve) => {
@@ -227,7 +236,7 @@ export class TurnScheduler {
     try {
       for (;;) {
         this.#applySwaps();
-        // With no row active, #applySwaps has applied every swap, so the first waiting turn is admitted below.
+        // A swap waits only for earlier waiting turns, which #admit takes first, so nothing waits forever.
         if (this.#active.length === 0 && this.#waiting.length === 0) break;
         const iterationStarted = performance.now();
         const { rows: admitted, morePrefill } = this.#admit();
@@ -306,16 +315,16 @@ export class TurnScheduler {
     return Math.max(1, Math.min(this.#options.chunkSteps, remaining));
   }
 
-  /** Apply the swaps whose earlier turns are done; `admitting`: rows of the run being admitted count as active. */
-  #applySwaps(admitting = 0): void {
+  /**
+   * Apply the swaps whose earlier turns are all admitted. Turns submitted before a swap run under
+   * what it replaces: each row keeps the adapter it was admitted under to its end (rows of two
+   * adapters decode in separate runs), so later turns need not wait for earlier ones to finish.
+   */
+  #applySwaps(): void {
     for (;;) {
       const swap = this.#swaps[0];
       if (swap === undefined) return;
-      // Turns submitted before the swap run under what it replaces. A swap that only moves the version
-      // (same tensors) waits for no active row: only for earlier turns still waiting, which record the
-      // version they were admitted under. New tensors wait for every earlier turn to finish.
-      const earlier = (swap.weights !== null && this.#active.length + admitting > 0) || this.#waiting.some((t) => t.epoch < swap.epoch);
-      if (earlier) return;
+      if (this.#waiting.some((t) => t.epoch < swap.epoch)) return;
       this.#swaps.shift();
       if (swap.weights !== null) {
         this.#lora = swap.weights;
@@ -342,7 +351,7 @@ export class TurnScheduler {
     while (this.#waiting.length > 0 && this.#active.length + admitted.length < maxBatchSize) {
       const turn = this.#waiting[0] as Turn;
       // Every earlier turn is admitted (FIFO): a version-only swap it waits for can apply now.
-      if (turn.epoch !== this.#epochApplied) this.#applySwaps(admitted.length);
+      if (turn.epoch !== this.#epochApplied) this.#applySwaps();
       if (turn.epoch !== this.#epochApplied) break;
       const row = this.#claim(turn);
       // Shares more with a prompt prefilled in this run than with any kept prefix: start it from that prompt next run.
@@ -382,7 +391,7 @@ export class TurnScheduler {
    */
   #claim(turn: Turn): Row {
     const { promptIds, cacheKey } = turn.request;
-    const row: Row = { turn, ids: [...promptIds], cachedLength: 0, cache: undefined, source: undefined, startedFrom: 0, generated: { tokens: [], logprobs: [], sampleLogprobs: [] }, policyVersion: this.#version, stopped: false, failed: false };
+    const row: Row = { turn, ids: [...promptIds], cachedLength: 0, cache: undefined, source: undefined, startedFrom: 0, generated: { tokens: [], logprobs: [], sampleLogprobs: [] }, policyVersion: this.#version, lora: this.#lora, stopped: false, failed: false };
     if (!this.#options.reuseKv) return row;
     const parked = cacheKey === undefined ? undefined : this.#store.take(cacheKey);
     if (parked !== undefined && parked.ids.length < promptIds.length && parked.ids.every((id, i) => promptIds[i] === id)) {
@@ -406,7 +415,7 @@ export class TurnScheduler {
   /** Put a claimed cache back (the turn was not admitted after all); a shared prefix is still in the store. */
   #unclaim(row: Row): void {
     const key = row.turn.request.cacheKey;
-    if (row.source === 'own' && row.cache !== undefined && key !== undefined) this.#store.park(key, { ids: row.ids.slice(0, row.cachedLength), cache: row.cache });
+    if (row.source === 'own' && row.cache !== undefined && key !== undefined && row.lora === this.#lora) this.#store.park(key, { ids: row.ids.slice(0, row.cachedLength), cache: row.cache });
   }
 
   /** Whether the prompt of a turn admitted to this run would give `row` MIN_SHARED_PREFIX_TOKENS more than it starts from. */
@@ -432,7 +441,8 @@ export class TurnScheduler {
     let kept = false;
     for (const row of rows) {
       const prompt = row.turn.request.promptIds;
-      if (!this.#sharesPrompt(row) || row.cache === undefined || row.cachedLength < prompt.length) continue;
+      // A row admitted before an adapter swap computed its prompt under the old adapter: not kept.
+      if (!this.#sharesPrompt(row) || row.cache === undefined || row.cachedLength < prompt.length || row.lora !== this.#lora) continue;
       // Took all but the last token from a shared prefix: that prefix serves the next such turn as well.
       if (row.source === 'shared' && prompt.length - row.startedFrom <= 1) continue;
       this.#store.parkPrefix({ ids: [...prompt], cache: truncateRowCache(this.#config, row.cache, prompt.length) });
@@ -459,7 +469,13 @@ export class TurnScheduler {
     return true;
   }
 
+  /** One run per adapter among `rows` (one run, but for the turns around an adapter swap). */
   async #run(rows: readonly Row[], steps: number): Promise<void> {
+    const adapters = [...new Set(rows.map((r) => r.lora))];
+    for (const lora of adapters) await this.#runOne(adapters.length === 1 ? rows : rows.filter((r) => r.lora === lora), steps, lora);
+  }
+
+  async #runOne(rows: readonly Row[], steps: number, lora: LoraWeights | undefined): Promise<void> {
     const inputs: RowInput[] = rows.map((r) => {
       const done = r.generated.tokens.length;
       return {
@@ -480,7 +496,7 @@ export class TurnScheduler {
         keepCache: this.#options.reuseKv || Number.isFinite(this.#options.chunkSteps),
         topK: this.#options.topK,
         stopIds: this.#options.stopIds,
-        ...(this.#lora === undefined ? {} : { lora: this.#lora }),
+        ...(lora === undefined ? {} : { lora }),
         ...(prefill ? { padToWidth: Math.ceil(maxOf(inputs.map((r) => r.inputIds.length)) / this.#options.lengthBucketTokens) * this.#options.lengthBucketTokens } : {}),
       });
     } catch (error) {
@@ -534,7 +550,8 @@ export class TurnScheduler {
     };
     this.stats.turns++;
     this.stats.generatedTokens += result.tokens.length;
-    if (this.#options.reuseKv && cacheKey !== undefined && row.cache !== undefined) {
+    // A row admitted before an adapter swap holds keys and values of the old adapter: not kept.
+    if (this.#options.reuseKv && cacheKey !== undefined && row.cache !== undefined && row.lora === this.#lora) {
       // Valid: the prompt and the returned tokens but the last (never fed); slots fed after a stop or past the budget are cut.
       const valid = Math.min(row.cachedLength, row.turn.request.promptIds.length + result.tokens.length - 1);
       this.#store.park(cacheKey, { ids: row.ids.slice(0, valid), cache: truncateRowCache(this.#config, row.cache, valid) });
