@@ -280,10 +280,6 @@ export class TurnScheduler {
       await new Promise<void>((resolve) => setImmediate(resolve));
       return;
     }
-    for (const key of this.#resolvedAt) {
-      if (this.#resolvedAt.size <= 4 * maxBatchSize) break;
-      this.#resolvedAt.delete(key);
-    }
     let pending = expected;
     const started = performance.now();
     await new Promise<void>((resolve) => {
@@ -562,10 +558,15 @@ export class TurnScheduler {
       while (this.#store.size > 2 * this.#options.maxBatchSize && this.#store.evictOldest()) this.stats.evictions++;
     }
     row.cache = undefined;
-    if (cacheKey !== undefined && this.#options.returnWaitMs > 0) {
+    if (cacheKey !== undefined && this.#options.returnWaitMs > 0 && Number.isFinite(this.#options.chunkSteps)) {
       this.#finishedThisIteration++;
       this.#resolvedAt.delete(cacheKey);
       this.#resolvedAt.add(cacheKey);
+      // Ended episodes never return: keep the most recent few times the batch.
+      for (const key of this.#resolvedAt) {
+        if (this.#resolvedAt.size <= 4 * this.#options.maxBatchSize) break;
+        this.#resolvedAt.delete(key);
+      }
     }
     row.turn.resolve(result);
     return true;
