@@ -31,9 +31,9 @@ import { createModelResources, InProcessTransport, RolloutWorker, runCoordinator
 
 const ENGINES = {
   static: { reuseKv: false, chunkSteps: Infinity },
-  continuous: { sharePrefixes: false, returnWaitMs: 0 },
-  'shared-prefix': { returnWaitMs: 0 },
-  'return-wait': {},
+  continuous: { sharePrefixes: false },
+  'shared-prefix': {},
+  'return-wait': { returnWaitMs: 50 },
 } as const satisfies Record<string, Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs'>>;
 type EngineName = keyof typeof ENGINES;
 const RUN_ENGINES = (process.env['BENCH_ENGINES']?.split(',') ?? Object.keys(ENGINES)) as EngineName[];
@@ -291,11 +291,11 @@ ${new Date().toISOString()} · ${machine}
 ${table.join('\n')}
 
 - *static*: \`{ reuseKv: false, chunkSteps: Infinity }\`, the engine before per-turn caches: one batch at a time, decoded until
-  its longest row stops, every turn re-prefilling its whole context. *continuous*: \`{ sharePrefixes: false, returnWaitMs: 0 }\`
+  its longest row stops, every turn re-prefilling its whole context. *continuous*: \`{ sharePrefixes: false }\`
   (per-episode KV caches, decode chunks of 16 steps, turns join and leave between chunks; each episode's first turn prefilled
-  from scratch). *shared-prefix*: \`{ returnWaitMs: 0 }\`, the same with first turns started from a shared prompt prefix.
-  *return-wait*: the defaults, the same with the next chunk waiting (≤ 50 ms, ≤ half an iteration) for the episodes whose turns
-  just ended (docs/inference.md). The same turns, seeds and sampling. *Waiting for returns*: share of the wall time spent in
+  from scratch). *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix.
+  *return-wait*: \`{ returnWaitMs: 50 }\`, the same with the next chunk waiting (≤ 50 ms, ≤ half an iteration) for the episodes
+  whose turns just ended (docs/inference.md). The same turns, seeds and sampling. *Waiting for returns*: share of the wall time spent in
   that wait.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
