@@ -38,6 +38,14 @@ describe('documentation', () => {
     expect(lines).toBeLessThanOrEqual(210);
   });
 
+  it("the README's package table names files that exist", () => {
+    const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+    const rows = [...readme.matchAll(/^\| `((?:packages|apps)\/[^`]+)` \|.*\|([^|]*)\|\s*$/gm)];
+    const files = rows.flatMap((m) => [...(m[2] as string).matchAll(/`(src\/[^`]+)`/g)].map((f) => path.join(m[1] as string, f[1] as string)));
+    expect(files.length).toBeGreaterThanOrEqual(5);
+    for (const file of files) expect(existsSync(path.join(root, file)), file).toBe(true);
+  });
+
   it("architecture.md names one existing file for each newcomer's concern", () => {
     const doc = readFileSync(path.join(root, 'docs', 'architecture.md'), 'utf8');
     const section = doc.slice(doc.indexOf('## Where each concern lives'));
