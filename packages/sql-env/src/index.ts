@@ -2,7 +2,7 @@
 export { EnvConfigSchema, parseEnvConfig, type EnvConfig, type EnvConfigInput, type RewardMode } from './config/env-config.ts';
 export type { Dataset, DatabaseInfo, DatabaseTable, DatabaseColumn, GoldFailure, SkippedDatabase } from './dataset/dataset.ts';
 export { GoldFailureReason } from './dataset/dataset.ts';
-export { loadDataset, defaultCacheDir, DatasetLoadConfigSchema, type DatasetLoadConfig, type LoadDatasetOptions } from './dataset/load-dataset.ts';
+export { loadDataset, defaultCacheDir, BUILTIN_SOURCES, DatasetLoadConfigSchema, type DatasetLoadConfig, type LoadDatasetOptions } from './dataset/load-dataset.ts';
 export { checkDataset, DatasetProblemKind, type DatasetCheckReport, type DatasetProblem, type CheckDatasetOptions } from './dataset/check-dataset.ts';
 export { tablesInvolved, deriveDifficulty } from './dataset/sql-analysis.ts';
 export { SqlEnvironment, type SqlEnvironmentDeps } from './env/sql-environment.ts';

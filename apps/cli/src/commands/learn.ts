@@ -22,7 +22,8 @@ const number = z.coerce.number();
 
 const LearnFlags = DatasetFlags.extend({
   model: z.string().min(1).default(DEFAULT_LEARN_MODEL),
-  dataset: z.string().min(1).default('builtin'),
+  /** builtin-heldout: the built-in dataset (its train split for SFT and GRPO) with 212 held-out dev questions instead of 60. */
+  dataset: z.string().min(1).default('builtin-heldout'),
   'run-dir': z.string().min(1).optional(),
   seed: intFlag.default(0),
   /** SFT warm start: full-parameter steps on the oracle's episodes of the train split (0 skips it). */

@@ -18,7 +18,7 @@ export const evalUsage =
             [--save-eval RUN_DIR --eval-name NAME [--eval-version N] [--force]]`;
 
 export const learnUsage =
-  `sqlenv learn [--model DIR] [--dataset builtin|DIR [--skip-missing-dbs]] [--run-dir DIR] [--seed S]
+  `sqlenv learn [--model DIR] [--dataset builtin-heldout|builtin|DIR [--skip-missing-dbs]] [--run-dir DIR] [--seed S]
             [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
             [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--temperature T] [--lr X] [--lora-rank R]
             [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--learner JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]

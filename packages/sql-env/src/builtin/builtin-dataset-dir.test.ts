@@ -92,3 +92,27 @@ describe('builtinDatasetDir', () => {
     await expect(readBuiltinManifest(scratch)).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 });
+
+describe("'builtin-heldout': the built-in dataset with a larger dev split", () => {
+  it('has the same databases and train split, the standard dev questions as a prefix and 152 more, none a train question', async () => {
+    const cache = join(scratch, 'heldout');
+    const standard = await builtinDatasetDir(cache);
+    const heldout = await builtinDatasetDir(cache, { extraDevPerInstance: 3 });
+    expect(heldout).not.toBe(standard);
+    expect(basename(heldout)).toBe(builtinCacheName(DEFAULT_BUILTIN_SEED, 3));
+    const read = async (dir: string, file: string): Promise<string> => readFile(join(dir, file), 'utf8');
+    expect(await read(heldout, 'train_spider.json')).toBe(await read(standard, 'train_spider.json'));
+    expect(await read(heldout, 'tables.json')).toBe(await read(standard, 'tables.json'));
+    for (const db of await readdir(join(standard, 'database'))) {
+      expect((await readFile(join(heldout, 'database', db, `${db}.sqlite`))).equals(await readFile(join(standard, 'database', db, `${db}.sqlite`)))).toBe(true);
+    }
+    const dev = JSON.parse(await read(standard, 'dev.json')) as { query: string; question: string }[];
+    const larger = JSON.parse(await read(heldout, 'dev.json')) as { query: string; question: string }[];
+    const train = JSON.parse(await read(standard, 'train_spider.json')) as { query: string }[];
+    expect(dev).toHaveLength(60);
+    expect(larger).toHaveLength(212);
+    expect(larger.slice(0, 60)).toEqual(dev);
+    const trainQueries = new Set(train.map((q) => q.query));
+    expect(larger.filter((q) => trainQueries.has(q.query))).toEqual([]);
+  }, 120_000);
+});

@@ -41,9 +41,10 @@ export async function readBuiltinManifest(datasetDir: string): Promise<BuiltinDa
   return parsed.data;
 }
 
-/** Directory name of one generator version + seed: a change to either never reuses a stale copy. */
-export function builtinCacheName(seed: number): string {
-  const hash = createHash('sha256').update(`sqlenv-builtin:v${BUILTIN_GENERATOR_VERSION}:seed${seed}`).digest('hex');
+/** Directory name of one generator version + seed (+ extra dev draws): a change to any never reuses a stale copy. */
+export function builtinCacheName(seed: number, extraDevPerInstance = 0): string {
+  const extra = extraDevPerInstance > 0 ? `:extra-dev${extraDevPerInstance}` : '';
+  const hash = createHash('sha256').update(`sqlenv-builtin:v${BUILTIN_GENERATOR_VERSION}:seed${seed}${extra}`).digest('hex');
   return `builtin-${hash.slice(0, 16)}`;
 }
 
@@ -54,14 +55,14 @@ async function isComplete(dir: string): Promise<boolean> {
   );
 }
 
-async function generateInto(dir: string, seed: number): Promise<string> {
+async function generateInto(dir: string, seed: number, extraDevPerInstance: number): Promise<string> {
   if (await isComplete(dir)) return dir;
   await mkdir(dirname(dir), { recursive: true });
   // A private temp dir per call, renamed into place in one step: readers never
   // see a half-written dataset, and racing processes each build their own.
   const temp = await mkdtemp(`${dir}.tmp-`);
   try {
-    await generateBuiltinDataset({ outDir: temp, seed });
+    await generateBuiltinDataset({ outDir: temp, seed, extraDevPerInstance });
     try {
       await rename(temp, dir);
     } catch (error) {
@@ -84,14 +85,14 @@ const inFlight = new Map<string, Promise<string>>();
  * time (`<cacheDir>/builtin-<hash of generator version and seed>`). Safe to
  * call concurrently from several processes.
  */
-export async function builtinDatasetDir(cacheDir: string, options: { seed?: number } = {}): Promise<string> {
-  const parsed = BuiltinDatasetOptionsSchema.pick({ seed: true }).safeParse(options);
+export async function builtinDatasetDir(cacheDir: string, options: { seed?: number; extraDevPerInstance?: number } = {}): Promise<string> {
+  const parsed = BuiltinDatasetOptionsSchema.pick({ seed: true, extraDevPerInstance: true }).safeParse(options);
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid built-in dataset options: ${formatZodIssues(parsed.error)}`);
-  const { seed } = parsed.data;
-  const dir = join(resolve(cacheDir), builtinCacheName(seed));
+  const { seed, extraDevPerInstance } = parsed.data;
+  const dir = join(resolve(cacheDir), builtinCacheName(seed, extraDevPerInstance));
   let pending = inFlight.get(dir);
   if (pending === undefined) {
-    pending = generateInto(dir, seed).finally(() => inFlight.delete(dir));
+    pending = generateInto(dir, seed, extraDevPerInstance).finally(() => inFlight.delete(dir));
     inFlight.set(dir, pending);
   }
   return pending;

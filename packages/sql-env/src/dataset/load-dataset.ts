@@ -71,7 +71,18 @@ interface PendingQuestion {
 }
 
 /**
- * Load a Spider-layout dataset ('builtin' = the generated one). Runs every gold
+ * The generated datasets a source name stands for: 'builtin', the standard one, and 'builtin-heldout',
+ * the same databases and train split with 3 more draws per dev question of the dev templates appended
+ * to its dev split (212 held-out questions instead of 60, none a train question; the standard dev
+ * questions stay a prefix), for evaluations that need a narrower interval.
+ */
+export const BUILTIN_SOURCES: Readonly<Record<string, { extraDevPerInstance: number }>> = {
+  builtin: { extraDevPerInstance: 0 },
+  'builtin-heldout': { extraDevPerInstance: 3 },
+};
+
+/**
+ * Load a Spider-layout dataset ('builtin' = the generated one, 'builtin-heldout' its larger dev split: BUILTIN_SOURCES). Runs every gold
  * query once through the sandbox (read-only, with the timeout) to precompute
  * gold answers, or reads them from the gold cache. Questions whose gold SQL
  * fails or returns nothing are left out of `questions` and listed in `failures`.
@@ -82,8 +93,9 @@ export async function loadDataset(source: 'builtin' | string, options: LoadDatas
   if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid dataset options: ${formatZodIssues(parsed.error)}`);
   const config = parsed.data;
   const cacheDir = privateCacheDir(config.cacheDir);
-  const dir = source === 'builtin' ? await builtinDatasetDir(cacheDir) : resolve(source);
-  const name = source === 'builtin' ? 'builtin' : basename(dir);
+  const builtin = Object.hasOwn(BUILTIN_SOURCES, source) ? BUILTIN_SOURCES[source] : undefined;
+  const dir = builtin !== undefined ? await builtinDatasetDir(cacheDir, builtin) : resolve(source);
+  const name = builtin !== undefined ? source : basename(dir);
   const logger = (parentLogger ?? silentLogger).child({ component: 'dataset', dataset: name });
   const startedMs = performance.now();
 
