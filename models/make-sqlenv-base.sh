@@ -59,19 +59,18 @@ model='{"architecture":"qwen3","vocabSize":2048,"hiddenSize":192,"numLayers":4,"
 #    3e-3, 100 warm-up steps, cosine to 5 %, a new shuffle every pass, seed 1; dev loss every 200
 #    steps; a checkpoint every 50 steps; resumed when one is there; one intra-op thread (the
 #    figures in models/README.md are from that setting; other thread counts may round differently).
-resume=()
-[ -f "$work/sft/checkpoint/sft-state.safetensors" ] && resume=(--resume)
-sqlenv sft --model "$work/init" --data "$work/pool.messages.jsonl" --eval-data "$work/dev.messages.jsonl" --eval-every 200 \
-  --full --steps 3000 --batch-size 16 --lr 3e-3 --schedule cosine --warmup-steps 100 --min-lr-ratio 0.05 --shuffle --seed 1 \
-  --checkpoint-every 50 --threads 1 --out "$work/sft" "${resume[@]}" >> "$work/sft.jsonl"
-tail -n 1 "$work/sft.jsonl"
+#    sft_stage OUT FROM STEPS LR WARMUP SEED EVAL_EVERY
+sft_stage() {
+  local resume=()
+  [ -f "$work/$1/checkpoint/sft-state.safetensors" ] && resume=(--resume)
+  sqlenv sft --model "$2" --data "$work/pool.messages.jsonl" --eval-data "$work/dev.messages.jsonl" --eval-every "$7" \
+    --full --steps "$3" --batch-size 16 --lr "$4" --schedule cosine --warmup-steps "$5" --min-lr-ratio 0.05 --shuffle --seed "$6" \
+    --checkpoint-every 50 --threads 1 --out "$work/$1" "${resume[@]}" >> "$work/$1.jsonl"
+  tail -n 1 "$work/$1.jsonl"
+}
+sft_stage sft "$work/init" 3000 3e-3 100 1 200
 
 # 7. A second pass from the result (a warm restart of the schedule): 1,500 more steps on the same pool,
 #    peak LR 1e-3, 50 warm-up steps, cosine to 5 %, seed 2; dev loss every 250 steps. The shipped model
 #    is "$work/sft2" (models/README.md: what it added on the dev split and the copy test).
-resume=()
-[ -f "$work/sft2/checkpoint/sft-state.safetensors" ] && resume=(--resume)
-sqlenv sft --model "$work/sft" --data "$work/pool.messages.jsonl" --eval-data "$work/dev.messages.jsonl" --eval-every 250 \
-  --full --steps 1500 --batch-size 16 --lr 1e-3 --schedule cosine --warmup-steps 50 --min-lr-ratio 0.05 --shuffle --seed 2 \
-  --checkpoint-every 50 --threads 1 --out "$work/sft2" "${resume[@]}" >> "$work/sft2.jsonl"
-tail -n 1 "$work/sft2.jsonl"
+sft_stage sft2 "$work/sft" 1500 1e-3 50 2 250
