@@ -5,7 +5,7 @@ import { AppError, ErrorCode, formatZodIssues, silentLogger, startRpcWorker, Wor
 import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-worker.ts';
 import type { GenerationRequest, GenerationResult } from './generator.ts';
 import { loraConfigSchema, type LoraWeights } from '../graphs/lora.ts';
-import type { SchedulerStats } from './turn-scheduler.ts';
+import { emptySchedulerStats, type SchedulerStats } from './turn-scheduler.ts';
 
 /**
  * Serves the turns of many concurrent episodes from one worker thread.
@@ -137,7 +137,7 @@ export class InferenceEngine {
   readonly #rpc: WorkerRpc<EngineRequest, EngineReply>;
   #policyVersion = 0;
   /** The worker's counters as of its latest finished turn. */
-  #stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, returnWaitMs: 0 };
+  #stats: SchedulerStats = emptySchedulerStats();
 
   private constructor(worker: Worker, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
     this.vocabSize = ready.vocabSize;

@@ -101,6 +101,11 @@ export interface SchedulerStats {
   returnWaitMs: number;
 }
 
+/** Counters at zero: a new scheduler's, and what the engine reports before the first turn. */
+export function emptySchedulerStats(): SchedulerStats {
+  return { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, returnWaitMs: 0 };
+}
+
 interface Turn {
   request: SchedulerTurn;
   /** Swaps requested before this turn arrived: it runs under the adapter they leave. */
@@ -156,12 +161,10 @@ export class TurnScheduler {
   /** Turns with a cache key that finished in the current iteration: their episodes' next turns are expected back. */
   #finishedThisIteration = 0;
   /** Episodes whose last turn finished here and whose next turn has not arrived (oldest first; bounded). */
-  readonly #resolvedAt = new Set<string>();
-  /** Ends the current wait for returning turns early. */
-  #endWait: (() => void) | undefined;
-  /** Counts one returned turn during a wait. */
-  #countReturn: (() => void) | undefined;
-  readonly stats: SchedulerStats = { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, returnWaitMs: 0 };
+  readonly #awaitedEpisodes = new Set<string>();
+  /** During a wait for returning turns: counts one returned turn. */
+  #onReturn: (() => void) | undefined;
+  readonly stats: SchedulerStats = emptySchedulerStats();
 
   constructor(generator: Generator, options: TurnSchedulerOptions) {
     if (!(options.chunkSteps >= 1)) throw new AppError(ErrorCode.VALIDATION, `chunkSteps must be ≥ 1 (or Infinity), got ${options.chunkSteps}`);
@@ -276,34 +279,37 @@ export class TurnScheduler {
     const { returnWaitMs, maxBatchSize } = this.#options;
     const room = this.#active.length + this.#waiting.length < maxBatchSize;
     const bound = Math.min(returnWaitMs, iterationMs / 2);
-    if (expected === 0 || !room || !(bound >= 1) || !Number.isFinite(this.#options.chunkSteps)) {
+    // `expected` is 0 in static runs: #finishIfDone counts only where chunks are finite.
+    if (expected === 0 || !room || !(bound >= 1)) {
       await new Promise<void>((resolve) => setImmediate(resolve));
       return;
     }
     let pending = expected;
     const started = performance.now();
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => this.#endWait?.(), bound);
-      this.#endWait = () => {
+      const done = (): void => {
         clearTimeout(timer);
-        this.#endWait = undefined;
+        this.#onReturn = undefined;
         resolve();
       };
-      this.#countReturn = () => {
+      const timer = setTimeout(done, bound);
+      this.#onReturn = () => {
         pending--;
-        if (pending <= 0 || this.#active.length + this.#waiting.length >= maxBatchSize) this.#endWait?.();
+        if (pending <= 0 || this.#active.length + this.#waiting.length >= maxBatchSize) done();
       };
     });
-    this.#countReturn = undefined;
     this.stats.returnWaitMs += performance.now() - started;
   }
 
-  /** A turn arrived: if its episode's last turn finished here, that is one return (and one latency sample). */
+  /** A turn arrived: if its episode's last turn finished here, that is one return. */
   #noteReturn(cacheKey: string | undefined): void {
-    if (cacheKey === undefined) return;
-    if (!this.#resolvedAt.has(cacheKey)) return;
-    this.#resolvedAt.delete(cacheKey);
-    this.#countReturn?.();
+    if (cacheKey === undefined || !this.#awaitedEpisodes.delete(cacheKey)) return;
+    this.#onReturn?.();
+  }
+
+  /** Whether a row's keys and values are those of the adapter applied now (a swap may have come since it was admitted). */
+  #underCurrentAdapter(row: Row): boolean {
+    return row.lora === this.#lora;
   }
 
   #chunkFor(rows: readonly Row[]): number {
@@ -411,7 +417,7 @@ export class TurnScheduler {
   /** Put a claimed cache back (the turn was not admitted after all); a shared prefix is still in the store. */
   #unclaim(row: Row): void {
     const key = row.turn.request.cacheKey;
-    if (row.source === 'own' && row.cache !== undefined && key !== undefined && row.lora === this.#lora) this.#store.park(key, { ids: row.ids.slice(0, row.cachedLength), cache: row.cache });
+    if (row.source === 'own' && row.cache !== undefined && key !== undefined && this.#underCurrentAdapter(row)) this.#store.park(key, { ids: row.ids.slice(0, row.cachedLength), cache: row.cache });
   }
 
   /** Whether the prompt of a turn admitted to this run would give `row` MIN_SHARED_PREFIX_TOKENS more than it starts from. */
@@ -438,7 +444,7 @@ export class TurnScheduler {
     for (const row of rows) {
       const prompt = row.turn.request.promptIds;
       // A row admitted before an adapter swap computed its prompt under the old adapter: not kept.
-      if (!this.#sharesPrompt(row) || row.cache === undefined || row.cachedLength < prompt.length || row.lora !== this.#lora) continue;
+      if (!this.#sharesPrompt(row) || row.cache === undefined || row.cachedLength < prompt.length || !this.#underCurrentAdapter(row)) continue;
       // Took all but the last token from a shared prefix: that prefix serves the next such turn as well.
       if (row.source === 'shared' && prompt.length - row.startedFrom <= 1) continue;
       this.#store.parkPrefix({ ids: [...prompt], cache: truncateRowCache(this.#config, row.cache, prompt.length) });
@@ -547,7 +553,7 @@ export class TurnScheduler {
     this.stats.turns++;
     this.stats.generatedTokens += result.tokens.length;
     // A row admitted before an adapter swap holds keys and values of the old adapter: not kept.
-    if (this.#options.reuseKv && cacheKey !== undefined && row.cache !== undefined && row.lora === this.#lora) {
+    if (this.#options.reuseKv && cacheKey !== undefined && row.cache !== undefined && this.#underCurrentAdapter(row)) {
       // Valid: the prompt and the returned tokens but the last (never fed); slots fed after a stop or past the budget are cut.
       const valid = Math.min(row.cachedLength, row.turn.request.promptIds.length + result.tokens.length - 1);
       this.#store.park(cacheKey, { ids: row.ids.slice(0, valid), cache: truncateRowCache(this.#config, row.cache, valid) });
@@ -560,12 +566,12 @@ export class TurnScheduler {
     row.cache = undefined;
     if (cacheKey !== undefined && this.#options.returnWaitMs > 0 && Number.isFinite(this.#options.chunkSteps)) {
       this.#finishedThisIteration++;
-      this.#resolvedAt.delete(cacheKey);
-      this.#resolvedAt.add(cacheKey);
+      this.#awaitedEpisodes.delete(cacheKey);
+      this.#awaitedEpisodes.add(cacheKey);
       // Ended episodes never return: keep the most recent few times the batch.
-      for (const key of this.#resolvedAt) {
-        if (this.#resolvedAt.size <= 4 * this.#options.maxBatchSize) break;
-        this.#resolvedAt.delete(key);
+      for (const key of this.#awaitedEpisodes) {
+        if (this.#awaitedEpisodes.size <= 4 * this.#options.maxBatchSize) break;
+        this.#awaitedEpisodes.delete(key);
       }
     }
     row.turn.resolve(result);
