@@ -12,7 +12,7 @@ import { reportCommandError, type CommandIo } from '../io.ts';
 import { DatasetFlags, datasetFlagOptions } from '../dataset-flags.ts';
 import { writeSftData } from './sft-data.ts';
 import { SftOptionsSchema, sftJobOptions } from './sft.ts';
-import { train, trainCommandLine, TrainOptionsSchema, type TrainOptionsInput } from './train.ts';
+import { train, trainCommandLine, trainRunSpec, TrainOptionsSchema, type TrainOptionsInput } from './train.ts';
 import { ExecutionFlags, executionFlagOptions, startExecution } from '../execution-flags.ts';
 
 /** The checkpoint `npm start` begins from: made by this project's `sqlenv sft --full` (models/README.md says how). */
@@ -144,6 +144,8 @@ export async function learn(flags: LearnOptions, io: CommandIo): Promise<number>
   const execution = await startExecution(flags, io.env ?? {}, logger, true);
   const started = performance.now();
   const runDir = resolve(flags['run-dir'] ?? join('runs', `learn-${new Date().toISOString().replace(/[:.]/g, '-')}`));
+  // The GRPO phase's settings (whole groups, --reward, --learner) are checked now, not after the SFT steps.
+  await trainRunSpec(TrainOptionsSchema.parse(grpoOptions(flags, flags.model, undefined, runDir, false, execution, skipMissing)));
   mkdirSync(runDir, { recursive: true });
   const tty = (io.stderr as { isTTY?: boolean }).isTTY === true;
   const say = (text: string): void => void io.stderr.write(`${text}\n`);

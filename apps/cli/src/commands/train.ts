@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { BatchStats } from '@sqlenv/protocol';
+import type { BatchStats, RolloutRunSpec } from '@sqlenv/protocol';
 import { runtimeOptionsFrom, runTraining, sparkline, type RunSummary } from '@sqlenv/rollout';
 import { pairedDifferenceOf, passAtKOf, successInterval, type SavedEval } from '@sqlenv/runs';
 import { createRootLogger, progressMode, silentLogger, maxOf, minOf } from '@sqlenv/shared';
@@ -101,11 +101,19 @@ export async function trainCommand(argv: readonly string[], io: CommandIo): Prom
 }
 
 /**
+ * The run spec a `sqlenv train` with these options runs (model fingerprinted, reward and learner
+ * settings validated); throws a VALIDATION AppError naming what is wrong. Nothing is written.
+ */
+export async function trainRunSpec(options: TrainOptions): Promise<RolloutRunSpec> {
+  return runSpecFrom(options, () => `train-${randomBytes(3).toString('hex')}`, await runModelSpec(options.policy, options));
+}
+
+/**
  * A training run from its options (runTraining does the run), printed as `sqlenv train` prints it.
  * Exit code 1 when the finished run failed loudly (runProblems); errors are thrown.
  */
 export async function train(options: TrainOptions, io: CommandIo): Promise<number> {
-  const spec = runSpecFrom(options, () => `train-${randomBytes(3).toString('hex')}`, await runModelSpec(options.policy, options));
+  const spec = await trainRunSpec(options);
   const logger = io.logger ?? (options.logLevel === 'silent' ? silentLogger : createRootLogger('train', { fd: 2, level: options.logLevel }));
   const execution = modelExecutionOf(options);
   // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
