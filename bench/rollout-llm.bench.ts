@@ -245,14 +245,11 @@ function runChild(spec: ChildSpec): Row {
 const earlier = process.env['BENCH_INCLUDE'];
 const included = earlier === undefined ? undefined : (JSON.parse(readFileSync(earlier, 'utf8')) as { machine: string; rows: Row[] });
 const rows: Row[] = [...(included?.rows ?? [])];
-if (MODELS.includes('sqlenv-tiny')) {
+// Agent rollouts of the shipped checkpoints (same shape: sqlenv-tiny, and sqlenv-base that npm start uses).
+for (const [name, modelDir] of [['sqlenv-tiny', TINY_DIR], ['sqlenv-base', BASE_DIR]] as const) {
+  if (!MODELS.includes(name)) continue;
   for (const concurrency of CONCURRENCIES) {
-    for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'tiny-rollout', engine, concurrency, modelDir: TINY_DIR }));
-  }
-}
-if (MODELS.includes('sqlenv-base')) {
-  for (const concurrency of CONCURRENCIES) {
-    for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'tiny-rollout', engine, concurrency, modelDir: BASE_DIR }));
+    for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'tiny-rollout', engine, concurrency, modelDir }));
   }
 }
 if (MODELS.includes('sqlenv-tiny-engine')) {

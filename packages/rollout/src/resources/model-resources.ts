@@ -31,7 +31,7 @@ export interface ModelResourcesOptions {
    * coarse; padding a row by up to 127 tokens costs far less. Default 128.
    */
   lengthBucketTokens?: number;
-  /** Per-turn engine settings (InferenceEngine `reuseKv`, `sharePrefixes`, `chunkSteps`, `kvCacheBytes`); default: the engine's. */
+  /** Per-turn engine settings (InferenceEngine `reuseKv`, `sharePrefixes`, `chunkSteps`, `kvCacheBytes`, `returnWaitMs`); default: the engine's. */
   turnScheduling?: Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'kvCacheBytes' | 'returnWaitMs'>;
   /**
    * `null`: build the graphs without LoRA inputs (plain evaluation of the base model, no
