@@ -6,7 +6,7 @@ import type { ModelConfig } from '../io/config.ts';
 import { leftPad, loraFeeds, uniformsForSeed } from './batch.ts';
 import { buildGenerationGraph, GEN_IO } from '../graphs/generation-graph.ts';
 import { IO } from '../graphs/forward-graphs.ts';
-import { assembleBatchCache, extractRowCache, type RowKvCache } from './kv-cache.ts';
+import { assembleBatchCache, extractRowCache, kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
 import { loraTensorSpecs, zeroLoraWeights, type LoraConfig, type LoraWeights } from '../graphs/lora.ts';
 import type { ModelWeights } from '../io/weights.ts';
 import { prepackingDecision, weightBytes, type PrepackingDecision } from './prepacking.ts';
@@ -100,6 +100,11 @@ export interface RunRowsOptions extends Omit<GenerateOptions, 'maxNewTokens'> {
   steps: number;
   /** Return each row's cache after the run. */
   keepCache: boolean;
+  /**
+   * Clear each input's `cache` once the batch feeds are built, so the caches the run no longer needs
+   * can be collected while it runs (the caller must hold no other reference). Default false.
+   */
+  releaseCaches?: boolean;
 }
 
 export interface RowOutput {
@@ -129,6 +134,13 @@ export function checkRowInput(r: Pick<RowInput, 'inputIds' | 'topP'>, vocabSize:
   const topP = r.topP ?? 1;
   if (!(topP > 0 && topP <= 1)) throw new AppError(ErrorCode.VALIDATION, `topP must be in (0, 1], got ${topP}`);
 }
+
+/**
+ * A run with `releaseCaches` whose past cache holds at least this many bytes collects garbage first
+ * (`collectReleasedArrays`): at Qwen3-0.6B shapes a released cache is gigabytes, at sqlenv-tiny's a
+ * whole batch is a few megabytes and the collection would cost more than it frees.
+ */
+export const COLLECT_BEFORE_RUN_BYTES = 256 * 2 ** 20;
 
 /**
  * Collect garbage now and give V8 the turns of the event loop it frees array buffers' memory in.
@@ -233,10 +245,18 @@ export class Generator {
     // A row with fewer uniforms than steps (its own token budget ends inside the run) reads zeros past them:
     // those tokens are cut by the caller.
     rows.forEach((r, b) => uniforms.set(r.uniforms.subarray(0, N), b * N));
+    const past = assembleBatchCache(this.config, rows.map((r) => r.cache));
+    if (options.releaseCaches === true) {
+      for (const r of rows) delete (r as { cache?: RowKvCache }).cache;
+      // Caches released since the last collection (earlier runs' outputs, compacted copies) would stay
+      // resident beside this run's until V8 happens to collect: with a large past, collect them first.
+      const pastT = past[GEN_IO.pastMask] as TensorData;
+      if ((pastT.dims[0] as number) * (pastT.dims[1] as number) * kvBytesPerToken(this.config) >= COLLECT_BEFORE_RUN_BYTES) await collectReleasedArrays();
+    }
     const feeds: Record<string, TensorData> = {
       [IO.inputIds]: batch.ids,
       [IO.attentionMask]: batch.mask,
-      ...assembleBatchCache(this.config, rows.map((r) => r.cache)),
+      ...past,
       [GEN_IO.uniforms]: tensor('float32', [B, N], uniforms),
       [GEN_IO.temperature]: tensor('float32', [B], rows.map((r) => r.temperature ?? 1)),
       [GEN_IO.topP]: tensor('float32', [B], rows.map((r) => r.topP ?? 1)),

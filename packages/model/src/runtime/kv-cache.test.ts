@@ -1,7 +1,7 @@
 import { tensor, type TensorData } from '@sqlenv/onnx-graph';
 import { describe, expect, it } from 'vitest';
 import { GEN_IO } from '../graphs/generation-graph.ts';
-import { assembleBatchCache, extractRowCache, KvCacheStore, kvBytesPerToken, truncateRowCache, type RowKvCache } from './kv-cache.ts';
+import { assembleBatchCache, compactRowCache, extractRowCache, KvCacheStore, kvBytesPerToken, RowCacheView, truncateRowCache, type RowKvCache } from './kv-cache.ts';
 import { presetConfig } from '../io/presets.ts';
 
 const config = { ...presetConfig('tiny-llama'), numLayers: 2, numKvHeads: 2, headDim: 3 };
@@ -52,6 +52,52 @@ describe('host KV caches', () => {
     const third = extractRowCache(config, outputs, 2);
     expect(third.length).toBe(2);
     expect(truncateRowCache(config, third, 1)).toEqual(rows[2]);
+  });
+
+  it('keeps a run\'s rows as views of its outputs: fed back uncopied to the same rows in order, copied once otherwise', () => {
+    // Outputs of a run of two rows, S = 4: row 0 has a hole at slot 1, row 1 left padding at 0–1.
+    const S = 4;
+    const outputs: Record<string, TensorData> = { [GEN_IO.presentMask]: tensor('int64', [2, S], [1, 0, 1, 1, 0, 0, 1, 1]) };
+    for (let layer = 0; layer < 2; layer++) {
+      for (const [name, which] of [
+        [GEN_IO.presentKey(layer), 0],
+        [GEN_IO.presentValue(layer), 1],
+      ] as const) {
+        outputs[name] = tensor('float32', [2, Hkv, S, D], Float32Array.from({ length: 2 * Hkv * S * D }, (_, i) => layer * 1000 + which * 100 + i));
+      }
+    }
+    const views = [extractRowCache(config, outputs, 0), extractRowCache(config, outputs, 1)];
+    expect(views.map((v) => v.length)).toEqual([3, 2]);
+    // The same rows in the same order: the outputs themselves, holes and all.
+    const same = assembleBatchCache(config, views);
+    expect(same[GEN_IO.pastKey(1)]).toBe(outputs[GEN_IO.presentKey(1)]);
+    expect(same[GEN_IO.pastValue(0)]).toBe(outputs[GEN_IO.presentValue(0)]);
+    expect(same[GEN_IO.pastMask]).toBe(outputs[GEN_IO.presentMask]);
+    // Another order, or beside another row: copied from the views, equal to assembling their compact forms.
+    const compacts = views.map((v) => ({ length: v.length, keys: v.keys.map((k) => k.slice()), values: v.values.map((x) => x.slice()) }));
+    const fresh = [extractRowCache(config, outputs, 0), extractRowCache(config, outputs, 1)];
+    for (const [mixed, plain] of [
+      [[fresh[1], fresh[0]], [compacts[1], compacts[0]]],
+      [[rowCache(5, 7), fresh[0], undefined], [rowCache(5, 7), compacts[0], undefined]],
+    ] as const) {
+      const got = assembleBatchCache(config, mixed);
+      const want = assembleBatchCache(config, plain);
+      expect(Object.keys(got).sort()).toEqual(Object.keys(want).sort());
+      for (const name of Object.keys(want)) expect(got[name]).toEqual(want[name]);
+    }
+    // Row 0's compact keys: slots 0, 2, 3 of its first head, then of its second.
+    const first = compacts[0] as RowKvCache;
+    expect(Array.from((first.keys[0] as Float32Array).subarray(0, 3 * D))).toEqual([0, 1, 2, 6, 7, 8, 9, 10, 11]);
+    // Truncating copies the first real slots; compacting lets go of the outputs.
+    const view = fresh[0] as RowCacheView;
+    expect(truncateRowCache(config, view, 2)).toEqual(truncateRowCache(config, first, 2));
+    expect(view.source).toBe(outputs);
+    const compact = compactRowCache(view);
+    expect(compact).not.toBeInstanceOf(RowCacheView);
+    expect(compact).toEqual(first);
+    expect(view.source).toBeUndefined();
+    // Once compacted, a view no longer counts as its run's row.
+    expect(assembleBatchCache(config, fresh)[GEN_IO.pastKey(0)]).not.toBe(outputs[GEN_IO.presentKey(0)]);
   });
 
   it('keeps parked caches by key, least recently parked evicted first, counting their bytes', () => {

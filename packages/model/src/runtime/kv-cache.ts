@@ -30,9 +30,125 @@ export function rowCacheBytes(config: ModelConfig, cache: RowKvCache | undefined
   return cache === undefined ? 0 : cache.length * kvBytesPerToken(config);
 }
 
-/** The first `length` tokens of a cache (dropping what was fed after a row's last valid token). */
+/**
+ * A row of a run's present outputs, not copied: what `extractRowCache` returns. The next run of the
+ * same rows in the same order feeds those outputs unchanged (`assembleBatchCache`), and any other use
+ * copies its real slots straight from them, so a decode chunk copies no cache at all and a run that
+ * mixes rows copies each once (docs/inference.md, "Memory of a run with a kept cache"). `keys` and
+ * `values` compact it on first access and let go of the outputs; parking a cache (`compactRowCache`,
+ * `truncateRowCache`) does the same, so only the rows still decoding keep a run's outputs alive.
+ */
+export class RowCacheView implements RowKvCache {
+  readonly length: number;
+  readonly #config: ModelConfig;
+  #source: Record<string, TensorData> | undefined;
+  /** Row of the source batch, its width S, and the runs [start, end) of real slots in order. */
+  readonly row: number;
+  readonly width: number;
+  readonly runs: readonly (readonly [number, number])[];
+  #compact: { keys: Float32Array[]; values: Float32Array[] } | undefined;
+
+  constructor(config: ModelConfig, outputs: Record<string, TensorData>, row: number) {
+    const maskT = outputs[GEN_IO.presentMask] as TensorData;
+    const S = maskT.dims[1] as number;
+    const mask = (maskT.data as BigInt64Array).subarray(row * S, (row + 1) * S);
+    // Runs of real slots: left padding of the cache and of the new tokens leaves holes.
+    const runs: [number, number][] = [];
+    for (let s = 0; s < S; s++) {
+      if (mask[s] === 0n) continue;
+      const last = runs[runs.length - 1];
+      if (last !== undefined && last[1] === s) last[1] = s + 1;
+      else runs.push([s, s + 1]);
+    }
+    this.#config = config;
+    this.#source = outputs;
+    this.row = row;
+    this.width = S;
+    this.runs = runs;
+    this.length = runs.reduce((n, [s, e]) => n + e - s, 0);
+  }
+
+  /** The run outputs this row still reads from; undefined once compacted. */
+  get source(): Record<string, TensorData> | undefined {
+    return this.#source;
+  }
+
+  get keys(): Float32Array[] {
+    return this.#materialise().keys;
+  }
+
+  get values(): Float32Array[] {
+    return this.#materialise().values;
+  }
+
+  /**
+   * Copy the first `length` real slots of one layer's keys (or values) into `out` at row offset
+   * `pad` of a (·, Hkv, S, D) batch feed whose row `b` starts at `base`; with no `out`, a compact
+   * (Hkv, length, D) array.
+   */
+  copyLayer(name: 'key' | 'value', layer: number, length: number, out?: { data: Float32Array; base: number; width: number; pad: number }): Float32Array {
+    const { numKvHeads: Hkv, headDim: D } = this.#config;
+    const compact = this.#compact;
+    if (compact !== undefined) {
+      const src = (name === 'key' ? compact.keys : compact.values)[layer] as Float32Array;
+      const dst = out?.data ?? new Float32Array(Hkv * length * D);
+      for (let h = 0; h < Hkv; h++) {
+        const at = out === undefined ? h * length * D : out.base + (h * out.width + out.pad) * D;
+        dst.set(src.subarray(h * this.length * D, (h * this.length + length) * D), at);
+      }
+      return dst;
+    }
+    const source = this.#source as Record<string, TensorData>;
+    const src = (source[name === 'key' ? GEN_IO.presentKey(layer) : GEN_IO.presentValue(layer)] as TensorData).data as Float32Array;
+    const dst = out?.data ?? new Float32Array(Hkv * length * D);
+    const S = this.width;
+    for (let h = 0; h < Hkv; h++) {
+      let at = out === undefined ? h * length * D : out.base + (h * out.width + out.pad) * D;
+      let left = length;
+      for (const [s, e] of this.runs) {
+        if (left === 0) break;
+        const n = Math.min(e - s, left);
+        const from = ((this.row * Hkv + h) * S + s) * D;
+        dst.set(src.subarray(from, from + n * D), at);
+        at += n * D;
+        left -= n;
+      }
+    }
+    return dst;
+  }
+
+  #materialise(): { keys: Float32Array[]; values: Float32Array[] } {
+    if (this.#compact === undefined) {
+      const keys: Float32Array[] = [];
+      const values: Float32Array[] = [];
+      for (let layer = 0; layer < this.#config.numLayers; layer++) {
+        keys.push(this.copyLayer('key', layer, this.length));
+        values.push(this.copyLayer('value', layer, this.length));
+      }
+      this.#compact = { keys, values };
+      this.#source = undefined;
+    }
+    return this.#compact;
+  }
+}
+
+/** A cache that holds nothing but its own arrays: a view is compacted (and lets go of its run's outputs). */
+export function compactRowCache(cache: RowKvCache): RowKvCache {
+  return cache instanceof RowCacheView ? { length: cache.length, keys: cache.keys, values: cache.values } : cache;
+}
+
+/** The first `length` tokens of a cache (dropping what was fed after a row's last valid token), compacted. */
 export function truncateRowCache(config: ModelConfig, cache: RowKvCache, length: number): RowKvCache {
-  if (length >= cache.length) return cache;
+  if (length >= cache.length) return compactRowCache(cache);
+  if (cache instanceof RowCacheView && cache.source !== undefined) {
+    const keys: Float32Array[] = [];
+    const values: Float32Array[] = [];
+    for (let layer = 0; layer < config.numLayers; layer++) {
+      keys.push(cache.copyLayer('key', layer, length));
+      values.push(cache.copyLayer('value', layer, length));
+    }
+    return { length, keys, values };
+  }
   const { numKvHeads: Hkv, headDim: D } = config;
   const cut = (x: Float32Array): Float32Array => {
     const out = new Float32Array(Hkv * length * D);
@@ -42,24 +158,58 @@ export function truncateRowCache(config: ModelConfig, cache: RowKvCache, length:
   return { length, keys: cache.keys.map(cut), values: cache.values.map(cut) };
 }
 
-/** Past-cache feeds for a batch: each row's cache left-padded to the longest, (B, Hkv, S, D) per layer and the (B, S) mask. */
+/**
+ * The outputs every row views when `rows` are exactly the rows of one run, in its order, none
+ * compacted: they are then the next run's past feeds as they are (their holes stay masked).
+ */
+function sameRun(rows: readonly (RowKvCache | undefined)[]): Record<string, TensorData> | undefined {
+  const first = rows[0];
+  if (!(first instanceof RowCacheView) || first.source === undefined) return undefined;
+  const source = first.source;
+  const B = (source[GEN_IO.presentMask] as TensorData).dims[0] as number;
+  if (rows.length !== B) return undefined;
+  return rows.every((r, b) => r instanceof RowCacheView && r.source === source && r.row === b) ? source : undefined;
+}
+
+/** Whether `assembleBatchCache` feeds these rows their run's outputs as they are (no copy). */
+export function feedsRunUncopied(rows: readonly (RowKvCache | undefined)[]): boolean {
+  return sameRun(rows) !== undefined;
+}
+
+/**
+ * Past-cache feeds for a batch: each row's cache left-padded to the longest, (B, Hkv, S, D) per layer
+ * and the (B, S) mask. Rows that are one run's rows in its order feed that run's outputs uncopied.
+ */
 export function assembleBatchCache(config: ModelConfig, rows: readonly (RowKvCache | undefined)[]): Record<string, TensorData> {
   const { numLayers, numKvHeads: Hkv, headDim: D } = config;
+  const same = sameRun(rows);
+  if (same !== undefined) {
+    const feeds: Record<string, TensorData> = { [GEN_IO.pastMask]: same[GEN_IO.presentMask] as TensorData };
+    for (let layer = 0; layer < numLayers; layer++) {
+      feeds[GEN_IO.pastKey(layer)] = same[GEN_IO.presentKey(layer)] as TensorData;
+      feeds[GEN_IO.pastValue(layer)] = same[GEN_IO.presentValue(layer)] as TensorData;
+    }
+    return feeds;
+  }
   const B = rows.length;
   const S = maxOf(rows.map((r) => r?.length ?? 0), 0);
   const mask = new BigInt64Array(B * S);
   rows.forEach((r, b) => mask.fill(1n, b * S + S - (r?.length ?? 0), (b + 1) * S));
   const feeds: Record<string, TensorData> = { [GEN_IO.pastMask]: tensor('int64', [B, S], mask) };
   for (let layer = 0; layer < numLayers; layer++) {
-    for (const [name, pick] of [
-      [GEN_IO.pastKey(layer), (r: RowKvCache) => r.keys[layer]],
-      [GEN_IO.pastValue(layer), (r: RowKvCache) => r.values[layer]],
+    for (const [name, which] of [
+      [GEN_IO.pastKey(layer), 'key'],
+      [GEN_IO.pastValue(layer), 'value'],
     ] as const) {
       const data = new Float32Array(B * Hkv * S * D);
       rows.forEach((r, b) => {
         if (r === undefined || r.length === 0) return;
-        const src = pick(r) as Float32Array;
         const pad = S - r.length;
+        if (r instanceof RowCacheView) {
+          r.copyLayer(which, layer, r.length, { data, base: b * Hkv * S * D, width: S, pad });
+          return;
+        }
+        const src = (which === 'key' ? r.keys[layer] : r.values[layer]) as Float32Array;
         for (let h = 0; h < Hkv; h++) data.set(src.subarray(h * r.length * D, (h + 1) * r.length * D), ((b * Hkv + h) * S + pad) * D);
       });
       feeds[name] = tensor('float32', [B, Hkv, S, D], data);
@@ -68,41 +218,9 @@ export function assembleBatchCache(config: ModelConfig, rows: readonly (RowKvCac
   return feeds;
 }
 
-/** Row `b` of a run's present cache, compacted to its real slots (mask 1) in order. */
+/** Row `b` of a run's present cache: a view of the outputs (its real slots, mask 1, in order), copied only when needed. */
 export function extractRowCache(config: ModelConfig, outputs: Record<string, TensorData>, b: number): RowKvCache {
-  const { numLayers, numKvHeads: Hkv, headDim: D } = config;
-  const maskT = outputs[GEN_IO.presentMask] as TensorData;
-  const S = maskT.dims[1] as number;
-  const mask = (maskT.data as BigInt64Array).subarray(b * S, (b + 1) * S);
-  // Runs of real slots [start, end): left padding of the cache and of the new tokens leaves holes.
-  const runs: [number, number][] = [];
-  for (let s = 0; s < S; s++) {
-    if (mask[s] === 0n) continue;
-    const last = runs[runs.length - 1];
-    if (last !== undefined && last[1] === s) last[1] = s + 1;
-    else runs.push([s, s + 1]);
-  }
-  const length = runs.reduce((n, [s, e]) => n + e - s, 0);
-  const compact = (name: string): Float32Array => {
-    const src = (outputs[name] as TensorData).data as Float32Array;
-    const out = new Float32Array(Hkv * length * D);
-    for (let h = 0; h < Hkv; h++) {
-      let at = h * length * D;
-      for (const [s, e] of runs) {
-        const from = ((b * Hkv + h) * S + s) * D;
-        out.set(src.subarray(from, from + (e - s) * D), at);
-        at += (e - s) * D;
-      }
-    }
-    return out;
-  };
-  const keys: Float32Array[] = [];
-  const values: Float32Array[] = [];
-  for (let layer = 0; layer < numLayers; layer++) {
-    keys.push(compact(GEN_IO.presentKey(layer)));
-    values.push(compact(GEN_IO.presentValue(layer)));
-  }
-  return { length, keys, values };
+  return new RowCacheView(config, outputs, b);
 }
 
 /** A finished turn's cache, waiting for the episode's next turn. */

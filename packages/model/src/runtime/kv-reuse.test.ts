@@ -227,6 +227,9 @@ describe('KV cache reuse across turns and continuous batching', () => {
       // Turns ran together, and at most one chunk of steps per turn is computed past its end.
       expect(stats.meanBatchSize).toBeGreaterThan(2);
       expect(stats.rowSteps).toBeLessThanOrEqual(stats.generatedTokens + turns.length * 2);
+      // Chunks whose rows were the previous run's, in order, took its outputs as their past uncopied (and stayed exact).
+      expect(stats.uncopiedRuns).toBeGreaterThan(0);
+      expect(stats.uncopiedRuns).toBeLessThan(stats.runs);
     } finally {
       await Promise.all([engine.close(), alone.close()]);
     }

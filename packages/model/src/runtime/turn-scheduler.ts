@@ -3,7 +3,7 @@ import { uniformsForSeed } from './batch.ts';
 import type { ModelConfig } from '../io/config.ts';
 import { DEFAULT_PREFILL_CHUNK_TOKENS } from '../graphs/generation-graph.ts';
 import { checkRowInput, type Generator, type GenerationRequest, type GenerationResult, type RowInput, type RowOutput } from './generator.ts';
-import { commonPrefixLength, KvCacheStore, kvBytesPerToken, truncateRowCache, type RowKvCache } from './kv-cache.ts';
+import { commonPrefixLength, compactRowCache, feedsRunUncopied, KvCacheStore, kvBytesPerToken, truncateRowCache, type RowKvCache } from './kv-cache.ts';
 import type { LoraWeights } from '../graphs/lora.ts';
 
 /** Fewest tokens a turn takes from a shared prefix (shorter ones are not worth a cache copy), and the least a turn is held back for. */
@@ -90,6 +90,8 @@ export interface SchedulerStats {
   reusedTokens: number;
   /** Of `reusedTokens`, those served from a shared prefix (another turn's prompt). */
   sharedTokens: number;
+  /** Runs whose rows were the previous run's rows in its order: its outputs fed back as the past, no cache copied. */
+  uncopiedRuns: number;
   /** Parked caches dropped for room (not counting those dropped by an adapter swap). */
   evictions: number;
   turns: number;
@@ -103,7 +105,7 @@ export interface SchedulerStats {
 
 /** Counters at zero: a new scheduler's, and what the engine reports before the first turn. */
 export function emptySchedulerStats(): SchedulerStats {
-  return { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, returnWaitMs: 0 };
+  return { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, uncopiedRuns: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, returnWaitMs: 0 };
 }
 
 interface Turn {
@@ -417,7 +419,7 @@ export class TurnScheduler {
   /** Put a claimed cache back (the turn was not admitted after all); a shared prefix is still in the store. */
   #unclaim(row: Row): void {
     const key = row.turn.request.cacheKey;
-    if (row.source === 'own' && row.cache !== undefined && key !== undefined && this.#underCurrentAdapter(row)) this.#store.park(key, { ids: row.ids.slice(0, row.cachedLength), cache: row.cache });
+    if (row.source === 'own' && row.cache !== undefined && key !== undefined && this.#underCurrentAdapter(row)) this.#store.park(key, { ids: row.ids.slice(0, row.cachedLength), cache: compactRowCache(row.cache) });
   }
 
   /** Whether the prompt of a turn admitted to this run would give `row` MIN_SHARED_PREFIX_TOKENS more than it starts from. */
@@ -489,6 +491,10 @@ export class TurnScheduler {
       };
     });
     const prefill = inputs.reduce((n, r) => Math.max(n, r.inputIds.length), 0) > 1;
+    const fedLengths = inputs.map((r) => r.inputIds.length);
+    if (feedsRunUncopied(inputs.map((r) => r.cache))) this.stats.uncopiedRuns++;
+    // The run owns the caches now: it lets go of them once its feeds are built (a failed run fails its turns anyway).
+    for (const r of rows) r.cache = undefined;
     const started = performance.now();
     let outputs: RowOutput[];
     try {
@@ -496,6 +502,7 @@ export class TurnScheduler {
         steps,
         // Within a turn the cache always crosses chunks; between turns only with reuseKv.
         keepCache: this.#options.reuseKv || Number.isFinite(this.#options.chunkSteps),
+        releaseCaches: true,
         topK: this.#options.topK,
         stopIds: this.#options.stopIds,
         ...(lora === undefined ? {} : { lora }),
@@ -519,7 +526,7 @@ export class TurnScheduler {
     this.stats.rowSteps += rows.length * computed;
     rows.forEach((r, b) => {
       const out = outputs[b] as RowOutput;
-      const fed = inputs[b]?.inputIds.length ?? 0;
+      const fed = fedLengths[b] ?? 0;
       if (r.generated.tokens.length === 0) {
         this.stats.prefillTokens += fed;
         this.stats.reusedTokens += r.cachedLength;
