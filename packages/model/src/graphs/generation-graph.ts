@@ -87,16 +87,18 @@ export interface GenerationGraphOptions extends DecoderBuildOptions {
  *
  * The prefill (the new tokens, against the given cache: empty for a fresh
  * prompt, an episode's earlier turns for a continued one) runs one layer after
- * another: the layer's keys and values of all new tokens are appended to its
- * past once — that tensor is the layer's cache for the whole run — and its
- * queries go through the layer C at a time in an inner Loop (the same causal
- * attention as one pass over the whole prompt, each query row seeing the same
- * keys: a chunk reads the slots up to its last query; scores (B, Hq, C, ≤ S + P)
- * and the SwiGLU block's (B, C, F) instead of the whole prompt's). The first token is sampled from the last position; the
- * decode Loop feeds the token drawn before it and carries only the keys and
- * values it decodes, reading the prompt's cache from the outer scope, so the
- * cache is held once (a loop-carried cache was held three times at the end of
- * a run: docs/inference.md, "Memory of a run"). Default-domain operators
+ * another: the layer's keys and values of all new tokens are computed once and
+ * kept beside its past as fed — never concatenated to it, which would copy the
+ * whole cache once more — and its queries go through the layer C at a time in
+ * an inner Loop (the same causal attention as one pass over the whole prompt,
+ * one softmax over the past's and the new slots' scores: a chunk reads the new
+ * slots up to its last query; scores (B, Hq, C, ≤ S + P) and the SwiGLU block's
+ * (B, C, F) instead of the whole prompt's). The first token is sampled from the
+ * last position; the decode Loop feeds the token drawn before it and carries
+ * only the keys and values it decodes, reading the past and the prompt's from
+ * the outer scope, so the cache is held once inside the run and once more in
+ * the present outputs when they are asked for (a loop-carried cache was held
+ * three times at the end of a run: docs/inference.md, "Memory of a run"). Default-domain operators
  * only, so every provider that runs the unchunked graph runs this one
  * (tests/cuda-kernel-coverage.test.ts). The prefill loops and the decode loop
  * each consume every weight: with ORT's pre-packing on, each packs its own
@@ -155,8 +157,8 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   };
 
   // ---- Prefill, one layer after another. Layer i's keys and values for every new token are
-  // computed at once and appended to its past: that tensor is the cache, held once for the whole
-  // run (the decode loop reads it from the outer scope, never carries it). Queries go through the
+  // computed at once and kept beside its past: the two are the cache, held once for the whole
+  // run (the decode loop reads them from the outer scope, never carries them). Queries go through the
   // layer C at a time (an inner Loop), so the scores of a chunk are (B, Hq, C, ≤ S + P), never
   // (B, Hq, P, S + P), and the MLP's (B, C, F) is bounded the same way.
   const keyMask = g.concat([pastMaskIn, mask], 1); // (B, S + P)
@@ -164,7 +166,6 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const P = ids.shape[1] as Dim;
   const keyIdx = g.range(0, length(g, keyMask, 1), 1, 'int64', { dim: Sk }); // (S + P)
   const queryIdx = g.range(length(g, pastMaskIn, 1), length(g, keyMask, 1), 1, 'int64', { dim: P }); // (P): S … S + P − 1
-  const keyVisible = g.unsqueeze(g.greater(keyMask, 0), [1]); // (B, 1, S + P)
   // Positions cumsum(mask) − 1 over the whole context, at the new slots (left padding: −1, masked anyway).
   const positions = g.slice(g.sub(g.cumSum(keyMask, 1), 1), { axis: 1, start: length(g, pastMaskIn, 1), end: Infinity, dim: P }); // (B, P)
   const promptRope = ropeTables(g, params, positions); // (B, P, 1, D) each
@@ -172,15 +173,22 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const chunks = C === undefined ? undefined : g.div(g.add(length(g, ids, 1), C - 1), C); // (): ⌈P / C⌉
 
   let x = embedTokens(g, params, ids); // (B, P, H)
-  const cache: KvCache[] = [];
+  // Per layer: the past as fed and the new tokens' keys and values, never concatenated inside the run
+  // (a concatenation is one more copy of the whole cache); attention takes one softmax over both parts.
+  const cache: { past: KvCache; fresh: KvCache }[] = [];
+  const S = pastMaskIn.shape[1] as Dim;
+  const freshKeyIdx = g.slice(keyIdx, { axis: 0, start: length(g, pastMaskIn, 1), end: Infinity, dim: P }); // (P)
+  const pastBias = g.unsqueeze(g.where(g.greater(pastMaskIn, 0), g.scalar(0), MASKED_BIAS), [1, 2, 3]); // (B, 1, 1, 1, S)
+  const freshVisible = g.unsqueeze(g.greater(mask, 0), [1]); // (B, 1, P)
   params.layers.forEach((layer, i) => {
     const past = pastIn[i] as KvCache;
     const h = rmsNorm(g, x, layer.inputNorm, eps); // (B, P, H)
     const fresh = projectKv(g, layer, h, promptRope); // (B, Hkv, P, D) each
-    const kv = { k: g.concat([past.k, fresh.k], 2), v: g.concat([past.v, fresh.v], 2) }; // (B, Hkv, S + P, D)
-    cache.push(kv);
-    const keysT = g.unsqueeze(g.transpose(kv.k, [0, 1, 3, 2]), [2]); // (B, Hkv, 1, D, S + P): read by every chunk
-    const values = g.unsqueeze(kv.v, [2]); // (B, Hkv, 1, S + P, D)
+    cache.push({ past, fresh });
+    const pastKeysT = g.unsqueeze(g.transpose(past.k, [0, 1, 3, 2]), [2]); // (B, Hkv, 1, D, S): read by every chunk
+    const pastValues = g.unsqueeze(past.v, [2]); // (B, Hkv, 1, S, D)
+    const freshKeysT = g.unsqueeze(g.transpose(fresh.k, [0, 1, 3, 2]), [2]); // (B, Hkv, 1, D, P)
+    const freshValues = g.unsqueeze(fresh.v, [2]); // (B, Hkv, 1, P, D)
     const promptInput = x;
     // Queries [start, end) of the new tokens through the whole layer.
     const chunkThroughLayer = (b: Graph, start: Tensor | undefined, end: Tensor | undefined): Tensor => {
@@ -188,13 +196,19 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       const part = (t: Tensor, axis: number): Tensor => (start === undefined || end === undefined ? t : b.slice(t, { axis, start, end, dim: Tc }));
       const xc = part(promptInput, 1); // (B, T, H)
       const q = groupQueries(b, projectQ(b, layer, part(h, 1), { cos: part(promptRope.cos, 1), sin: part(promptRope.sin, 1) })); // (B, Hkv, R, T, D)
-      // The chunk's keys: every slot up to its last query (the later ones are its future, all masked).
-      const Kc = b.freshDim('S_chunk');
-      const upTo = (t: Tensor, axis: number): Tensor => (end === undefined ? t : b.slice(t, { axis, start: 0, end: b.add(length(b, pastMaskIn, 1), end), dim: Kc }));
-      const causal = b.not(b.greater(b.unsqueeze(upTo(keyIdx, 0), [0]), b.unsqueeze(part(queryIdx, 0), [1]))); // (T, S_c): key ≤ query
-      const bias = b.unsqueeze(b.where(b.and(causal, upTo(keyVisible, 2)), b.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, S_c)
-      const probs = b.softmax(b.add(b.matMul(q, upTo(keysT, 4)), bias), -1); // (B, Hkv, R, T, S_c)
-      const ctx = b.matMul(probs, upTo(values, 3)); // (B, Hkv, R, T, D)
+      // The chunk's new keys: every new slot up to its last query (the later ones are its future, all masked).
+      const Pc = end === undefined ? P : b.freshDim('P_chunk');
+      const upTo = (t: Tensor, axis: number): Tensor => (end === undefined ? t : b.slice(t, { axis, start: 0, end, dim: Pc }));
+      const causal = b.not(b.greater(b.unsqueeze(upTo(freshKeyIdx, 0), [0]), b.unsqueeze(part(queryIdx, 0), [1]))); // (T, P_c): key ≤ query
+      const freshBias = b.unsqueeze(b.where(b.and(causal, upTo(freshVisible, 2)), b.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, P_c)
+      const pastScores = b.add(b.matMul(q, pastKeysT), pastBias); // (B, Hkv, R, T, S)
+      const freshScores = b.add(b.matMul(q, upTo(freshKeysT, 4)), freshBias); // (B, Hkv, R, T, P_c)
+      const probs = b.softmax(b.concat([pastScores, freshScores], -1), -1); // (B, Hkv, R, T, S + P_c)
+      const split = length(b, pastScores, 4);
+      const ctx = b.add(
+        b.matMul(b.slice(probs, { axis: -1, start: 0, end: split, dim: S }), pastValues),
+        b.matMul(b.slice(probs, { axis: -1, start: split, end: Infinity, dim: Pc }), upTo(freshValues, 3)),
+      ); // (B, Hkv, R, T, D)
       return finishLayer(b, layer, xc, b.reshape(b.transpose(ctx, [0, 3, 1, 2, 4]), [0, 0, Hq * D])); // (B, T, H)
     };
     if (C === undefined || chunks === undefined) {
@@ -220,11 +234,12 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   // decoded keys and values (B, Hkv, t, D); attention reads the prompt's cache from the outer scope and
   // takes one softmax over both parts' scores.
   const realTokens = g.reduceSum(keyMask, [1]); // (B): real tokens before the first new one
-  const keyBias = g.unsqueeze(g.where(g.greater(keyMask, 0), g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, S + P)
   const newTokens = g.squeeze(g.shape(uniforms, 1, 2), [0]); // (): N
   const Nd = g.freshDim('N');
   const Td = g.freshDim('T_decoded');
-  const emptyRecent = g.slice((cache[0] as KvCache).k, { axis: 2, start: 0, end: 0 }); // (B, Hkv, 0, D)
+  const emptyRecent = g.slice((cache[0] as { fresh: KvCache }).fresh.k, { axis: 2, start: 0, end: 0 }); // (B, Hkv, 0, D)
+  const freshBias = g.unsqueeze(g.where(g.greater(mask, 0), g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, P)
+  const pastDecodeBias = g.unsqueeze(g.where(g.greater(pastMaskIn, 0), g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, S)
   const decode = g.loop({
     maxTrips: g.sub(newTokens, 1),
     cond: anyRunning(g, firstDone),
@@ -245,19 +260,24 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       let xt = embedTokens(b, params, column(b, token)); // (B, 1, H)
       const nextRecent: Tensor[] = [];
       params.layers.forEach((layer, i) => {
-        const prompt = cache[i] as KvCache;
+        const { past, fresh: prompt } = cache[i] as { past: KvCache; fresh: KvCache };
         const h = rmsNorm(b, xt, layer.inputNorm, eps); // (B, 1, H)
         const fresh = projectKv(b, layer, h, rope); // (B, Hkv, 1, D) each
         const recent = { k: b.concat([recentFlat[2 * i] as Tensor, fresh.k], 2), v: b.concat([recentFlat[2 * i + 1] as Tensor, fresh.v], 2) }; // (B, Hkv, t + 1, D)
         nextRecent.push(recent.k, recent.v);
         const q = b.reshape(groupQueries(b, projectQ(b, layer, h, rope)), [0, Hkv, R, D]); // (B, Hkv, R, D): one query slot
-        const promptScores = b.add(b.matMul(q, b.transpose(prompt.k, [0, 1, 3, 2])), keyBias); // (B, Hkv, R, S + P)
+        const pastScores = b.add(b.matMul(q, b.transpose(past.k, [0, 1, 3, 2])), pastDecodeBias); // (B, Hkv, R, S)
+        const promptScores = b.add(b.matMul(q, b.transpose(prompt.k, [0, 1, 3, 2])), freshBias); // (B, Hkv, R, P)
         const recentScores = b.matMul(q, b.transpose(recent.k, [0, 1, 3, 2])); // (B, Hkv, R, t + 1): all real, all earlier
-        const probs = b.softmax(b.concat([promptScores, recentScores], -1), -1); // (B, Hkv, R, S + P + t + 1)
-        const split = length(b, promptScores, 3);
+        const probs = b.softmax(b.concat([pastScores, promptScores, recentScores], -1), -1); // (B, Hkv, R, S + P + t + 1)
+        const split1 = length(b, pastScores, 3);
+        const split2 = b.add(split1, length(b, promptScores, 3));
         const ctx = b.add(
-          b.matMul(b.slice(probs, { axis: -1, start: 0, end: split, dim: promptScores.shape[3] as Dim }), prompt.v),
-          b.matMul(b.slice(probs, { axis: -1, start: split, end: Infinity, dim: recentScores.shape[3] as Dim }), recent.v),
+          b.add(
+            b.matMul(b.slice(probs, { axis: -1, start: 0, end: split1, dim: pastScores.shape[3] as Dim }), past.v),
+            b.matMul(b.slice(probs, { axis: -1, start: split1, end: split2, dim: promptScores.shape[3] as Dim }), prompt.v),
+          ),
+          b.matMul(b.slice(probs, { axis: -1, start: split2, end: Infinity, dim: recentScores.shape[3] as Dim }), recent.v),
         ); // (B, Hkv, R, D)
         xt = finishLayer(b, layer, xt, b.reshape(ctx, [0, 1, Hq * D])); // (B, 1, H)
       });
@@ -288,9 +308,9 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   // the cache a second time (ONNX Runtime computes every output, fetched or not).
   g.output(GEN_IO.presentMask, g.concat([keyMask, g.fullLike(g.slice(tokens, { axis: 1, start: 1, end: Infinity }), 1)], 1)); // (B, S')
   const kept = (t: Tensor): Tensor => g.slice(t, { axis: 2, start: 0, end: g.mul(g.cast(keepCache, 'int64'), length(g, t, 2)) });
-  cache.forEach((c, i) => {
-    g.output(GEN_IO.presentKey(i), g.concat([kept(c.k), kept(recentFinal[2 * i] as Tensor)], 2)); // (B, Hkv, S', D)
-    g.output(GEN_IO.presentValue(i), g.concat([kept(c.v), kept(recentFinal[2 * i + 1] as Tensor)], 2)); // (B, Hkv, S', D)
+  cache.forEach(({ past, fresh }, i) => {
+    g.output(GEN_IO.presentKey(i), g.concat([kept(past.k), kept(fresh.k), kept(recentFinal[2 * i] as Tensor)], 2)); // (B, Hkv, S', D)
+    g.output(GEN_IO.presentValue(i), g.concat([kept(past.v), kept(fresh.v), kept(recentFinal[2 * i + 1] as Tensor)], 2)); // (B, Hkv, S', D)
   });
   return { graph: g, params };
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { prepackingDecision, PREPACKING_MAX_WEIGHT_BYTES, weightBytes } from './prepacking.ts';
 import { presetConfig } from '../io/presets.ts';
 import { randomWeights } from '../io/random-checkpoint.ts';
-import { Generator } from './generator.ts';
+import { Generator, generationSessionConfig } from './generator.ts';
 
 describe('weight pre-packing decided by size', () => {
   it('stays on up to the threshold and goes off above it', () => {
@@ -25,6 +25,22 @@ describe('weight pre-packing decided by size', () => {
     let values = 0;
     for (const w of weights.values()) values += w.data.length;
     expect(weightBytes(weights)).toBe(values * 4);
+  });
+
+  it('turns the CPU arena and memory pattern off for weights above the threshold, unless set explicitly', async () => {
+    const small = generationSessionConfig(prepackingDecision(8 * 2 ** 20));
+    expect(small).toEqual({ mode: 'direct', sessionConfig: { 'session.disable_prepacking': '0' } });
+    const big = generationSessionConfig(prepackingDecision(2.4e9), { intraOpThreads: 2 });
+    expect(big).toEqual({ mode: 'direct', cpuMemArena: false, memoryPattern: false, intraOpThreads: 2, sessionConfig: { 'session.disable_prepacking': '1' } });
+    expect(generationSessionConfig(prepackingDecision(2.4e9), { cpuMemArena: true })).toMatchObject({ cpuMemArena: true, memoryPattern: false });
+    // A small model's session keeps the arena: the record says so.
+    const config = presetConfig('tiny-qwen3');
+    const generator = await Generator.create(config, randomWeights(config, { seed: 1 }), { session: { cpuMemArena: false } });
+    try {
+      expect(generator.sessionRecord['cpuMemArena']).toBe(false);
+    } finally {
+      await generator.close();
+    }
   });
 
   it('reaches the generation session: by size, by the option, by an explicit session entry', async () => {

@@ -90,6 +90,9 @@ describe('createSession', () => {
   it('hands the memory-pattern switch to ONNX Runtime', () => {
     expect(ortSessionOptions(resolveSessionConfig({}).resolved, []).enableMemPattern).toBe(true);
     expect(ortSessionOptions(resolveSessionConfig({ memoryPattern: false }).resolved, []).enableMemPattern).toBe(false);
+    expect(ortSessionOptions(resolveSessionConfig({}).resolved, []).enableCpuMemArena).toBe(true);
+    expect(ortSessionOptions(resolveSessionConfig({ cpuMemArena: false }).resolved, []).enableCpuMemArena).toBe(false);
+    expect(() => resolveSessionConfig({ cpuMemArena: 'no' as unknown as boolean })).toThrow(/cpuMemArena.*a boolean/);
   });
 
   it('validates ORT session config entries: unknown keys and bad values name what was expected', async () => {

@@ -39,6 +39,13 @@ export interface SessionConfig {
    * sessions turn it off.
    */
   memoryPattern?: boolean;
+  /**
+   * ORT's CPU arena (default true): freed intermediate tensors go back to the arena, which keeps them
+   * for later allocations and never returns them to the system. A run whose intermediates are
+   * gigabytes (a Qwen3-0.6B-sized KV cache) then stays that much larger between runs; without the
+   * arena they go back to the system allocator (docs/inference.md, "Memory of a run with a kept cache").
+   */
+  cpuMemArena?: boolean;
   logger?: Logger;
 }
 
@@ -53,6 +60,7 @@ export interface ResolvedSessionConfig {
   graphOptimizationLevel: 'disabled' | 'basic' | 'extended' | 'all';
   sessionConfig: OrtConfigEntries;
   memoryPattern: boolean;
+  cpuMemArena: boolean;
 }
 
 const DEFAULTS: ResolvedSessionConfig = {
@@ -65,6 +73,7 @@ const DEFAULTS: ResolvedSessionConfig = {
   graphOptimizationLevel: 'all',
   sessionConfig: {},
   memoryPattern: true,
+  cpuMemArena: true,
 };
 
 function invalid(field: string, expected: string, got: unknown): AppError {
@@ -106,11 +115,12 @@ export function resolveSessionConfig(config: SessionConfig): { resolved: Resolve
         r.sessionConfig = parseOrtConfigEntries(value);
         break;
       case 'memoryPattern':
+      case 'cpuMemArena':
         if (typeof value !== 'boolean') throw invalid(key, 'a boolean', value);
-        r.memoryPattern = value;
+        r[key] = value;
         break;
       default:
-        throw invalid(key, `one of provider, deviceId, intraOpThreads, interOpThreads, mode, logSeverityLevel, graphOptimizationLevel, sessionConfig, memoryPattern, logger`, key);
+        throw invalid(key, `one of provider, deviceId, intraOpThreads, interOpThreads, mode, logSeverityLevel, graphOptimizationLevel, sessionConfig, memoryPattern, cpuMemArena, logger`, key);
     }
   }
   return { resolved: r, logger: logger ?? silentLogger };
@@ -127,6 +137,7 @@ export function ortSessionOptions(c: ResolvedSessionConfig, externalData: readon
     logSeverityLevel: c.logSeverityLevel,
     graphOptimizationLevel: c.graphOptimizationLevel,
     enableMemPattern: c.memoryPattern,
+    enableCpuMemArena: c.cpuMemArena,
     // The Node binding turns `extra` into session config entries; dotted keys pass through as they are.
     ...(Object.keys(c.sessionConfig).length > 0 ? { extra: { ...c.sessionConfig } } : {}),
     ...(externalData.length > 0 ? { externalData: externalData.map((f) => ({ path: f.path, data: f.data })) } : {}),

@@ -77,6 +77,7 @@ export function sessionRecord(session: Pick<GraphSession, 'config' | 'placement'
     intraOpThreads: c.intraOpThreads,
     interOpThreads: c.interOpThreads,
     graphOptimizationLevel: c.graphOptimizationLevel,
+    cpuMemArena: c.cpuMemArena,
     placement: session.placement?.placements.map((p) => ({ provider: p.provider, nodes: p.nodeCount })) ?? (c.provider === 'cpu' ? [{ provider: 'CPUExecutionProvider', nodes: 'all' }] : null),
     inputs: session.inputNames.length,
     outputs: session.outputNames.length,
