@@ -8,6 +8,7 @@ import { Generator } from './generator.ts';
 import type { LoraConfig } from '../graphs/lora.ts';
 import { TurnScheduler, type SchedulerResult, type SchedulerStats, type SchedulerTurn, type TurnSchedulerOptions } from './turn-scheduler.ts';
 import { loadModel } from '../io/weights.ts';
+import { PREPACKING_MAX_WEIGHT_BYTES, weightBytes } from './prepacking.ts';
 
 /**
  * Worker-thread side of the inference engine: loads the checkpoint itself
@@ -20,7 +21,8 @@ export interface EngineWorkerSetup {
   modelDir: string;
   lora: LoraConfig | undefined;
   inPlaceWeights: boolean;
-  loadViaFile: boolean;
+  /** Undefined: by the weights' size (above PREPACKING_MAX_WEIGHT_BYTES). */
+  loadViaFile?: boolean;
   /** Undefined: decided by the weights' size (Generator `disablePrepacking`). */
   disablePrepacking: boolean | undefined;
   session: Omit<SessionConfig, 'logger' | 'mode'>;
@@ -48,9 +50,10 @@ if (port !== null) {
   const setup = workerInput<EngineWorkerSetup>(workerData);
   const reply = (message: EngineReply): void => port.postMessage(message);
   let generator: Generator | undefined;
-  const fileDir = setup.loadViaFile ? mkdtempSync(join(tmpdir(), 'sqlenv-engine-model-')) : undefined;
+  let fileDir: string | undefined;
   try {
     const { config, weights } = loadModel(setup.modelDir);
+    if (setup.loadViaFile ?? weightBytes(weights) > PREPACKING_MAX_WEIGHT_BYTES) fileDir = mkdtempSync(join(tmpdir(), 'sqlenv-engine-model-'));
     generator = await Generator.create(config, weights, {
       ...(setup.lora === undefined ? {} : { lora: setup.lora }),
       inPlaceWeights: setup.inPlaceWeights,

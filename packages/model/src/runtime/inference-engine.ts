@@ -85,9 +85,11 @@ export const engineOptionsSchema = z.object({
   /**
    * Load the session through a model file in a temporary directory (removed once loaded) and release
    * the float32 weights first (`Generator` `modelFile` + `releaseWeights`): ORT maps the file instead of
-   * loading from memory. Costs writing the weights to disk once. Default false.
+   * loading from memory. Costs writing the weights to disk once. Default: by the weights' size, on above
+   * the pre-packing threshold (1 GiB of float32: Qwen3-0.6B-sized models, whose JavaScript copy would
+   * otherwise stay resident beside ORT's until V8 collects it), off below.
    */
-  loadViaFile: z.boolean().default(false),
+  loadViaFile: z.boolean().optional(),
   /** The older way to one weight copy (W·xᵀ layout, decoder.ts `linear`); prefer `disablePrepacking`. Default false. */
   inPlaceWeights: z.boolean().default(false),
   /** Execution provider of the generation session (creation fails, never falls back to the CPU, when it cannot load). Default 'cpu'. */
@@ -162,7 +164,7 @@ export class InferenceEngine {
       modelDir: options.modelDir,
       lora: options.lora,
       inPlaceWeights: options.inPlaceWeights,
-      loadViaFile: options.loadViaFile,
+      ...(options.loadViaFile === undefined ? {} : { loadViaFile: options.loadViaFile }),
       disablePrepacking: options.disablePrepacking,
       session: {
         provider: options.provider,
