@@ -33,11 +33,11 @@ const LearnFlags = DatasetFlags.extend({
   /** full: every weight (small models trained from scratch); lora: a LoRA adapter (r = --lora-rank) that GRPO continues (Hugging Face checkpoints). */
   'sft-mode': z.enum(['full', 'lora']).default('full'),
   /** GRPO: episodes, groups and sampling. */
-  episodes: positiveIntFlag.default(6144),
+  episodes: positiveIntFlag.default(12288),
   'group-size': positiveIntFlag.default(8),
   'groups-per-batch': positiveIntFlag.default(4),
   /** Policy versions an episode may lag the trainer (0: on-policy, rollouts wait for each update; 1: the next batch is sampled while the update runs). */
-  'max-staleness': intFlag.default(0),
+  'max-staleness': intFlag.default(1),
   temperature: number.positive().default(1),
   lr: number.positive().default(5e-4),
   'lora-rank': positiveIntFlag.default(16),
