@@ -162,10 +162,9 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   // layer C at a time (an inner Loop), so the scores of a chunk are (B, Hq, C, ≤ S + P), never
   // (B, Hq, P, S + P), and the MLP's (B, C, F) is bounded the same way.
   const keyMask = g.concat([pastMaskIn, mask], 1); // (B, S + P)
-  const Sk = keyMask.shape[1] as Dim;
   const P = ids.shape[1] as Dim;
-  const keyIdx = g.range(0, length(g, keyMask, 1), 1, 'int64', { dim: Sk }); // (S + P)
-  const queryIdx = g.range(length(g, pastMaskIn, 1), length(g, keyMask, 1), 1, 'int64', { dim: P }); // (P): S … S + P − 1
+  // Slots of the new tokens, S … S + P − 1: the prefill's queries, and its new keys.
+  const newIdx = g.range(length(g, pastMaskIn, 1), length(g, keyMask, 1), 1, 'int64', { dim: P }); // (P)
   // Positions cumsum(mask) − 1 over the whole context, at the new slots (left padding: −1, masked anyway).
   const positions = g.slice(g.sub(g.cumSum(keyMask, 1), 1), { axis: 1, start: length(g, pastMaskIn, 1), end: Infinity, dim: P }); // (B, P)
   const promptRope = ropeTables(g, params, positions); // (B, P, 1, D) each
@@ -177,9 +176,10 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   // (a concatenation is one more copy of the whole cache); attention takes one softmax over both parts.
   const cache: { past: KvCache; fresh: KvCache }[] = [];
   const S = pastMaskIn.shape[1] as Dim;
-  const freshKeyIdx = g.slice(keyIdx, { axis: 0, start: length(g, pastMaskIn, 1), end: Infinity, dim: P }); // (P)
-  const pastBias = g.unsqueeze(g.where(g.greater(pastMaskIn, 0), g.scalar(0), MASKED_BIAS), [1, 2, 3]); // (B, 1, 1, 1, S)
-  const freshVisible = g.unsqueeze(g.greater(mask, 0), [1]); // (B, 1, P)
+  const pastMaskBias = g.where(g.greater(pastMaskIn, 0), g.scalar(0), MASKED_BIAS); // (B, S): 0 at real slots, masked at holes
+  const pastBias = g.unsqueeze(pastMaskBias, [1, 2, 3]); // (B, 1, 1, 1, S)
+  const freshReal = g.greater(mask, 0); // (B, P)
+  const freshVisible = g.unsqueeze(freshReal, [1]); // (B, 1, P)
   params.layers.forEach((layer, i) => {
     const past = pastIn[i] as KvCache;
     const h = rmsNorm(g, x, layer.inputNorm, eps); // (B, P, H)
@@ -199,7 +199,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       // The chunk's new keys: every new slot up to its last query (the later ones are its future, all masked).
       const Pc = end === undefined ? P : b.freshDim('P_chunk');
       const upTo = (t: Tensor, axis: number): Tensor => (end === undefined ? t : b.slice(t, { axis, start: 0, end, dim: Pc }));
-      const causal = b.not(b.greater(b.unsqueeze(upTo(freshKeyIdx, 0), [0]), b.unsqueeze(part(queryIdx, 0), [1]))); // (T, P_c): key ≤ query
+      const causal = b.not(b.greater(b.unsqueeze(upTo(newIdx, 0), [0]), b.unsqueeze(part(newIdx, 0), [1]))); // (T, P_c): key ≤ query
       const freshBias = b.unsqueeze(b.where(b.and(causal, upTo(freshVisible, 2)), b.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, T, P_c)
       const pastScores = b.add(b.matMul(q, pastKeysT), pastBias); // (B, Hkv, R, T, S)
       const freshScores = b.add(b.matMul(q, upTo(freshKeysT, 4)), freshBias); // (B, Hkv, R, T, P_c)
@@ -231,15 +231,15 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const firstDone = isStop(g, first.token); // (B)
 
   // ---- Decode: each iteration feeds the token drawn before it. The loop carries only this run's
-  // decoded keys and values (B, Hkv, t, D); attention reads the prompt's cache from the outer scope and
-  // takes one softmax over both parts' scores.
+  // decoded keys and values (B, Hkv, t, D); attention reads the past and the prompt's keys and values
+  // from the outer scope and takes one softmax over the three parts' scores.
   const realTokens = g.reduceSum(keyMask, [1]); // (B): real tokens before the first new one
   const newTokens = g.squeeze(g.shape(uniforms, 1, 2), [0]); // (): N
   const Nd = g.freshDim('N');
   const Td = g.freshDim('T_decoded');
   const emptyRecent = g.slice((cache[0] as { fresh: KvCache }).fresh.k, { axis: 2, start: 0, end: 0 }); // (B, Hkv, 0, D)
-  const freshBias = g.unsqueeze(g.where(g.greater(mask, 0), g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, P)
-  const pastDecodeBias = g.unsqueeze(g.where(g.greater(pastMaskIn, 0), g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, S)
+  const freshBias = g.unsqueeze(g.where(freshReal, g.scalar(0), MASKED_BIAS), [1, 2]); // (B, 1, 1, P)
+  const pastDecodeBias = g.unsqueeze(pastMaskBias, [1, 2]); // (B, 1, 1, S)
   const decode = g.loop({
     maxTrips: g.sub(newTokens, 1),
     cond: anyRunning(g, firstDone),

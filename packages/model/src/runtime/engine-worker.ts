@@ -8,7 +8,7 @@ import { Generator } from './generator.ts';
 import type { LoraConfig } from '../graphs/lora.ts';
 import { TurnScheduler, type SchedulerResult, type SchedulerStats, type SchedulerTurn, type TurnSchedulerOptions } from './turn-scheduler.ts';
 import { loadModel } from '../io/weights.ts';
-import { PREPACKING_MAX_WEIGHT_BYTES, weightBytes } from './prepacking.ts';
+import { isBigModel, weightBytes } from './prepacking.ts';
 
 /**
  * Worker-thread side of the inference engine: loads the checkpoint itself
@@ -21,7 +21,7 @@ export interface EngineWorkerSetup {
   modelDir: string;
   lora: LoraConfig | undefined;
   inPlaceWeights: boolean;
-  /** Undefined: by the weights' size (above PREPACKING_MAX_WEIGHT_BYTES). */
+  /** Undefined: by the weights' size (`isBigModel`). */
   loadViaFile?: boolean;
   /** Undefined: decided by the weights' size (Generator `disablePrepacking`). */
   disablePrepacking: boolean | undefined;
@@ -53,7 +53,7 @@ if (port !== null) {
   let fileDir: string | undefined;
   try {
     const { config, weights } = loadModel(setup.modelDir);
-    if (setup.loadViaFile ?? weightBytes(weights) > PREPACKING_MAX_WEIGHT_BYTES) fileDir = mkdtempSync(join(tmpdir(), 'sqlenv-engine-model-'));
+    if (setup.loadViaFile ?? isBigModel(weightBytes(weights))) fileDir = mkdtempSync(join(tmpdir(), 'sqlenv-engine-model-'));
     generator = await Generator.create(config, weights, {
       ...(setup.lora === undefined ? {} : { lora: setup.lora }),
       inPlaceWeights: setup.inPlaceWeights,

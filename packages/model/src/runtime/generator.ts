@@ -9,7 +9,7 @@ import { IO } from '../graphs/forward-graphs.ts';
 import { assembleBatchCache, extractRowCache, kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
 import { loraTensorSpecs, zeroLoraWeights, type LoraConfig, type LoraWeights } from '../graphs/lora.ts';
 import type { ModelWeights } from '../io/weights.ts';
-import { prepackingDecision, weightBytes, type PrepackingDecision } from './prepacking.ts';
+import { isBigModel, prepackingDecision, weightBytes, type PrepackingDecision } from './prepacking.ts';
 
 /** One sequence to continue. */
 export interface GenerationRequest {
@@ -172,10 +172,9 @@ async function collectReleasedArrays(): Promise<void> {
  * tokens: 12.3 → 11.2 GB peak, 9.4 → 5.8 GB between runs; docs/inference.md). Explicit settings win.
  */
 export function generationSessionConfig(prepacking: PrepackingDecision, session: SessionConfig = {}): SessionConfig {
-  const big = prepacking.weightBytes > prepacking.thresholdBytes;
   return {
     mode: 'direct',
-    ...(big ? { cpuMemArena: false, memoryPattern: false } : {}),
+    ...(isBigModel(prepacking.weightBytes, prepacking.thresholdBytes) ? { cpuMemArena: false, memoryPattern: false } : {}),
     ...session,
     sessionConfig: { ...session.sessionConfig, 'session.disable_prepacking': prepacking.prepacking ? '0' : '1' },
   };

@@ -30,6 +30,27 @@ export function rowCacheBytes(config: ModelConfig, cache: RowKvCache | undefined
   return cache === undefined ? 0 : cache.length * kvBytesPerToken(config);
 }
 
+/** Where a row's slots go in a (·, Hkv, width, D) batch feed: its row starts at `base`, its slots at `pad`. */
+interface BatchRowSlot {
+  data: Float32Array;
+  base: number;
+  width: number;
+  pad: number;
+}
+
+/**
+ * The first `length` of the `srcLength` slots of a compact (Hkv, srcLength, D) array, copied into a
+ * batch row (`out`) or into a new compact (Hkv, length, D) array.
+ */
+function copyCompactSlots(src: Float32Array, srcLength: number, length: number, Hkv: number, D: number, out?: BatchRowSlot): Float32Array {
+  const dst = out?.data ?? new Float32Array(Hkv * length * D);
+  for (let h = 0; h < Hkv; h++) {
+    const at = out === undefined ? h * length * D : out.base + (h * out.width + out.pad) * D;
+    dst.set(src.subarray(h * srcLength * D, (h * srcLength + length) * D), at);
+  }
+  return dst;
+}
+
 /**
  * A row of a run's present outputs, not copied: what `extractRowCache` returns. The next run of the
  * same rows in the same order feeds those outputs unchanged (`assembleBatchCache`), and any other use
@@ -86,18 +107,10 @@ export class RowCacheView implements RowKvCache {
    * `pad` of a (·, Hkv, S, D) batch feed whose row `b` starts at `base`; with no `out`, a compact
    * (Hkv, length, D) array.
    */
-  copyLayer(name: 'key' | 'value', layer: number, length: number, out?: { data: Float32Array; base: number; width: number; pad: number }): Float32Array {
+  copyLayer(name: 'key' | 'value', layer: number, length: number, out?: BatchRowSlot): Float32Array {
     const { numKvHeads: Hkv, headDim: D } = this.#config;
     const compact = this.#compact;
-    if (compact !== undefined) {
-      const src = (name === 'key' ? compact.keys : compact.values)[layer] as Float32Array;
-      const dst = out?.data ?? new Float32Array(Hkv * length * D);
-      for (let h = 0; h < Hkv; h++) {
-        const at = out === undefined ? h * length * D : out.base + (h * out.width + out.pad) * D;
-        dst.set(src.subarray(h * this.length * D, (h * this.length + length) * D), at);
-      }
-      return dst;
-    }
+    if (compact !== undefined) return copyCompactSlots((name === 'key' ? compact.keys : compact.values)[layer] as Float32Array, this.length, length, Hkv, D, out);
     const source = this.#source as Record<string, TensorData>;
     const src = (source[name === 'key' ? GEN_IO.presentKey(layer) : GEN_IO.presentValue(layer)] as TensorData).data as Float32Array;
     const dst = out?.data ?? new Float32Array(Hkv * length * D);
@@ -117,15 +130,20 @@ export class RowCacheView implements RowKvCache {
     return dst;
   }
 
+  /** Its first `length` real slots as a compact cache of their own. */
+  slots(length: number): RowKvCache {
+    const keys: Float32Array[] = [];
+    const values: Float32Array[] = [];
+    for (let layer = 0; layer < this.#config.numLayers; layer++) {
+      keys.push(this.copyLayer('key', layer, length));
+      values.push(this.copyLayer('value', layer, length));
+    }
+    return { length, keys, values };
+  }
+
   #materialise(): { keys: Float32Array[]; values: Float32Array[] } {
     if (this.#compact === undefined) {
-      const keys: Float32Array[] = [];
-      const values: Float32Array[] = [];
-      for (let layer = 0; layer < this.#config.numLayers; layer++) {
-        keys.push(this.copyLayer('key', layer, this.length));
-        values.push(this.copyLayer('value', layer, this.length));
-      }
-      this.#compact = { keys, values };
+      this.#compact = this.slots(this.length);
       this.#source = undefined;
     }
     return this.#compact;
@@ -140,21 +158,9 @@ export function compactRowCache(cache: RowKvCache): RowKvCache {
 /** The first `length` tokens of a cache (dropping what was fed after a row's last valid token), compacted. */
 export function truncateRowCache(config: ModelConfig, cache: RowKvCache, length: number): RowKvCache {
   if (length >= cache.length) return compactRowCache(cache);
-  if (cache instanceof RowCacheView && cache.source !== undefined) {
-    const keys: Float32Array[] = [];
-    const values: Float32Array[] = [];
-    for (let layer = 0; layer < config.numLayers; layer++) {
-      keys.push(cache.copyLayer('key', layer, length));
-      values.push(cache.copyLayer('value', layer, length));
-    }
-    return { length, keys, values };
-  }
+  if (cache instanceof RowCacheView) return cache.slots(length);
   const { numKvHeads: Hkv, headDim: D } = config;
-  const cut = (x: Float32Array): Float32Array => {
-    const out = new Float32Array(Hkv * length * D);
-    for (let h = 0; h < Hkv; h++) out.set(x.subarray(h * cache.length * D, (h * cache.length + length) * D), h * length * D);
-    return out;
-  };
+  const cut = (x: Float32Array): Float32Array => copyCompactSlots(x, cache.length, length, Hkv, D);
   return { length, keys: cache.keys.map(cut), values: cache.values.map(cut) };
 }
 
@@ -204,13 +210,9 @@ export function assembleBatchCache(config: ModelConfig, rows: readonly (RowKvCac
       const data = new Float32Array(B * Hkv * S * D);
       rows.forEach((r, b) => {
         if (r === undefined || r.length === 0) return;
-        const pad = S - r.length;
-        if (r instanceof RowCacheView) {
-          r.copyLayer(which, layer, r.length, { data, base: b * Hkv * S * D, width: S, pad });
-          return;
-        }
-        const src = (which === 'key' ? r.keys[layer] : r.values[layer]) as Float32Array;
-        for (let h = 0; h < Hkv; h++) data.set(src.subarray(h * r.length * D, (h + 1) * r.length * D), ((b * Hkv + h) * S + pad) * D);
+        const slot = { data, base: b * Hkv * S * D, width: S, pad: S - r.length };
+        if (r instanceof RowCacheView) r.copyLayer(which, layer, r.length, slot);
+        else copyCompactSlots((which === 'key' ? r.keys[layer] : r.values[layer]) as Float32Array, r.length, r.length, Hkv, D, slot);
       });
       feeds[name] = tensor('float32', [B, Hkv, S, D], data);
     }

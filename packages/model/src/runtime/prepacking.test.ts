@@ -33,7 +33,7 @@ describe('weight pre-packing decided by size', () => {
     const big = generationSessionConfig(prepackingDecision(2.4e9), { intraOpThreads: 2 });
     expect(big).toEqual({ mode: 'direct', cpuMemArena: false, memoryPattern: false, intraOpThreads: 2, sessionConfig: { 'session.disable_prepacking': '1' } });
     expect(generationSessionConfig(prepackingDecision(2.4e9), { cpuMemArena: true })).toMatchObject({ cpuMemArena: true, memoryPattern: false });
-    // A small model's session keeps the arena: the record says so.
+    // An explicit setting reaches the session, and its record says so.
     const config = presetConfig('tiny-qwen3');
     const generator = await Generator.create(config, randomWeights(config, { seed: 1 }), { session: { cpuMemArena: false } });
     try {

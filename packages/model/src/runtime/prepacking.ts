@@ -26,10 +26,18 @@ export interface PrepackingDecision {
   thresholdBytes: number;
 }
 
+/**
+ * Weights above the threshold: a big model, whose generation session turns off pre-packing, the CPU arena
+ * and the memory pattern, and which the inference engine loads through a file.
+ */
+export function isBigModel(weightBytes: number, thresholdBytes: number = PREPACKING_MAX_WEIGHT_BYTES): boolean {
+  return weightBytes > thresholdBytes;
+}
+
 /** Pre-packing on unless the weights exceed `thresholdBytes`; an explicit `disablePrepacking` wins. */
 export function prepackingDecision(weightBytes: number, disablePrepacking?: boolean, thresholdBytes: number = PREPACKING_MAX_WEIGHT_BYTES): PrepackingDecision {
   if (disablePrepacking !== undefined) return { prepacking: !disablePrepacking, decidedBy: 'option', weightBytes, thresholdBytes };
-  return { prepacking: weightBytes <= thresholdBytes, decidedBy: 'size', weightBytes, thresholdBytes };
+  return { prepacking: !isBigModel(weightBytes, thresholdBytes), decidedBy: 'size', weightBytes, thresholdBytes };
 }
 
 /** Bytes of a checkpoint's float32 weights. */

@@ -491,7 +491,6 @@ export class TurnScheduler {
       };
     });
     const prefill = inputs.reduce((n, r) => Math.max(n, r.inputIds.length), 0) > 1;
-    const fedLengths = inputs.map((r) => r.inputIds.length);
     if (feedsRunUncopied(inputs.map((r) => r.cache))) this.stats.uncopiedRuns++;
     // The run owns the caches now: it lets go of them once its feeds are built (a failed run fails its turns anyway).
     for (const r of rows) r.cache = undefined;
@@ -526,7 +525,7 @@ export class TurnScheduler {
     this.stats.rowSteps += rows.length * computed;
     rows.forEach((r, b) => {
       const out = outputs[b] as RowOutput;
-      const fed = fedLengths[b] ?? 0;
+      const fed = inputs[b]?.inputIds.length ?? 0;
       if (r.generated.tokens.length === 0) {
         this.stats.prefillTokens += fed;
         this.stats.reusedTokens += r.cachedLength;
