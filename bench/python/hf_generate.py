@@ -7,6 +7,8 @@ Usage: python hf_generate.py '<json>' with
   newTokens:    new tokens per row (no stop token: exactly this many)
   threads:      torch intra-op threads
   repeats:      timed runs after one warm-up (0: one untimed-warm-up-free run, timed)
+  device:       optional, torch device (default "cpu"; "cuda" for bench/gpu.bench.ts)
+  dtype:        optional, "float32" (default), "float16" or "bfloat16"
 
 Prompts are the same deterministic ids as the TypeScript side; sampling is plain T = 1 (top-k and top-p
 off). Prints one JSON line: load and generate times, tokens/s of the best run, the RSS once the model
@@ -39,13 +41,17 @@ def main():
     torch.set_num_threads(args["threads"])
     torch.manual_seed(0)
     t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(args["dir"], dtype=torch.float32)
+    device = torch.device(args.get("device", "cpu"))
+    dtype = getattr(torch, args.get("dtype", "float32"))
+    model = AutoModelForCausalLM.from_pretrained(args["dir"], dtype=dtype).to(device)
     model.eval()
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     load_s = time.perf_counter() - t0
     loaded = rss()
     vocab = model.config.vocab_size
     batch, prompt, new = args["batch"], args["promptTokens"], args["newTokens"]
-    ids = torch.tensor([[(t * 7919 + b * 104729) % vocab for t in range(prompt)] for b in range(batch)], dtype=torch.long)
+    ids = torch.tensor([[(t * 7919 + b * 104729) % vocab for t in range(prompt)] for b in range(batch)], dtype=torch.long, device=device)
     mask = torch.ones_like(ids)
     config = GenerationConfig(
         do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=new, min_new_tokens=new,
@@ -53,9 +59,11 @@ def main():
     )
 
     def run():
+        sync()
         start = time.perf_counter()
         with torch.inference_mode():
             out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+        sync()
         elapsed = time.perf_counter() - start
         assert out.shape == (batch, prompt + new), out.shape
         return elapsed
@@ -77,6 +85,9 @@ def main():
         "loaded": loaded,
         "afterGenerate": after,
         "maxRssBytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "device": str(device),
+        "dtype": str(dtype).replace("torch.", ""),
+        **({"gpu": torch.cuda.get_device_name(device), "maxGpuAllocatedBytes": torch.cuda.max_memory_allocated(device)} if cuda else {}),
     }))
 
 

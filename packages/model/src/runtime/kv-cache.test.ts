@@ -54,6 +54,18 @@ describe('host KV caches', () => {
     expect(truncateRowCache(config, third, 1)).toEqual(rows[2]);
   });
 
+  it('gives a batch without any cache one masked slot, never an empty past (WebGPU crashes on a MatMul over an empty axis)', () => {
+    const feeds = assembleBatchCache(config, [undefined, { length: 0, keys: [], values: [] }]);
+    expect(feeds[GEN_IO.pastMask]?.dims).toEqual([2, 1]);
+    expect(Array.from(feeds[GEN_IO.pastMask]!.data as BigInt64Array, Number)).toEqual([0, 0]);
+    for (let layer = 0; layer < config.numLayers; layer++) {
+      for (const name of [GEN_IO.pastKey(layer), GEN_IO.pastValue(layer)]) {
+        expect(feeds[name]?.dims).toEqual([2, Hkv, 1, D]);
+        expect((feeds[name]!.data as Float32Array).every((x) => x === 0)).toBe(true);
+      }
+    }
+  });
+
   it('keeps a run\'s rows as views of its outputs: fed back uncopied to the same rows in order, copied once otherwise', () => {
     // Outputs of a run of two rows, S = 4: row 0 has a hole at slot 1, row 1 left padding at 0–1.
     const S = 4;

@@ -198,7 +198,11 @@ export function assembleBatchCache(config: ModelConfig, rows: readonly (RowKvCac
     return feeds;
   }
   const B = rows.length;
-  const S = maxOf(rows.map((r) => r?.length ?? 0), 0);
+  // At least one slot: a batch without any cache gets one masked slot (zero keys and values, softmax
+  // weight exactly 0), because ONNX Runtime's WebGPU MatMul crashes the process on an empty inner
+  // dimension (the past's probabilities times its values; ORT 1.30). Every row's tokens and
+  // log-probs are the same as with no slot; the present cache drops it with the other masked slots.
+  const S = Math.max(1, maxOf(rows.map((r) => r?.length ?? 0), 0));
   const mask = new BigInt64Array(B * S);
   rows.forEach((r, b) => mask.fill(1n, b * S + S - (r?.length ?? 0), (b + 1) * S));
   const feeds: Record<string, TensorData> = { [GEN_IO.pastMask]: tensor('int64', [B, S], mask) };
