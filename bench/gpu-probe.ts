@@ -14,7 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Generator, loadModel, uniformsForSeed, type RowKvCache } from '@sqlenv/model';
 
-interface ProbeCase {
+/** One case of a probe; bench/gpu.bench.ts builds the lists (a type-only import: nothing of this file runs there). */
+export interface ProbeCase {
   kind: 'generate' | 'turns';
   batch: number;
   promptTokens: number;

@@ -21,6 +21,7 @@ import { cpus } from 'node:os';
 import { relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
+import type { ProbeCase } from './gpu-probe.ts';
 
 const HERE = fileURLToPath(new URL('./', import.meta.url));
 // Bundled (a GPU host without node_modules: `.mjs` files run from the repository root) or from source through tsx.
@@ -42,13 +43,6 @@ const ONLY = argValue('--only');
 const QWEN_DIR = process.argv.includes('--qwen3-0.6b') ? resolve(argValue('--qwen3-0.6b') ?? `${ROOT}/.cache/bench/qwen3-0.6b-random`) : undefined;
 const probeCommand = BUNDLED ? ['--expose-gc', `${HERE}gpu-probe.mjs`] : ['--expose-gc', '--import', 'tsx', `${HERE}gpu-probe.ts`];
 
-interface ProbeCase {
-  kind: 'generate' | 'turns';
-  batch: number;
-  promptTokens: number;
-  newTokens: number;
-  appendTokens?: number;
-}
 interface ModelPlan {
   model: string;
   dir: string;
