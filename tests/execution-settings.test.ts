@@ -17,8 +17,13 @@ import type { CommandIo } from '@sqlenv/cli';
  * runs in process with a logger that keeps its records, and every `session created` record must
  * carry the provider and the intra-op threads the command was given (by flag, by environment
  * variable, or the machine's cores by default). And a command asked for a GPU provider this
- * machine cannot load (no WebGPU adapter, no CUDA libraries) exits non-zero with the reason.
+ * machine cannot load (no Vulkan driver for WebGPU, no CUDA libraries) exits non-zero with the reason.
  */
+// The refusals below need a WebGPU provider that cannot start. A machine with a Vulkan driver (Mesa's
+// software one included) can start it, so the Vulkan loader of this test process is pointed at no
+// driver; packages/model/src/runtime/webgpu.test.ts runs the provider where a driver exists.
+process.env['VK_DRIVER_FILES'] = join(tmpdir(), 'no-vulkan-driver.json');
+process.env['VK_ICD_FILENAMES'] = process.env['VK_DRIVER_FILES'];
 const scratch = mkdtempSync(join(tmpdir(), 'execution-settings-'));
 const modelDir = join(scratch, 'model');
 const sftData = join(scratch, 'sft.jsonl');
