@@ -19,16 +19,12 @@ import { cpus, loadavg } from 'node:os';
 import { relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_PREFILL_CHUNK_TOKENS, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
+import { stringArg } from './lib/cli-bench.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const PYTHON = process.env['SQLENV_PYTHON'] ?? 'python3';
-const argValue = (flag: string): string | undefined => {
-  const i = process.argv.indexOf(flag);
-  const next = i > 0 ? process.argv[i + 1] : undefined;
-  return next !== undefined && !next.startsWith('--') ? next : undefined;
-};
-const THREADS = Number(argValue('--threads') ?? 1);
-const QWEN_DIR = process.argv.includes('--qwen3-0.6b') ? (argValue('--qwen3-0.6b') ?? `${ROOT}.cache/bench/qwen3-0.6b-random`) : undefined;
+const THREADS = Number(stringArg('--threads') ?? 1);
+const QWEN_DIR = process.argv.includes('--qwen3-0.6b') ? (stringArg('--qwen3-0.6b') ?? `${ROOT}.cache/bench/qwen3-0.6b-random`) : undefined;
 
 interface Case {
   model: string;

@@ -12,7 +12,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Generator, loadModel, uniformsForSeed, type RowKvCache } from '@sqlenv/model';
+import { Generator, kvBytesPerToken, loadModel, uniformsForSeed, type RowInput, type RowKvCache } from '@sqlenv/model';
+import { bestWallMs } from './lib/cli-bench.ts';
 
 /** One case of a probe; bench/gpu.bench.ts builds the lists (a type-only import: nothing of this file runs there). */
 export interface ProbeCase {
@@ -49,22 +50,8 @@ process.stderr.write(`session created in ${Math.round(loadMs)} ms: ${JSON.string
 process.stdout.write(`${JSON.stringify({ step: 'session', loadMs: Math.round(loadMs), session: record })}\n`);
 
 const promptIds = (b: number, length: number, salt = 0): number[] => Array.from({ length }, (_, t) => (t * 7919 + b * 104_729 + salt) % config.vocabSize);
-/** Best (or only) wall time of `repeats` runs after a warm-up. */
-const timed = async (run: () => Promise<void>): Promise<number> => {
-  if (args.repeats === 0) {
-    const start = performance.now();
-    await run();
-    return performance.now() - start;
-  }
-  await run();
-  let best = Number.POSITIVE_INFINITY;
-  for (let i = 0; i < args.repeats; i++) {
-    const start = performance.now();
-    await run();
-    best = Math.min(best, performance.now() - start);
-  }
-  return best;
-};
+/** Best wall time of `repeats` runs after a warm-up; with `repeats` 0, one run, timed. */
+const timed = (run: () => Promise<void>): Promise<number> => (args.repeats === 0 ? bestWallMs(run, 1) : bestWallMs(run, args.repeats, 1));
 
 const results: Record<string, unknown>[] = [];
 for (const c of args.cases) {
@@ -99,21 +86,17 @@ for (const c of args.cases) {
     // The second turn's new tokens: the last sampled token (not yet in the cache) and the appended ones.
     const appended = (b: number): number[] => [...(first[b]?.tokens.slice(-1) ?? []), ...promptIds(b, append, 17)];
     const caches = first.map((r) => r.cache as RowKvCache);
-    const reused = async (): Promise<number[][]> =>
-      (
-        await generator.runRows(
-          Array.from({ length: batch }, (_, b) => ({ inputIds: appended(b), cache: caches[b] as RowKvCache, uniforms: uniforms(b).subarray(newTokens), temperature: 1 })),
-          { steps: newTokens, keepCache: false, stopIds: [] },
-        )
-      ).map((r) => r.tokens);
     const fullContext = (b: number): number[] => [...promptIds(b, promptTokens), ...(first[b]?.tokens.slice(0, -1) ?? []), ...appended(b)];
-    const reprefilled = async (): Promise<number[][]> =>
+    /** Turn 2 with each row's second-turn uniforms, the rest of the row as `row` gives it. */
+    const secondTurn = async (row: (b: number) => Pick<RowInput, 'inputIds' | 'cache'>): Promise<number[][]> =>
       (
         await generator.runRows(
-          Array.from({ length: batch }, (_, b) => ({ inputIds: fullContext(b), uniforms: uniforms(b).subarray(newTokens), temperature: 1 })),
+          Array.from({ length: batch }, (_, b) => ({ ...row(b), uniforms: uniforms(b).subarray(newTokens), temperature: 1 })),
           { steps: newTokens, keepCache: false, stopIds: [] },
         )
       ).map((r) => r.tokens);
+    const reused = (): Promise<number[][]> => secondTurn((b) => ({ inputIds: appended(b), cache: caches[b] as RowKvCache }));
+    const reprefilled = (): Promise<number[][]> => secondTurn((b) => ({ inputIds: fullContext(b) }));
     let reusedTokens: number[][] = [];
     let reprefilledTokens: number[][] = [];
     const reusedMs = await timed(async () => {
@@ -127,7 +110,7 @@ for (const c of args.cases) {
       ...c,
       appendTokens: append,
       cachedSlotsPerRow: cachedSlots,
-      cacheBytes: batch * cachedSlots * 2 * config.numLayers * config.numKvHeads * config.headDim * 4,
+      cacheBytes: batch * cachedSlots * kvBytesPerToken(config),
       reusedMs: Math.round(reusedMs),
       reprefilledMs: Math.round(reprefilledMs),
       reuseSpeedup: Number((reprefilledMs / reusedMs).toFixed(2)),

@@ -22,6 +22,7 @@ import { relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
 import type { ProbeCase } from './gpu-probe.ts';
+import { stringArg } from './lib/cli-bench.ts';
 
 const HERE = fileURLToPath(new URL('./', import.meta.url));
 // Bundled (a GPU host without node_modules: `.mjs` files run from the repository root) or from source through tsx.
@@ -29,18 +30,13 @@ const BUNDLED = import.meta.url.endsWith('.mjs');
 const ROOT = BUNDLED ? process.cwd() : resolve(HERE, '..');
 const PYTHON = process.env['SQLENV_PYTHON'] ?? 'python3';
 const CASE_TIMEOUT_MS = Number(process.env['SQLENV_BENCH_CASE_TIMEOUT_S'] ?? 240) * 1000;
-const argValue = (flag: string): string | undefined => {
-  const i = process.argv.indexOf(flag);
-  const next = i > 0 ? process.argv[i + 1] : undefined;
-  return next !== undefined && !next.startsWith('--') ? next : undefined;
-};
-const PROVIDER = argValue('--provider') ?? 'webgpu';
-const OUT = resolve(argValue('--out') ?? `${ROOT}/bench/results`);
+const PROVIDER = stringArg('--provider') ?? 'webgpu';
+const OUT = resolve(stringArg('--out') ?? `${ROOT}/bench/results`);
 /** Re-render the report of an earlier run's gpu.json (nothing runs). */
-const FROM_JSON = argValue('--from-json');
+const FROM_JSON = stringArg('--from-json');
 /** `ours` or `transformers`: run one side only (default both). */
-const ONLY = argValue('--only');
-const QWEN_DIR = process.argv.includes('--qwen3-0.6b') ? resolve(argValue('--qwen3-0.6b') ?? `${ROOT}/.cache/bench/qwen3-0.6b-random`) : undefined;
+const ONLY = stringArg('--only');
+const QWEN_DIR = process.argv.includes('--qwen3-0.6b') ? resolve(stringArg('--qwen3-0.6b') ?? `${ROOT}/.cache/bench/qwen3-0.6b-random`) : undefined;
 const probeCommand = BUNDLED ? ['--expose-gc', `${HERE}gpu-probe.mjs`] : ['--expose-gc', '--import', 'tsx', `${HERE}gpu-probe.ts`];
 
 interface ModelPlan {
@@ -146,12 +142,13 @@ const save = (): void => writeFileSync(`${OUT}/gpu.json`, `${JSON.stringify(resu
 
 for (const plan of FROM_JSON === undefined ? plans : []) {
   const dir = relative(ROOT, plan.dir) || '.';
-  const sides: [string, string, number][] = [[PROVIDER, 'ours', 1]];
-  if (plan.cpuBaseline) sides.push(['cpu', 'ours', cpus().length]);
-  for (const [provider, side, threads] of ONLY === 'transformers' ? [] : sides) {
+  // Our side: the provider asked for (one thread: the work is the device's), then the CPU with every core.
+  const sides: [string, number][] = [[PROVIDER, 1]];
+  if (plan.cpuBaseline) sides.push(['cpu', cpus().length]);
+  for (const [provider, threads] of ONLY === 'transformers' ? [] : sides) {
     process.stderr.write(`${plan.model}: ours on ${provider}\n`);
     const out = runChild(process.execPath, [...probeCommand, JSON.stringify({ dir: plan.dir, provider, threads, repeats: plan.repeats, cases: plan.cases })]);
-    rows.push({ ...out, model: plan.model, dir, side, provider, threads });
+    rows.push({ ...out, model: plan.model, dir, side: 'ours', provider, threads });
     save();
   }
   if (pythonSkip !== undefined) continue;

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { createSession, saveModel, tensor, type OrtConfigEntries, type TensorData } from '@sqlenv/onnx-graph';
 import { buildScoringGraph, IO, initLoraWeights, leftPad, loraTensorSpecs, parseLoraConfig, presetConfig, randomWeights, type DecoderRecompute } from '@sqlenv/model';
 import { buildTrainingGraph, LoraOptimizer, parseLearnerConfig, TRAIN_IO } from '@sqlenv/grpo';
+import { bestWallMs } from './lib/cli-bench.ts';
 
 export interface ProbeSpec {
   preset: string;
@@ -94,16 +95,8 @@ const feeds: Record<string, TensorData> = {
   ...Object.fromEntries(specs.map((sp) => [sp.name, tensor('float32', sp.shape, adapter.get(sp.name) as Float32Array)])),
 };
 
-/** Best of `repeats` wall times (shared cores: the minimum is the least disturbed run). */
-async function best(run: () => Promise<void>): Promise<number> {
-  let ms = Number.POSITIVE_INFINITY;
-  for (let i = 0; i < spec.repeats; i++) {
-    const start = performance.now();
-    await run();
-    ms = Math.min(ms, performance.now() - start);
-  }
-  return ms;
-}
+/** Best of `repeats` wall times. */
+const best = (run: () => Promise<void>): Promise<number> => bestWallMs(run, spec.repeats);
 
 const forward = await createSession(scoringSource, session);
 scoringSource = undefined;

@@ -1,7 +1,7 @@
 /**
- * Plumbing of the benches that time `sqlenv` commands in child processes, configurations interleaved
- * round by round (sft-vs-torch, threads): numeric flags, running the CLI, medians, the machine
- * line, and writing bench/results/<name>.json and .md.
+ * Plumbing of the benches: flags, best-of-N wall times; and for those that time `sqlenv` commands in
+ * child processes, configurations interleaved round by round (sft-vs-torch, threads): running the
+ * CLI, medians, the machine line, and writing bench/results/<name>.json and .md.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -18,6 +18,25 @@ export function numberArg(name: string, fallback: number): number {
   const args = process.argv.slice(2);
   const i = args.indexOf(name);
   return i >= 0 ? Number(args[i + 1]) : fallback;
+}
+
+/** The value after `flag` on the command line; undefined when the flag is absent or followed by another flag. */
+export function stringArg(flag: string): string | undefined {
+  const i = process.argv.indexOf(flag);
+  const next = i > 0 ? process.argv[i + 1] : undefined;
+  return next !== undefined && !next.startsWith('--') ? next : undefined;
+}
+
+/** Best wall time of `repeats` runs after `warmUps` untimed ones (shared cores: the minimum is the least disturbed run). */
+export async function bestWallMs(run: () => Promise<unknown>, repeats: number, warmUps = 0): Promise<number> {
+  for (let i = 0; i < warmUps; i++) await run();
+  let best = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < repeats; i++) {
+    const start = performance.now();
+    await run();
+    best = Math.min(best, performance.now() - start);
+  }
+  return best;
 }
 
 /** Runs `sqlenv <argv>` to completion (logs at warn) and returns its stdout. */

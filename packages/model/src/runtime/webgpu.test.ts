@@ -31,6 +31,12 @@ const closers: (() => Promise<void>)[] = [];
 afterAll(async () => {
   for (const close of closers) await close();
 });
+/** Every value of `a` within 1e-4 of the same place in `b` (log-probs on the device against the CPU). */
+const expectClose = (a: number[][], b: number[][]): void => {
+  const [x, y] = [a.flat(), b.flat()];
+  expect(x.length).toBe(y.length);
+  x.forEach((v, i) => expect(Math.abs(v - (y[i] as number))).toBeLessThan(1e-4));
+};
 const generatorOn = async (provider: SessionConfig['provider']): Promise<Generator> => {
   const g = await Generator.create(config, weights, { prefillChunkTokens: 3, session: { provider } });
   closers.push(() => g.close());
@@ -55,13 +61,12 @@ describe.skipIf(unavailable !== undefined)('the WebGPU provider', () => {
     const [onGpu, onCpu] = [await turn(gpu), await turn(cpu)];
     expect(onGpu.first).toEqual(onCpu.first);
     expect(onGpu.second).toEqual(onCpu.second);
-    onGpu.logprobs.flat().forEach((lp, i) => expect(Math.abs(lp - (onCpu.logprobs.flat()[i] as number))).toBeLessThan(1e-4));
+    expectClose(onGpu.logprobs, onCpu.logprobs);
   }, 240_000);
 
   it('scores sequences as the CPU does (≤ 1e-4)', async () => {
     const [gpu, cpu] = await Promise.all([Scorer.create(config, weights, { session: { provider: 'webgpu' } }), Scorer.create(config, weights)]);
     closers.push(() => gpu.close(), () => cpu.close());
-    const [a, b] = [await gpu.score(prompts), await cpu.score(prompts)];
-    a.flat().forEach((lp, i) => expect(Math.abs(lp - (b.flat()[i] as number))).toBeLessThan(1e-4));
+    expectClose(await gpu.score(prompts), await cpu.score(prompts));
   }, 240_000);
 });
