@@ -73,6 +73,12 @@ export const LearnerConfigSchema = z.strictObject({
    * the current one and its log-probs come from the same forward pass.
    */
   epochs: z.number().int().positive().default(1),
+  /**
+   * What the backward pass recomputes instead of keeping (training-graph.ts, docs/training-memory.md).
+   * 'auto' (default): nothing while one micro-batch's kept activations stay under
+   * RECOMPUTE_ABOVE_BYTES (small models: one forward pass less per step), whole layers above.
+   */
+  recompute: z.enum(['auto', 'none', 'attention', 'layer']).default('auto'),
 });
 export type LearnerConfig = z.infer<typeof LearnerConfigSchema>;
 export type LearnerConfigInput = z.input<typeof LearnerConfigSchema>;

@@ -13,7 +13,7 @@ export {
   type PolicyLossConfig,
 } from './config.ts';
 export { policyLoss, sftLoss, type PolicyLossInputs, type PolicyLossOutputs } from './policy-loss.ts';
-export { buildTrainingGraph, TRAIN_IO, type TrainingGraph, type TrainingGraphOptions, type TrainingObjective } from './training-graph.ts';
+export { buildTrainingGraph, keptActivationBytes, RECOMPUTE_ABOVE_BYTES, RECOMPUTE_ESTIMATE_ROW_TOKENS, resolveRecompute, TRAIN_IO, type TrainingGraph, type TrainingGraphOptions, type TrainingObjective } from './training-graph.ts';
 export { checkSample, planMicroBatches, tokenWeights, PaddedRows, type PolicySample, type SequenceSample } from './micro-batches.ts';
 export { LoraOptimizer, globalNorm, learningRateAt, type GradMap, type OptimizerState, type ParamMap, type StepReport } from './optimizer.ts';
 export { LoraLearner, type LearnerState, type LoraLearnerOptions, type UpdateReport } from './lora-learner.ts';

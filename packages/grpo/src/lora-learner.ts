@@ -4,7 +4,7 @@ import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LearnerConfig } from './config.ts';
 import { checkSample, PaddedRows, planMicroBatches, tokenWeights, type PolicySample, type SequenceSample } from './micro-batches.ts';
 import { LoraOptimizer, type OptimizerState } from './optimizer.ts';
-import { buildTrainingGraph, TRAIN_IO, type TrainedParameters, type TrainingObjective } from './training-graph.ts';
+import { buildTrainingGraph, resolveRecompute, TRAIN_IO, type TrainedParameters, type TrainingObjective } from './training-graph.ts';
 
 export interface LoraLearnerOptions {
   lora: LoraConfig;
@@ -108,6 +108,7 @@ export class LoraLearner {
       objective: options.objective,
       loss: options.config.loss,
       vocabChunkSize: options.config.vocabChunkSize,
+      recompute: resolveRecompute(modelConfig, options.config.microBatchTokens, options.config.recompute),
     });
     // ORT's memory pattern makes every run after the first peak higher (docs/training-memory.md).
     const session = await createSession(built.graph.toModel(), { memoryPattern: false, ...options.session });

@@ -1,8 +1,9 @@
 import { createSession, tensor, type TensorData } from '@sqlenv/onnx-graph';
-import { IO, initLoraWeights, leftPad, loraTensorSpecs, parseLoraConfig, presetConfig, randomWeights, LORA_TARGETS } from '@sqlenv/model';
+import { fileURLToPath } from 'node:url';
+import { IO, initLoraWeights, readModelConfig, leftPad, loraTensorSpecs, parseLoraConfig, presetConfig, randomWeights, LORA_TARGETS } from '@sqlenv/model';
 import { describe, expect, it } from 'vitest';
 import { PolicyLossConfigSchema } from './config.ts';
-import { buildTrainingGraph, TRAIN_IO, type TrainingGraphOptions } from './training-graph.ts';
+import { buildTrainingGraph, keptActivationBytes, RECOMPUTE_ABOVE_BYTES, resolveRecompute, TRAIN_IO, type TrainingGraphOptions } from './training-graph.ts';
 
 /**
  * The memory plan changes how the gradients are computed, never what they are: the analytic log-prob
@@ -56,5 +57,21 @@ describe('training graph memory settings', () => {
       const other = await lossAndGradients(options);
       plain.forEach((values, i) => values.forEach((v, k) => expect(Math.abs((other[i]?.[k] ?? NaN) - v), `${JSON.stringify(options)} tensor ${i}`).toBeLessThanOrEqual(1e-10 * Math.max(1, Math.abs(v)))));
     }
+  });
+});
+
+describe("recompute: 'auto'", () => {
+  const shipped = readModelConfig(fileURLToPath(new URL('../../../models/sqlenv-base', import.meta.url)));
+  it('keeps every activation of the shipped 2.1 M-parameter model and recomputes layers of the 0.5–0.6 B ones', () => {
+    expect(keptActivationBytes(shipped, 4096)).toBeLessThan(RECOMPUTE_ABOVE_BYTES);
+    expect(resolveRecompute(shipped, 4096, 'auto')).toBe('none');
+    for (const preset of ['qwen3-0.6b', 'qwen2.5-0.5b', 'smollm2-135m']) {
+      expect(keptActivationBytes(presetConfig(preset), 4096), preset).toBeGreaterThan(RECOMPUTE_ABOVE_BYTES);
+      expect(resolveRecompute(presetConfig(preset), 4096, 'auto'), preset).toBe('layer');
+    }
+    // Smaller micro-batches fit more models without recomputation; an explicit setting always wins.
+    expect(resolveRecompute(presetConfig('smollm2-135m'), 256, 'auto')).toBe('none');
+    expect(resolveRecompute(shipped, 4096, 'layer')).toBe('layer');
+    expect(resolveRecompute(presetConfig('qwen3-0.6b'), 4096, 'none')).toBe('none');
   });
 });

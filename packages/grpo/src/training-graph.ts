@@ -49,6 +49,34 @@ export interface TrainingGraphOptions {
   recompute?: DecoderRecompute;
 }
 
+/** Above this estimate of one micro-batch's kept activations, `recompute: 'auto'` recomputes whole layers. */
+export const RECOMPUTE_ABOVE_BYTES = 2 * 2 ** 30;
+
+/** Row width the 'auto' estimate assumes: an episode of up to this many tokens (attention keeps heads × width floats per token). */
+export const RECOMPUTE_ESTIMATE_ROW_TOKENS = 1024;
+
+/**
+ * What a LoRA training graph's backward pass would keep of one micro-batch if nothing were recomputed,
+ * estimated per token and layer as the inputs of the seven projections and the SwiGLU block's
+ * (≈ 6 hidden + 4 intermediate floats) plus the attention scores and probabilities (2 × heads × row
+ * width floats), for `tokens` tokens in rows of `rowTokens` (float32).
+ */
+export function keptActivationBytes(config: ModelConfig, tokens: number, rowTokens: number = RECOMPUTE_ESTIMATE_ROW_TOKENS): number {
+  const perTokenLayer = 6 * config.hiddenSize + 4 * config.intermediateSize + 2 * config.numHeads * Math.min(rowTokens, tokens);
+  return tokens * config.numLayers * perTokenLayer * 4;
+}
+
+/**
+ * The recompute setting a learner runs with: an explicit one as it is; 'auto' keeps everything when
+ * the estimate stays under RECOMPUTE_ABOVE_BYTES (sqlenv-base, 4,096 tokens: ≈ 1.0 GB, and the GRPO
+ * update is 1.25× faster than with layers recomputed; bench/results/train.md) and recomputes whole
+ * layers above (Qwen3-0.6B: ≈ 23 GB).
+ */
+export function resolveRecompute(config: ModelConfig, microBatchTokens: number, setting: DecoderRecompute | 'auto'): DecoderRecompute {
+  if (setting !== 'auto') return setting;
+  return keptActivationBytes(config, microBatchTokens) > RECOMPUTE_ABOVE_BYTES ? 'layer' : 'none';
+}
+
 export interface TrainingGraph {
   graph: Graph;
   /** Names of the differentiated inputs (LoRA factors, or base weights for 'full') in declaration order; the gradient outputs follow it. */

@@ -76,7 +76,7 @@ export { kvBytesPerToken, type RowKvCache } from './runtime/kv-cache.ts';
 export { prepackingDecision, PREPACKING_MAX_WEIGHT_BYTES, weightBytes, type PrepackingDecision } from './runtime/prepacking.ts';
 export { type SchedulerStats } from './runtime/turn-scheduler.ts';
 export { Scorer, LogitsModel, type ScorerOptions } from './runtime/scorer.ts';
-export { InferenceEngine, engineOptionsSchema, turnSchedulingDefaults, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './runtime/inference-engine.ts';
+export { InferenceEngine, engineOptionsSchema, replicaPlan, REPLICA_MAX_WEIGHT_BYTES, REPLICA_MIN_ROWS, turnSchedulingDefaults, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './runtime/inference-engine.ts';
 export {
   modelInit,
   modelLogits,

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PREFILL_CHUNK_TOKENS } from '../graphs/generation-graph.ts';
 import { Generator } from './generator.ts';
-import { InferenceEngine } from './inference-engine.ts';
+import { InferenceEngine, replicaPlan } from './inference-engine.ts';
 import { initLoraWeights, parseLoraConfig, zeroLoraWeights } from '../graphs/lora.ts';
 import { presetConfig } from '../io/presets.ts';
 import { writeRandomCheckpoint } from '../io/random-checkpoint.ts';
@@ -137,10 +137,56 @@ describe('InferenceEngine', () => {
     }
   });
 
+  it('replicas: episodes spread over engine threads, each keeping its cache, with the tokens of one engine', async () => {
+    const two = await InferenceEngine.start({ modelDir: dir, lora, replicas: 2, batchWindowMs: 5, lengthBucketTokens: 8, topK: 30 });
+    try {
+      expect(two.replicas).toBe(2);
+      const adapter = initLoraWeights(config, lora, { seed: 7, bStd: 0.5 });
+      await two.setLora(adapter, 3);
+      expect(two.policyVersion).toBe(3);
+      // Six episodes of three turns: each turn's prompt extends the last context by the reply and an observation.
+      const episode = async (e: number): Promise<number[][]> => {
+        let context = Array.from({ length: 9 + e }, (_, t) => (t * 7 + e) % 256);
+        const replies: number[][] = [];
+        for (let turn = 0; turn < 3; turn++) {
+          const request = { promptIds: context, seed: 100 * e + turn, temperature: 0.9, maxNewTokens: 6, cacheKey: `episode-${e}` };
+          const result = await two.generate(request);
+          expect(result.policyVersion).toBe(3);
+          const [alone] = await direct.generate([request], { maxNewTokens: 6, topK: 30, lora: adapter });
+          expect(result.tokens).toEqual(alone!.tokens);
+          result.logprobs.forEach((lp, t) => expect(Math.abs(lp - alone!.logprobs[t]!)).toBeLessThan(1e-5));
+          replies.push(result.tokens);
+          context = [...context, ...result.tokens, 40 + turn, 41, 42];
+        }
+        return replies;
+      };
+      await Promise.all(Array.from({ length: 6 }, (_, e) => episode(e)));
+      // Both threads ran turns, and every later turn continued its episode's own cache (it stayed on its replica).
+      const stats = two.stats;
+      expect(stats.turns).toBe(18);
+      expect(stats.runs).toBeGreaterThanOrEqual(2);
+      expect(stats.reusedTokens - stats.sharedTokens).toBeGreaterThan(0);
+      expect(stats.meanBatchSize).toBeGreaterThan(0);
+      expect(two.replicaStats.map((r) => r.turns % 3)).toEqual([0, 0]);
+      for (const r of two.replicaStats) expect(r.turns).toBeGreaterThan(0);
+    } finally {
+      await two.close();
+    }
+  });
+
+  it('replicaPlan: a small model on the CPU runs as several engine threads, a big one or a GPU as one', () => {
+    expect(replicaPlan({ provider: 'cpu', threads: 2, maxBatchSize: 32, weightBytes: 8e6 })).toEqual({ replicas: 2, intraOpThreads: 1 });
+    expect(replicaPlan({ provider: 'cpu', threads: 16, maxBatchSize: 32, weightBytes: 8e6 })).toEqual({ replicas: 2, intraOpThreads: 8 });
+    expect(replicaPlan({ provider: 'cpu', threads: 2, maxBatchSize: 8, weightBytes: 8e6 })).toEqual({ replicas: 1, intraOpThreads: 2 });
+    expect(replicaPlan({ provider: 'cpu', threads: 16, maxBatchSize: 32, weightBytes: 2.4e9 })).toEqual({ replicas: 1, intraOpThreads: 16 });
+    expect(replicaPlan({ provider: 'cuda', threads: 16, maxBatchSize: 64, weightBytes: 8e6 })).toEqual({ replicas: 1, intraOpThreads: 16 });
+  });
+
   it('fails fast on bad requests and after close', async () => {
     await expect(engine.generate({ promptIds: [1], maxNewTokens: 0 })).rejects.toMatchObject({ code: 'VALIDATION' });
     await expect(engine.generate({ promptIds: [config.vocabSize + 5], maxNewTokens: 2 })).rejects.toMatchObject({ code: 'VALIDATION' });
     await expect(InferenceEngine.start({ modelDir: join(dir, 'missing') })).rejects.toMatchObject({ code: 'MODEL' });
+    await expect(InferenceEngine.start({ modelDir: join(dir, 'missing'), replicas: 2 })).rejects.toMatchObject({ code: 'MODEL' });
     const closed = await InferenceEngine.start({ modelDir: dir });
     await closed.close();
     await closed.close();

@@ -97,8 +97,17 @@ export const engineOptionsSchema = z.object({
   provider: z.enum(PROVIDERS).default('cpu'),
   /** GPU index for 'cuda'. Default 0. */
   deviceId: z.number().int().nonnegative().default(0),
-  /** ORT threads inside one op. Default 1 (the commands pass the machine's cores, `--threads`). */
+  /** ORT threads inside one op, per replica. Default 1 (the commands pass the machine's cores, `--threads`, split over the replicas). */
   intraOpThreads: z.number().int().positive().default(1),
+  /**
+   * Engine replicas: independent worker threads, each with its own session, scheduler and KV caches,
+   * the episodes spread over them (an episode stays on the replica of its first turn, so its cache
+   * does). `maxBatchSize` and `kvCacheBytes` are split between them. On the CPU a small model's decode
+   * step is a few hundred small kernels whose cost grows with the batch, and ORT's intra-op threads
+   * split each of them: two replicas of one thread beat one of two threads (docs/inference.md,
+   * "Replicas"). Default 1.
+   */
+  replicas: z.number().int().positive().default(1),
   /** ORT threads running independent nodes at once. Default 1. */
   interOpThreads: z.number().int().positive().default(1),
 });
@@ -118,6 +127,26 @@ export function turnSchedulingDefaults(provider: string): { reuseKv: boolean; sh
   if (provider === 'cpu') return { reuseKv: true, sharePrefixes: true, chunkSteps: 16 };
   if (provider === 'webgpu') return { reuseKv: true, sharePrefixes: true, chunkSteps: Infinity };
   return { reuseKv: false, sharePrefixes: false, chunkSteps: Infinity };
+}
+
+/** Largest model (float32 weight bytes) the CPU default runs as several replicas: each holds its own copy. */
+export const REPLICA_MAX_WEIGHT_BYTES = 256 * 2 ** 20;
+
+/** Fewest rows per replica the CPU default aims at: a decode step's cost per row falls steeply up to about 8–16 rows. */
+export const REPLICA_MIN_ROWS = 16;
+
+/**
+ * How a process's CPU threads become engine threads: a model of at most REPLICA_MAX_WEIGHT_BYTES
+ * runs as min(threads, ⌈maxBatchSize / REPLICA_MIN_ROWS⌉) replicas splitting the threads, a larger
+ * one (or another provider) as one replica with all of them. Measured on 2 cores (sqlenv-base, 480
+ * dev episodes at 32 in flight): two replicas of one thread 23.1 s, one of two threads 32.1 s,
+ * three or four replicas slower again (docs/inference.md, "Replicas").
+ */
+export function replicaPlan(input: { provider: string; threads: number; maxBatchSize: number; weightBytes: number }): { replicas: number; intraOpThreads: number } {
+  const threads = Math.max(1, input.threads);
+  if (input.provider !== 'cpu' || input.weightBytes > REPLICA_MAX_WEIGHT_BYTES) return { replicas: 1, intraOpThreads: threads };
+  const replicas = Math.max(1, Math.min(threads, Math.ceil(input.maxBatchSize / REPLICA_MIN_ROWS)));
+  return { replicas, intraOpThreads: Math.max(1, Math.floor(threads / replicas)) };
 }
 
 export interface TurnRequest extends GenerationRequest {
@@ -140,32 +169,54 @@ export interface EngineStats extends SchedulerStats {
   meanBatchSize: number;
 }
 
-export class InferenceEngine {
-  readonly vocabSize: number;
-  readonly #rpc: WorkerRpc<EngineRequest, EngineReply>;
-  #policyVersion = 0;
+/** One engine thread: its call plumbing, its latest counters and the turns it holds. */
+class Replica {
+  readonly rpc: WorkerRpc<EngineRequest, EngineReply>;
   /** The worker's counters as of its latest finished turn. */
-  #stats: SchedulerStats = emptySchedulerStats();
+  stats: SchedulerStats = emptySchedulerStats();
+  inFlight = 0;
 
-  private constructor(worker: Worker, ready: Extract<EngineReply, { type: 'ready' }>, log: Logger) {
-    this.vocabSize = ready.vocabSize;
+  constructor(worker: Worker, log: Logger) {
     // Registered before the call plumbing's own listener: a turn's counters are in place when its caller resumes.
     worker.on('message', (reply: EngineReply) => {
-      if (reply.type === 'turn' && reply.stats.turns >= this.#stats.turns) this.#stats = reply.stats;
+      if (reply.type === 'turn' && reply.stats.turns >= this.stats.turns) this.stats = reply.stats;
     });
-    this.#rpc = new WorkerRpc<EngineRequest, EngineReply>(worker, {
+    this.rpc = new WorkerRpc<EngineRequest, EngineReply>(worker, {
       name: 'inference worker',
       replyId: (reply) => (reply.type === 'done' || reply.type === 'error' || reply.type === 'turn' ? reply.id : undefined),
       replyError: (reply) => (reply.type === 'error' ? new AppError(reply.code, reply.message) : undefined),
       logger: log,
     });
   }
+}
 
-  /** Start the worker thread, load the checkpoint there and build the generation session. */
+/** Sum of the replicas' counters. */
+function addStats(a: SchedulerStats, b: SchedulerStats): SchedulerStats {
+  const sum = { ...a };
+  for (const key of Object.keys(sum) as (keyof SchedulerStats)[]) sum[key] += b[key];
+  return sum;
+}
+
+export class InferenceEngine {
+  readonly vocabSize: number;
+  readonly #replicas: Replica[];
+  /** Which replica holds each episode's cache (least recently used first; bounded). */
+  readonly #home = new Map<string, Replica>();
+  readonly #homeLimit: number;
+  #policyVersion = 0;
+
+  private constructor(replicas: Replica[], vocabSize: number, homeLimit: number) {
+    this.vocabSize = vocabSize;
+    this.#replicas = replicas;
+    this.#homeLimit = homeLimit;
+  }
+
+  /** Start the worker threads, load the checkpoint in each and build their generation sessions. */
   static async start(input: InferenceEngineOptions, logger: Logger = silentLogger): Promise<InferenceEngine> {
     const parsed = engineOptionsSchema.safeParse(input);
     if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid inference engine options: ${formatZodIssues(parsed.error)}`);
     const options = parsed.data;
+    const n = options.replicas;
     const setup: EngineWorkerSetup = {
       modelDir: options.modelDir,
       lora: options.lora,
@@ -183,8 +234,8 @@ export class InferenceEngine {
         ...(options.reuseKv === undefined ? {} : { reuseKv: options.reuseKv, sharePrefixes: options.reuseKv }),
         ...(options.sharePrefixes === undefined ? {} : { sharePrefixes: options.sharePrefixes }),
         ...(options.chunkSteps === undefined ? {} : { chunkSteps: options.chunkSteps }),
-        maxBatchSize: options.maxBatchSize,
-        kvCacheBytes: options.kvCacheBytes,
+        maxBatchSize: Math.ceil(options.maxBatchSize / n),
+        kvCacheBytes: Math.floor(options.kvCacheBytes / n),
         maxPrefillScoresBytes: options.maxPrefillScoresBytes,
         lengthBucketTokens: options.lengthBucketTokens,
         batchWindowMs: options.batchWindowMs,
@@ -193,23 +244,48 @@ export class InferenceEngine {
         stopIds: options.stopIds,
       },
     };
-    const { worker, ready } = await startRpcWorker(new URL('./engine-worker.ts', import.meta.url), setup, 'inference worker', (message) => {
-      const reply = message as EngineReply;
-      if (reply.type === 'ready') return reply;
-      throw new AppError(ErrorCode.MODEL, reply.type === 'init-error' ? reply.message : `unexpected ${reply.type}`);
-    });
     const log = logger.child({ component: 'inference-engine' });
-    log.info(ready.session, 'session created');
-    return new InferenceEngine(worker, ready, log);
+    const started = await Promise.allSettled(
+      Array.from({ length: n }, () =>
+        startRpcWorker(new URL('./engine-worker.ts', import.meta.url), setup, 'inference worker', (message) => {
+          const reply = message as EngineReply;
+          if (reply.type === 'ready') return reply;
+          throw new AppError(ErrorCode.MODEL, reply.type === 'init-error' ? reply.message : `unexpected ${reply.type}`);
+        }),
+      ),
+    );
+    const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed !== undefined) {
+      await Promise.all(started.map((r) => (r.status === 'fulfilled' ? r.value.worker.terminate() : undefined)));
+      throw failed.reason;
+    }
+    const workers = started.map((r) => (r as PromiseFulfilledResult<Awaited<ReturnType<typeof startRpcWorker<Extract<EngineReply, { type: 'ready' }>>>>>).value);
+    const first = workers[0] as (typeof workers)[number];
+    log.info({ ...first.ready.session, replicas: n }, 'session created');
+    return new InferenceEngine(
+      workers.map(({ worker }) => new Replica(worker, log)),
+      first.ready.vocabSize,
+      4 * options.maxBatchSize,
+    );
   }
 
-  /** The newest version the worker thread has acknowledged (turns carry their own, exact one). */
+  /** The newest version every worker thread has acknowledged (turns carry their own, exact one). */
   get policyVersion(): number {
     return this.#policyVersion;
   }
 
+  /** Engine threads (`replicas`). */
+  get replicas(): number {
+    return this.#replicas.length;
+  }
+
+  /** Each replica's counters. */
+  get replicaStats(): SchedulerStats[] {
+    return this.#replicas.map((r) => ({ ...r.stats }));
+  }
+
   get stats(): EngineStats {
-    const s = this.#stats;
+    const s = this.#replicas.map((r) => r.stats).reduce(addStats);
     return { ...s, meanBatchSize: s.steps === 0 ? 0 : s.rowSteps / s.steps };
   }
 
@@ -226,14 +302,41 @@ export class InferenceEngine {
       ...(request.topP === undefined ? {} : { topP: request.topP }),
       ...(request.cacheKey === undefined ? {} : { cacheKey: request.cacheKey }),
     };
-    return this.#rpc.call((id) => ({ type: 'submit', id, turn })).then((reply) => {
-      if (reply.type !== 'turn') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
-      return reply.result;
-    });
+    const replica = this.#route(request.cacheKey);
+    replica.inFlight++;
+    return replica.rpc
+      .call((id) => ({ type: 'submit', id, turn }))
+      .then((reply) => {
+        if (reply.type !== 'turn') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
+        return reply.result;
+      })
+      .finally(() => {
+        replica.inFlight--;
+      });
   }
 
   /**
-   * Swap the adapter (a new policy version); `null` keeps the current tensors and
+   * The replica of a turn: its episode's (where its cache is parked), else the one holding the
+   * fewest turns. Tokens do not depend on the replica (each row reads its own seed's uniforms).
+   */
+  #route(cacheKey: string | undefined): Replica {
+    if (this.#replicas.length === 1) return this.#replicas[0] as Replica;
+    const home = cacheKey === undefined ? undefined : this.#home.get(cacheKey);
+    const replica = home ?? this.#replicas.reduce((best, r) => (r.inFlight < best.inFlight ? r : best));
+    if (cacheKey !== undefined) {
+      this.#home.delete(cacheKey);
+      this.#home.set(cacheKey, replica);
+      // Episodes do not say when they end: keep the most recent few times the batch.
+      for (const key of this.#home.keys()) {
+        if (this.#home.size <= this.#homeLimit) break;
+        this.#home.delete(key);
+      }
+    }
+    return replica;
+  }
+
+  /**
+   * Swap the adapter (a new policy version) on every replica; `null` keeps the current tensors and
    * only moves the version (a trainer that published no weights). Turns already
    * posted to the worker finish with the old adapter (the swap waits for them);
    * later ones use the new one. New tensors drop the kept KV caches (computed
@@ -248,13 +351,13 @@ export class InferenceEngine {
       copy = {};
       for (const [name, values] of weights) copy[name] = values;
     }
-    const reply = await this.#rpc.call((id) => ({ type: 'set-lora', id, weights: copy, version }));
-    if (reply.type === 'done') this.#policyVersion = Math.max(this.#policyVersion, reply.policyVersion);
+    const replies = await Promise.all(this.#replicas.map((r) => r.rpc.call((id) => ({ type: 'set-lora', id, weights: copy, version }))));
+    const acknowledged = Math.min(...replies.map((reply) => (reply.type === 'done' ? reply.policyVersion : -1)));
+    if (acknowledged >= 0) this.#policyVersion = Math.max(this.#policyVersion, acknowledged);
   }
 
-  /** Stop the worker; pending turns fail with ABORTED. Idempotent. */
+  /** Stop the workers; pending turns fail with ABORTED. Idempotent. */
   async close(): Promise<void> {
-    await this.#rpc.close('the inference engine was closed');
+    await Promise.all(this.#replicas.map((r) => r.rpc.close('the inference engine was closed')));
   }
-
 }

@@ -72,6 +72,10 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
       topK: spec.sampling.top_k,
       stopIds: [...new Set([...chat.stopIds, ...config.eosTokenIds])],
       ...options.execution,
+      // A small model runs as several engine threads splitting the process's threads (docs/inference.md, "Replicas").
+      ...(options.execution === undefined
+        ? {}
+        : model.replicaPlan({ provider: options.execution.provider, threads: options.execution.intraOpThreads, maxBatchSize: options.maxBatchSize, weightBytes: 4 * model.countParameters(config) })),
     },
     logger.child({ role: 'engine' }),
   );
