@@ -34,7 +34,11 @@ const ENGINES = {
   continuous: { sharePrefixes: false },
   'shared-prefix': {},
   'return-wait': { returnWaitMs: 50 },
-} as const satisfies Record<string, Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs'>>;
+  // The default engine as one replica with all of BENCH_THREADS (the default splits a small model's threads over replicas).
+  'one-replica': { replicas: 1 },
+} as const satisfies Record<string, Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas'>>;
+/** ORT threads of the process (the commands' `--threads`), split over replicas as the commands do. Default 1. */
+const THREADS = Number(process.env['BENCH_THREADS'] ?? 1);
 type EngineName = keyof typeof ENGINES;
 const RUN_ENGINES = (process.env['BENCH_ENGINES']?.split(',') ?? Object.keys(ENGINES)) as EngineName[];
 for (const e of RUN_ENGINES) if (!(e in ENGINES)) throw new Error(`BENCH_ENGINES: unknown engine ${e} (one of ${Object.keys(ENGINES).join(', ')})`);
@@ -144,7 +148,14 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
       model: { fingerprint: modelFingerprint(spec.modelDir), lora: { rank: 8 }, sampling: { temperature: 1 }, max_new_tokens: TINY_MAX_NEW_TOKENS, context_tokens: TINY_CONTEXT_TOKENS },
     });
   const episodes = Math.max(8, Math.ceil((spec.concurrency * EPISODES_PER_SLOT) / 4) * 4);
-  const model = await createModelResources(runSpec('warm-up', 8).model!, spec.modelDir, { maxBatchSize: spec.concurrency, lengthBucketTokens: 128, turnScheduling: ENGINES[spec.engine] });
+  const { replicas, ...turnScheduling } = ENGINES[spec.engine] as Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas'>;
+  const model = await createModelResources(runSpec('warm-up', 8).model!, spec.modelDir, {
+    maxBatchSize: spec.concurrency,
+    lengthBucketTokens: 128,
+    turnScheduling,
+    execution: { provider: 'cpu', deviceId: 0, intraOpThreads: THREADS, interOpThreads: 1 },
+    ...(replicas === undefined ? {} : { replicas }),
+  });
   const play = async (label: string, count: number): Promise<number> => {
     const s = runSpec(label, count);
     const transport = new InProcessTransport();
@@ -265,7 +276,7 @@ if (MODELS.includes('qwen3-0.6b')) {
 rmSync(root, { recursive: true, force: true });
 
 const LOAD_AT_END = Number((loadavg()[0] ?? 0).toFixed(2));
-const thisMachine = `${cpus()[0]?.model.trim() ?? 'unknown CPU'} · ${cpus().length} cores (shared; 1-min load average ${LOAD_AT_START} at start, ${LOAD_AT_END} at end) · Node ${process.version} · ORT intra-op threads 1`;
+const thisMachine = `${cpus()[0]?.model.trim() ?? 'unknown CPU'} · ${cpus().length} cores (shared; 1-min load average ${LOAD_AT_START} at start, ${LOAD_AT_END} at end) · Node ${process.version} · ORT threads ${THREADS} per process (agent rollouts: split over the engine replicas by replicaPlan unless the engine says one-replica)`;
 const machine = included === undefined ? thisMachine : `${included.machine} (rows ${included.rows.map((r) => `${r.model} ${r.concurrency}`).filter((v, i, a) => a.indexOf(v) === i).join(', ')}); ${new Date().toISOString()} · ${thisMachine} (the rest)`;
 function shapeText(name: EngineShapeName): string {
   const s = ENGINE_EPISODES[name];
@@ -292,8 +303,9 @@ ${table.join('\n')}
   (per-episode KV caches, decode chunks of 16 steps, turns join and leave between chunks; each episode's first turn prefilled
   from scratch). *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix.
   *return-wait*: \`{ returnWaitMs: 50 }\`, the same with the next chunk waiting (≤ 50 ms, ≤ half an iteration) for the episodes
-  whose turns just ended (docs/inference.md). The same turns, seeds and sampling. *Waiting for returns*: share of the wall time spent in
-  that wait.
+  whose turns just ended (docs/inference.md). *one-replica*: the defaults as one engine thread with all the process's ORT
+  threads (the default runs a small model as replicas splitting them, \`replicaPlan\`). The same turns, seeds and sampling.
+  *Waiting for returns*: share of the wall time spent in that wait.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
   ${TINY_MAX_NEW_TOKENS} new tokens per turn, ${TINY_CONTEXT_TOKENS}-token contexts, ${EPISODES_PER_SLOT} episodes per slot in flight (at least 8); an untimed pass of up

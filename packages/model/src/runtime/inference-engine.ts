@@ -1,7 +1,7 @@
 import type { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { PROVIDERS } from '@sqlenv/onnx-graph';
-import { AppError, ErrorCode, formatZodIssues, silentLogger, startRpcWorker, WorkerRpc, type Logger } from '@sqlenv/shared';
+import { AppError, ErrorCode, formatZodIssues, minOf, silentLogger, startRpcWorker, WorkerRpc, type Logger } from '@sqlenv/shared';
 import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-worker.ts';
 import type { GenerationRequest, GenerationResult } from './generator.ts';
 import { loraConfigSchema, type LoraWeights } from '../graphs/lora.ts';
@@ -352,7 +352,7 @@ export class InferenceEngine {
       for (const [name, values] of weights) copy[name] = values;
     }
     const replies = await Promise.all(this.#replicas.map((r) => r.rpc.call((id) => ({ type: 'set-lora', id, weights: copy, version }))));
-    const acknowledged = Math.min(...replies.map((reply) => (reply.type === 'done' ? reply.policyVersion : -1)));
+    const acknowledged = minOf(replies.map((reply) => (reply.type === 'done' ? reply.policyVersion : -1)));
     if (acknowledged >= 0) this.#policyVersion = Math.max(this.#policyVersion, acknowledged);
   }
 

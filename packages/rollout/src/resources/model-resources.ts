@@ -40,6 +40,8 @@ export interface ModelResourcesOptions {
   lora?: null;
   /** Provider and threads of the engine's session (`--execution-provider`, `--threads`); default: the engine's (CPU, one thread). */
   execution?: ModelExecution;
+  /** Engine replicas, splitting `execution`'s threads; default: `replicaPlan` (several for a small model on the CPU). */
+  replicas?: number;
   logger?: Logger;
 }
 
@@ -73,9 +75,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
       stopIds: [...new Set([...chat.stopIds, ...config.eosTokenIds])],
       ...options.execution,
       // A small model runs as several engine threads splitting the process's threads (docs/inference.md, "Replicas").
-      ...(options.execution === undefined
-        ? {}
-        : model.replicaPlan({ provider: options.execution.provider, threads: options.execution.intraOpThreads, maxBatchSize: options.maxBatchSize, weightBytes: 4 * model.countParameters(config) })),
+      ...(options.execution === undefined ? {} : replicasOf(model, options.execution, options, 4 * model.countParameters(config))),
     },
     logger.child({ role: 'engine' }),
   );
@@ -125,3 +125,8 @@ function checkSameLora(found: LoraConfig, expected: LoraConfig, label: string): 
   }
 }
 
+/** The engine threads of a process: the explicit replica count splitting its threads, or the plan for its model and provider. */
+function replicasOf(model: typeof import('@sqlenv/model'), execution: ModelExecution, options: ModelResourcesOptions, weightBytes: number): { replicas: number; intraOpThreads: number } {
+  if (options.replicas !== undefined) return { replicas: options.replicas, intraOpThreads: Math.max(1, Math.floor(execution.intraOpThreads / options.replicas)) };
+  return model.replicaPlan({ provider: execution.provider, threads: execution.intraOpThreads, maxBatchSize: options.maxBatchSize, weightBytes });
+}
