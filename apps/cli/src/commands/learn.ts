@@ -33,9 +33,9 @@ const LearnFlags = DatasetFlags.extend({
   /** full: every weight (small models trained from scratch); lora: a LoRA adapter (r = --lora-rank) that GRPO continues (Hugging Face checkpoints). */
   'sft-mode': z.enum(['full', 'lora']).default('full'),
   /** GRPO: episodes, groups and sampling. */
-  episodes: positiveIntFlag.default(4096),
+  episodes: positiveIntFlag.default(8192),
   'group-size': positiveIntFlag.default(8),
-  'groups-per-batch': positiveIntFlag.default(2),
+  'groups-per-batch': positiveIntFlag.default(4),
   /** Policy versions an episode may lag the trainer (0: on-policy, rollouts wait for each update; 1: the next batch is sampled while the update runs). */
   'max-staleness': intFlag.default(1),
   temperature: number.positive().default(1),
