@@ -31,6 +31,8 @@ import { createModelResources, InProcessTransport, RolloutWorker, runCoordinator
 
 const ENGINES = {
   static: { reuseKv: false, chunkSteps: Infinity },
+  // The static engine as one replica with all of BENCH_THREADS: the engine as the commands ran it before replicas.
+  'static-one-replica': { reuseKv: false, chunkSteps: Infinity, replicas: 1 },
   continuous: { sharePrefixes: false },
   'shared-prefix': {},
   'return-wait': { returnWaitMs: 50 },
@@ -303,7 +305,8 @@ ${table.join('\n')}
   (per-episode KV caches, decode chunks of 16 steps, turns join and leave between chunks; each episode's first turn prefilled
   from scratch). *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix.
   *return-wait*: \`{ returnWaitMs: 50 }\`, the same with the next chunk waiting (≤ 50 ms, ≤ half an iteration) for the episodes
-  whose turns just ended (docs/inference.md). *one-replica*: the defaults as one engine thread with all the process's ORT
+  whose turns just ended (docs/inference.md). *static-one-replica*: the static engine as one engine thread with all the
+  process's ORT threads (as the commands ran it before replicas). *one-replica*: the defaults as one engine thread with all the process's ORT
   threads (the default runs a small model as replicas splitting them, \`replicaPlan\`). The same turns, seeds and sampling.
   *Waiting for returns*: share of the wall time spent in that wait.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
