@@ -180,6 +180,9 @@ describe('InferenceEngine', () => {
     expect(replicaPlan({ provider: 'cpu', threads: 2, maxBatchSize: 8, weightBytes: 8e6 })).toEqual({ replicas: 1, intraOpThreads: 2 });
     expect(replicaPlan({ provider: 'cpu', threads: 16, maxBatchSize: 32, weightBytes: 2.4e9 })).toEqual({ replicas: 1, intraOpThreads: 16 });
     expect(replicaPlan({ provider: 'cuda', threads: 16, maxBatchSize: 64, weightBytes: 8e6 })).toEqual({ replicas: 1, intraOpThreads: 16 });
+    // An explicit count wins and still splits the threads.
+    expect(replicaPlan({ provider: 'cpu', threads: 2, maxBatchSize: 32, weightBytes: 8e6, replicas: 1 })).toEqual({ replicas: 1, intraOpThreads: 2 });
+    expect(replicaPlan({ provider: 'cpu', threads: 2, maxBatchSize: 32, weightBytes: 2.4e9, replicas: 3 })).toEqual({ replicas: 3, intraOpThreads: 1 });
   });
 
   it('fails fast on bad requests and after close', async () => {

@@ -136,16 +136,17 @@ export const REPLICA_MAX_WEIGHT_BYTES = 256 * 2 ** 20;
 export const REPLICA_MIN_ROWS = 16;
 
 /**
- * How a process's CPU threads become engine threads: a model of at most REPLICA_MAX_WEIGHT_BYTES
- * runs as min(threads, ⌈maxBatchSize / REPLICA_MIN_ROWS⌉) replicas splitting the threads, a larger
- * one (or another provider) as one replica with all of them. Measured on 2 cores (sqlenv-base, 480
- * dev episodes at 32 in flight): two replicas of one thread 23.1 s, one of two threads 32.1 s,
- * three or four replicas slower again (docs/inference.md, "Replicas").
+ * How a process's threads become engine threads, each replica getting an equal share (at least one):
+ * `replicas` when given; otherwise a CPU model of at most REPLICA_MAX_WEIGHT_BYTES runs as
+ * min(threads, ⌈maxBatchSize / REPLICA_MIN_ROWS⌉) replicas, a larger one (or another provider) as one
+ * replica with all the threads. Measured on 2 cores (sqlenv-base, 480 dev episodes at 32 in flight):
+ * two replicas of one thread 23.1 s, one of two threads 32.1 s, three or four replicas slower again
+ * (docs/inference.md, "Replicas").
  */
-export function replicaPlan(input: { provider: string; threads: number; maxBatchSize: number; weightBytes: number }): { replicas: number; intraOpThreads: number } {
+export function replicaPlan(input: { provider: string; threads: number; maxBatchSize: number; weightBytes: number; replicas?: number | undefined }): { replicas: number; intraOpThreads: number } {
   const threads = Math.max(1, input.threads);
-  if (input.provider !== 'cpu' || input.weightBytes > REPLICA_MAX_WEIGHT_BYTES) return { replicas: 1, intraOpThreads: threads };
-  const replicas = Math.max(1, Math.min(threads, Math.ceil(input.maxBatchSize / REPLICA_MIN_ROWS)));
+  const small = input.provider === 'cpu' && input.weightBytes <= REPLICA_MAX_WEIGHT_BYTES;
+  const replicas = input.replicas ?? (small ? Math.max(1, Math.min(threads, Math.ceil(input.maxBatchSize / REPLICA_MIN_ROWS))) : 1);
   return { replicas, intraOpThreads: Math.max(1, Math.floor(threads / replicas)) };
 }
 
@@ -259,7 +260,7 @@ export class InferenceEngine {
       await Promise.all(started.map((r) => (r.status === 'fulfilled' ? r.value.worker.terminate() : undefined)));
       throw failed.reason;
     }
-    const workers = started.map((r) => (r as PromiseFulfilledResult<Awaited<ReturnType<typeof startRpcWorker<Extract<EngineReply, { type: 'ready' }>>>>>).value);
+    const workers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     const first = workers[0] as (typeof workers)[number];
     log.info({ ...first.ready.session, replicas: n }, 'session created');
     return new InferenceEngine(

@@ -1,5 +1,5 @@
 import { EngineCompletionSource, LlmPolicy, loadAgentPrompt, parseAgentPrompt } from '@sqlenv/agents';
-import type { InferenceEngine, InferenceEngineOptions, LoraConfig, replicaPlan } from '@sqlenv/model';
+import type { InferenceEngine, InferenceEngineOptions, LoraConfig } from '@sqlenv/model';
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
@@ -75,7 +75,15 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
       stopIds: [...new Set([...chat.stopIds, ...config.eosTokenIds])],
       ...options.execution,
       // A small model runs as several engine threads splitting the process's threads (docs/inference.md, "Replicas").
-      ...(options.execution === undefined ? {} : replicasOf(model.replicaPlan, options.execution, options, 4 * model.countParameters(config))),
+      ...(options.execution === undefined
+        ? {}
+        : model.replicaPlan({
+            provider: options.execution.provider,
+            threads: options.execution.intraOpThreads,
+            maxBatchSize: options.maxBatchSize,
+            weightBytes: 4 * model.countParameters(config),
+            replicas: options.replicas,
+          })),
     },
     logger.child({ role: 'engine' }),
   );
@@ -123,10 +131,4 @@ function checkSameLora(found: LoraConfig, expected: LoraConfig, label: string): 
   if (!same) {
     throw new AppError(ErrorCode.MODEL, `${label}: LoRA r=${found.rank} alpha=${found.alpha} on ${found.targets.join(',')} is not the run's r=${expected.rank} alpha=${expected.alpha} on ${expected.targets.join(',')}`);
   }
-}
-
-/** The engine threads of a process: the explicit replica count splitting its threads, or the plan for its model and provider. */
-function replicasOf(plan: typeof replicaPlan, execution: ModelExecution, options: ModelResourcesOptions, weightBytes: number): { replicas: number; intraOpThreads: number } {
-  if (options.replicas !== undefined) return { replicas: options.replicas, intraOpThreads: Math.max(1, Math.floor(execution.intraOpThreads / options.replicas)) };
-  return plan({ provider: execution.provider, threads: execution.intraOpThreads, maxBatchSize: options.maxBatchSize, weightBytes });
 }
