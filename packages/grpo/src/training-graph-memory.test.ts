@@ -2,7 +2,7 @@ import { createSession, tensor, type TensorData } from '@sqlenv/onnx-graph';
 import { fileURLToPath } from 'node:url';
 import { IO, initLoraWeights, readModelConfig, leftPad, loraTensorSpecs, parseLoraConfig, presetConfig, randomWeights, LORA_TARGETS } from '@sqlenv/model';
 import { describe, expect, it } from 'vitest';
-import { PolicyLossConfigSchema } from './config.ts';
+import { parseLearnerConfig, PolicyLossConfigSchema } from './config.ts';
 import { buildTrainingGraph, keptActivationBytes, RECOMPUTE_ABOVE_BYTES, resolveRecompute, TRAIN_IO, type TrainingGraphOptions } from './training-graph.ts';
 
 /**
@@ -73,5 +73,10 @@ describe("recompute: 'auto'", () => {
     expect(resolveRecompute(presetConfig('smollm2-135m'), 256, 'auto')).toBe('none');
     expect(resolveRecompute(shipped, 4096, 'layer')).toBe('layer');
     expect(resolveRecompute(presetConfig('qwen3-0.6b'), 4096, 'none')).toBe('none');
+  });
+
+  it('is the learner default, and an unknown setting is refused by name', () => {
+    expect(parseLearnerConfig({}).recompute).toBe('auto');
+    expect(() => parseLearnerConfig({ recompute: 'sometimes' })).toThrow(/invalid learner config: .*recompute/);
   });
 });

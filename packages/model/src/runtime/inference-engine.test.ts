@@ -190,6 +190,7 @@ describe('InferenceEngine', () => {
     await expect(engine.generate({ promptIds: [config.vocabSize + 5], maxNewTokens: 2 })).rejects.toMatchObject({ code: 'VALIDATION' });
     await expect(InferenceEngine.start({ modelDir: join(dir, 'missing') })).rejects.toMatchObject({ code: 'MODEL' });
     await expect(InferenceEngine.start({ modelDir: join(dir, 'missing'), replicas: 2 })).rejects.toMatchObject({ code: 'MODEL' });
+    await expect(InferenceEngine.start({ modelDir: dir, replicas: 0 })).rejects.toMatchObject({ code: 'VALIDATION', message: expect.stringMatching(/replicas/) });
     const closed = await InferenceEngine.start({ modelDir: dir });
     await closed.close();
     await closed.close();
