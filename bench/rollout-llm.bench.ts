@@ -31,14 +31,19 @@ import { createModelResources, InProcessTransport, RolloutWorker, runCoordinator
 
 const ENGINES = {
   static: { reuseKv: false, chunkSteps: Infinity },
-  // The static engine as one replica with all of BENCH_THREADS: the engine as the commands ran it before replicas.
-  'static-one-replica': { reuseKv: false, chunkSteps: Infinity, replicas: 1 },
+  // The static engine as one replica with all of BENCH_THREADS and prompt widths padded to multiples of 128 tokens:
+  // the engine as the commands ran it before replicas and width-grouped prefill runs.
+  'static-one-replica': { reuseKv: false, chunkSteps: Infinity, replicas: 1, lengthBucketTokens: 128 },
+  // The same on one ORT thread whatever BENCH_THREADS says: the engine as the commands ran it before this
+  // round's work (one intra-op thread, static batches, widths padded to 128).
+  'as-filed': { reuseKv: false, chunkSteps: Infinity, replicas: 1, lengthBucketTokens: 128, threads: 1 },
   continuous: { sharePrefixes: false },
   'shared-prefix': {},
   'return-wait': { returnWaitMs: 50 },
   // The default engine as one replica with all of BENCH_THREADS (the default splits a small model's threads over replicas).
   'one-replica': { replicas: 1 },
-} as const satisfies Record<string, Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas'>>;
+} as const satisfies Record<string, EngineSetting>;
+type EngineSetting = Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas' | 'lengthBucketTokens'> & { threads?: number };
 /** ORT threads of the process (the commands' `--threads`), split over replicas as the commands do. Default 1. */
 const THREADS = Number(process.env['BENCH_THREADS'] ?? 1);
 type EngineName = keyof typeof ENGINES;
@@ -150,12 +155,12 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
       model: { fingerprint: modelFingerprint(spec.modelDir), lora: { rank: 8 }, sampling: { temperature: 1 }, max_new_tokens: TINY_MAX_NEW_TOKENS, context_tokens: TINY_CONTEXT_TOKENS },
     });
   const episodes = Math.max(8, Math.ceil((spec.concurrency * EPISODES_PER_SLOT) / 4) * 4);
-  const { replicas, ...turnScheduling } = ENGINES[spec.engine] as Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas'>;
+  const { replicas, lengthBucketTokens, threads, ...turnScheduling } = ENGINES[spec.engine] as EngineSetting;
   const model = await createModelResources(runSpec('warm-up', 8).model!, spec.modelDir, {
     maxBatchSize: spec.concurrency,
-    lengthBucketTokens: 128,
+    ...(lengthBucketTokens === undefined ? {} : { lengthBucketTokens }),
     turnScheduling,
-    execution: { provider: 'cpu', deviceId: 0, intraOpThreads: THREADS, interOpThreads: 1 },
+    execution: { provider: 'cpu', deviceId: 0, intraOpThreads: threads ?? THREADS, interOpThreads: 1 },
     ...(replicas === undefined ? {} : { replicas }),
   });
   const play = async (label: string, count: number): Promise<number> => {
@@ -204,7 +209,8 @@ async function engineTurns(spec: ChildSpec): Promise<Row> {
   const shape: EngineShape = ENGINE_EPISODES[spec.shape ?? 'sqlenv-tiny'];
   const vocabSize = readModelConfig(spec.modelDir).vocabSize;
   const { value, peakRssMiB } = await withPeakRss(async () => {
-    const engine = await InferenceEngine.start({ modelDir: spec.modelDir, maxBatchSize: spec.concurrency, lengthBucketTokens: 128, disablePrepacking: true, ...ENGINES[spec.engine] });
+    const { threads, ...engineOptions } = ENGINES[spec.engine] as EngineSetting;
+    const engine = await InferenceEngine.start({ modelDir: spec.modelDir, maxBatchSize: spec.concurrency, disablePrepacking: true, ...(threads === undefined ? {} : { intraOpThreads: threads }), ...engineOptions });
     const episode = async (e: number, label: number): Promise<void> => {
       const context = Array.from({ length: shape.promptTokens - (e % 16) }, (_, t) => (t * 7919 + e * 104_729 + label) % vocabSize);
       for (let turn = 0; turn < shape.turns; turn++) {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../io/config.ts';
 import type { LoraWeights } from '../graphs/lora.ts';
 import type { Generator, RowInput, RowOutput, RunRowsOptions } from './generator.ts';
-import { TurnScheduler, type TurnSchedulerOptions } from './turn-scheduler.ts';
+import { PREFILL_RUN_COST_TOKENS, prefillGroups, TurnScheduler, type TurnSchedulerOptions } from './turn-scheduler.ts';
 
 /**
  * The scheduler's batching decisions, against a stand-in generator whose runs take a fixed time and
@@ -129,5 +129,47 @@ describe('TurnScheduler: waiting for returning episodes', () => {
 
   it('without it the next chunk starts at once and the returning turn waits a whole chunk', async () => {
     expect(aloneBetween(await play(0))).toBe(1);
+  });
+});
+
+describe('prefillGroups: rows of a prefill run split by width', () => {
+  const cost = (widths: readonly number[], groups: number[][], bucket: number): number =>
+    groups.reduce((n, g) => n + PREFILL_RUN_COST_TOKENS + g.length * Math.max(...g.map((i) => Math.ceil((widths[i] as number) / bucket) * bucket)), 0);
+
+  it('a long first turn among short continuations runs apart from them', () => {
+    const widths = [100, 20, 20, 20, 20, 20, 20, 20, 20];
+    expect(prefillGroups(widths, 32)).toEqual([[1, 2, 3, 4, 5, 6, 7, 8], [0]]);
+  });
+
+  it('rows of one width stay one run in their order (a decode chunk is never split)', () => {
+    expect(prefillGroups([1, 1, 1, 1, 1], 32)).toEqual([[0, 1, 2, 3, 4]]);
+    expect(prefillGroups([17, 30, 2], 32)).toEqual([[0, 1, 2]]);
+  });
+
+  it('does not split when the saved padding is worth less than a run', () => {
+    // One run: 64 + 2 × 64 = 192 positions; two: 64 + 32 + 64 + 64 = 224.
+    expect(prefillGroups([30, 33], 32)).toEqual([[0, 1]]);
+  });
+
+  it('every row lands in exactly one group, never at a higher cost than one run', () => {
+    let seed = 7;
+    const next = (): number => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31);
+    for (let trial = 0; trial < 200; trial++) {
+      const widths = Array.from({ length: 1 + (next() % 40) }, () => 1 + (next() % 300));
+      const bucket = [1, 8, 32][next() % 3] as number;
+      const groups = prefillGroups(widths, bucket);
+      expect(groups.flat().sort((a, b) => a - b)).toEqual(widths.map((_, i) => i));
+      expect(cost(widths, groups, bucket)).toBeLessThanOrEqual(cost(widths, [widths.map((_, i) => i)], bucket));
+    }
+  });
+
+  it('the scheduler runs a long prompt and short ones admitted together as separate prefill runs', async () => {
+    const generator = new RecordingGenerator(5);
+    const s = scheduler(generator, { lengthBucketTokens: 1, maxBatchSize: 8, batchWindowMs: 20 });
+    const long = Array.from({ length: 400 }, (_, i) => 1 + (i % 30));
+    const turns = [s.submit({ promptIds: long, maxNewTokens: 1, seed: 1, temperature: 1.5 })];
+    for (let i = 0; i < 4; i++) turns.push(s.submit({ promptIds: prompt, maxNewTokens: 1, seed: 2 + i, temperature: 1.1 + i / 100 }));
+    await Promise.all(turns);
+    expect(generator.inputs).toEqual([[4, 4, 4, 4], [400]]);
   });
 });

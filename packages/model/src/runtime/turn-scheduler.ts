@@ -10,6 +10,43 @@ import type { LoraWeights } from '../graphs/lora.ts';
 export const MIN_SHARED_PREFIX_TOKENS = 16;
 
 /**
+ * What one more prefill run costs beyond its token positions, in positions: measured on the 2-core
+ * development machine for sqlenv-tiny against 300-token caches, a run costs ~2.5 ms plus ~50 µs per
+ * position (rows × padded width), so a run is worth ~50 positions (docs/inference.md, "Prefill runs").
+ * For larger models a position costs more and the fixed part less, so this splits less than it could.
+ */
+export const PREFILL_RUN_COST_TOKENS = 64;
+
+/**
+ * Rows of one prefill run grouped into runs that cost the least: each run pads its rows to its widest
+ * (rounded up to `bucket`), so a run of one 100-token first turn and eight 20-token continuations
+ * computes 9 × 128 positions where two runs compute 128 + 8 × 32. Rows sorted by width, each group a
+ * contiguous range, chosen by dynamic programming over Σ (rows × width + runCost). Returns the groups
+ * as indices into `widths`, narrowest first; one group when splitting does not pay.
+ */
+export function prefillGroups(widths: readonly number[], bucket: number, runCost: number = PREFILL_RUN_COST_TOKENS): number[][] {
+  const order = widths.map((w, i) => ({ w: Math.ceil(w / bucket) * bucket, i })).sort((a, b) => a.w - b.w || a.i - b.i);
+  const n = order.length;
+  // best[j]: least cost of the first j rows (in width order); cut[j]: where its last group starts.
+  const best = new Array<number>(n + 1).fill(Number.POSITIVE_INFINITY);
+  const cut = new Array<number>(n + 1).fill(0);
+  best[0] = 0;
+  for (let j = 1; j <= n; j++) {
+    const width = (order[j - 1] as { w: number }).w; // the widest of any group ending at j
+    for (let i = 0; i < j; i++) {
+      const cost = (best[i] as number) + runCost + (j - i) * width;
+      if (cost < (best[j] as number)) {
+        best[j] = cost;
+        cut[j] = i;
+      }
+    }
+  }
+  const groups: number[][] = [];
+  for (let j = n; j > 0; j = cut[j] as number) groups.unshift(order.slice(cut[j], j).map((o) => o.i));
+  return groups;
+}
+
+/**
  * The engine's scheduler, on the inference thread: continuous batching over
  * decode chunks, per-episode KV caches kept between turns, and shared prompt
  * prefixes across episodes.
@@ -476,7 +513,13 @@ export class TurnScheduler {
   /** One run per adapter among `rows` (one run, but for the turns around an adapter swap). */
   async #run(rows: readonly Row[], steps: number): Promise<void> {
     const adapters = [...new Set(rows.map((r) => r.lora))];
-    for (const lora of adapters) await this.#runOne(adapters.length === 1 ? rows : rows.filter((r) => r.lora === lora), steps, lora);
+    for (const lora of adapters) {
+      const same = adapters.length === 1 ? rows : rows.filter((r) => r.lora === lora);
+      // A prefill run pads every row to its widest: rows of very different widths go in separate runs
+      // (the static engine keeps one batch, as it always did).
+      const groups = Number.isFinite(this.#options.chunkSteps) ? prefillGroups(same.map((r) => r.ids.length - r.cachedLength), this.#options.lengthBucketTokens) : [same.map((_, i) => i)];
+      for (const group of groups) await this.#runOne(group.map((i) => same[i] as Row), steps, lora);
+    }
   }
 
   async #runOne(rows: readonly Row[], steps: number, lora: LoraWeights | undefined): Promise<void> {

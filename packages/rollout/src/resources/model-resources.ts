@@ -25,10 +25,10 @@ export interface ModelResourcesOptions {
   /** Most turns batched into one generation run (the worker's concurrency). */
   maxBatchSize: number;
   /**
-   * Prompt widths are padded to a multiple of this (InferenceEngine `lengthBucketTokens`).
-   * Agent contexts are long (the system turn alone is ~300 Qwen / ~1,200 byte tokens) and
-   * every new (batch, width) shape costs ONNX Runtime a slow first run, so the buckets are
-   * coarse; padding a row by up to 127 tokens costs far less. Default 128.
+   * Prompt widths are padded to a multiple of this (InferenceEngine `lengthBucketTokens`, default
+   * 32). With the KV cache kept across turns a turn feeds only what was appended since its last one
+   * (~25 tokens in agent episodes), so coarse buckets were mostly padding: at 128, prefill runs
+   * computed 5 positions per token fed (docs/inference.md, "Prefill runs").
    */
   lengthBucketTokens?: number;
   /** Per-turn engine settings (InferenceEngine `reuseKv`, `sharePrefixes`, `chunkSteps`, `kvCacheBytes`, `returnWaitMs`); default: the engine's. */
@@ -69,7 +69,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
       modelDir,
       ...(lora === null ? {} : { lora }),
       maxBatchSize: Math.max(1, options.maxBatchSize),
-      lengthBucketTokens: options.lengthBucketTokens ?? 128,
+      ...(options.lengthBucketTokens === undefined ? {} : { lengthBucketTokens: options.lengthBucketTokens }),
       ...options.turnScheduling,
       topK: spec.sampling.top_k,
       stopIds: [...new Set([...chat.stopIds, ...config.eosTokenIds])],
