@@ -312,7 +312,9 @@ ${table.join('\n')}
   from scratch). *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix.
   *return-wait*: \`{ returnWaitMs: 50 }\`, the same with the next chunk waiting (≤ 50 ms, ≤ half an iteration) for the episodes
   whose turns just ended (docs/inference.md). *static-one-replica*: the static engine as one engine thread with all the
-  process's ORT threads (as the commands ran it before replicas). *one-replica*: the defaults as one engine thread with all the process's ORT
+  process's ORT threads and prompt widths padded to multiples of 128 tokens (as the commands ran it before replicas and
+  width-grouped prefill runs). *as-filed*: the same on one ORT thread (the engine as the commands ran it before this work:
+  one intra-op thread, static batches, 128-token buckets). The other engines pad to multiples of 32 (the default). *one-replica*: the defaults as one engine thread with all the process's ORT
   threads (the default runs a small model as replicas splitting them, \`replicaPlan\`). The same turns, seeds and sampling.
   *Waiting for returns*: share of the wall time spent in that wait.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
