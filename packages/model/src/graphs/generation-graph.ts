@@ -9,7 +9,7 @@ import {
   lmHeadLogits,
   MASKED_BIAS,
   mlp,
-  rmsNorm,
+  fusableRmsNorm,
   ropeTables,
   type DecoderBuildOptions,
   type DecoderParams,
@@ -140,20 +140,20 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const groupQueries = (b: Graph, q: Tensor): Tensor => b.transpose(b.reshape(b.mul(q, 1 / Math.sqrt(D)), [0, 0, Hkv, R, D]), [0, 2, 3, 1, 4]);
   const projectQ = (b: Graph, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): Tensor => {
     let q = b.reshape(linear(b, params, h, layer.q), [0, 0, Hq, D]); // (B, T, Hq, D)
-    if (layer.qNorm !== undefined) q = rmsNorm(b, q, layer.qNorm, eps);
+    if (layer.qNorm !== undefined) q = fusableRmsNorm(b, q, layer.qNorm, eps);
     return applyRope(b, q, rope, D); // (B, T, Hq, D)
   };
   const projectKv = (b: Graph, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): KvCache => {
     let k = b.reshape(linear(b, params, h, layer.k), [0, 0, Hkv, D]); // (B, T, Hkv, D)
     const v = b.reshape(linear(b, params, h, layer.v), [0, 0, Hkv, D]); // (B, T, Hkv, D)
-    if (layer.kNorm !== undefined) k = rmsNorm(b, k, layer.kNorm, eps);
+    if (layer.kNorm !== undefined) k = fusableRmsNorm(b, k, layer.kNorm, eps);
     k = applyRope(b, k, rope, D);
     return { k: b.transpose(k, [0, 2, 1, 3]), v: b.transpose(v, [0, 2, 1, 3]) }; // (B, Hkv, T, D) each
   };
   /** The rest of a layer after attention: o_proj, residual, SwiGLU MLP, residual. */
   const finishLayer = (b: Graph, layer: LayerParams, x: Tensor, ctx: Tensor): Tensor => {
     const h = b.add(x, linear(b, params, ctx, layer.o)); // (B, T, H)
-    return b.add(h, mlp(b, params, layer, rmsNorm(b, h, layer.postAttentionNorm, eps))); // (B, T, H)
+    return b.add(h, mlp(b, params, layer, fusableRmsNorm(b, h, layer.postAttentionNorm, eps))); // (B, T, H)
   };
 
   // ---- Prefill, one layer after another. Layer i's keys and values for every new token are
@@ -182,7 +182,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const freshVisible = g.unsqueeze(freshReal, [1]); // (B, 1, P)
   params.layers.forEach((layer, i) => {
     const past = pastIn[i] as KvCache;
-    const h = rmsNorm(g, x, layer.inputNorm, eps); // (B, P, H)
+    const h = fusableRmsNorm(g, x, layer.inputNorm, eps); // (B, P, H)
     const fresh = projectKv(g, layer, h, promptRope); // (B, Hkv, P, D) each
     cache.push({ past, fresh });
     const pastKeysT = g.unsqueeze(g.transpose(past.k, [0, 1, 3, 2]), [2]); // (B, Hkv, 1, D, S): read by every chunk
@@ -226,7 +226,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   });
 
   // The first new token, from the prompt's last position (left padding puts every row's last token at the end).
-  const lastHidden = rmsNorm(g, g.gather(x, g.scalar(-1, 'int64'), 1), params.finalNorm, eps); // (B, H)
+  const lastHidden = fusableRmsNorm(g, g.gather(x, g.scalar(-1, 'int64'), 1), params.finalNorm, eps); // (B, H)
   const first = sampleNextToken(g, { logits: lmHeadLogits(g, params, lastHidden), uniform: g.gather(uniforms, g.scalar(0, 'int64'), 1), temperature, topP, topK }, V);
   const firstDone = isStop(g, first.token); // (B)
 
@@ -261,7 +261,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       const nextRecent: Tensor[] = [];
       params.layers.forEach((layer, i) => {
         const { past, fresh: prompt } = cache[i] as { past: KvCache; fresh: KvCache };
-        const h = rmsNorm(b, xt, layer.inputNorm, eps); // (B, 1, H)
+        const h = fusableRmsNorm(b, xt, layer.inputNorm, eps); // (B, 1, H)
         const fresh = projectKv(b, layer, h, rope); // (B, Hkv, 1, D) each
         const recent = { k: b.concat([recentFlat[2 * i] as Tensor, fresh.k], 2), v: b.concat([recentFlat[2 * i + 1] as Tensor, fresh.v], 2) }; // (B, Hkv, t + 1, D)
         nextRecent.push(recent.k, recent.v);
@@ -281,7 +281,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
         ); // (B, Hkv, R, D)
         xt = finishLayer(b, layer, xt, b.reshape(ctx, [0, 1, Hq * D])); // (B, 1, H)
       });
-      const logits = lmHeadLogits(b, params, rmsNorm(b, b.reshape(xt, [0, H]), params.finalNorm, eps)); // (B, V)
+      const logits = lmHeadLogits(b, params, fusableRmsNorm(b, b.reshape(xt, [0, H]), params.finalNorm, eps)); // (B, V)
       const next = sampleNextToken(b, { logits, uniform: b.gather(uniforms, b.add(iter, 1), 1), temperature, topP, topK }, V);
       // Rows that already stopped emit padding with log-probability 0.
       const nextToken = b.where(done, b.scalar(config.padTokenId, 'int64'), next.token); // (B)
