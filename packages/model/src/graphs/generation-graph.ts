@@ -33,13 +33,13 @@ export const GEN_IO = {
   sampleLogprobs: 'sample_logprobs',
   /** (B, S) int64: which slots of the past cache hold real tokens (S = 0: a fresh prefill). */
   pastMask: STEP_IO.pastMask,
-  /** (B, S') int64: the mask of the cache after the run (`past_mask` + every slot fed in this run). */
+  /** (B, S') int64: the mask of the slots this run added to the cache (every token fed in this run), S' = P + N' − 1. */
   presentMask: 'present_mask',
   pastKey: STEP_IO.pastKey,
   pastValue: STEP_IO.pastValue,
   presentKey: STEP_IO.presentKey,
   presentValue: STEP_IO.presentValue,
-  /** () bool: whether the run returns its cache in `present_key.i` / `present_value.i` (else they are empty). */
+  /** () bool: whether the run returns the slots it added in `present_key.i` / `present_value.i` (else they are empty). */
   keepCache: 'keep_cache',
 } as const;
 
@@ -76,11 +76,12 @@ export interface GenerationGraphOptions extends DecoderBuildOptions {
  *
  * Outputs, (B, N') with N' ≤ N (the loop exits when every row has stopped):
  * `tokens` int64 (after a row's stop token: the pad id), `logprobs` and
- * `sample_logprobs` float32 (0 after the stop; see sampler-graph.ts); the
- * cache after the run, `present_mask` (B, S') and `present_key.i` /
- * `present_value.i` (B, Hkv, S', D): every slot fed in this run (the inputs
- * and the first N' − 1 sampled tokens; the last sampled token is not fed, so
- * a caller continues by feeding it against this cache). They hold keys and
+ * `sample_logprobs` float32 (0 after the stop; see sampler-graph.ts); what
+ * the run added to the cache, `present_mask` (B, S') and `present_key.i` /
+ * `present_value.i` (B, Hkv, S', D), S' = P + N' − 1: every slot fed in this
+ * run (the inputs and the first N' − 1 sampled tokens; the last sampled token
+ * is not fed, so a caller continues by feeding it against the past and these
+ * slots, appended after it: Generator.runRows does). They hold keys and
  * values only when `keep_cache` () bool is true (empty otherwise: ONNX Runtime
  * computes every output whether fetched or not, and a run that does not keep
  * its cache should not hold it twice at its end).
@@ -303,14 +304,15 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   g.output(GEN_IO.tokens, tokens); // (B, N')
   g.output(GEN_IO.logprobs, logprobs); // (B, N')
   g.output(GEN_IO.sampleLogprobs, sampleLogprobs); // (B, N')
-  // The cache after the run: every slot fed (the past, the new tokens, the decoded tokens but the last).
-  // Without `keep_cache` the key/value outputs are empty, so a run that does not keep them never holds
-  // the cache a second time (ONNX Runtime computes every output, fetched or not).
-  g.output(GEN_IO.presentMask, g.concat([keyMask, g.fullLike(g.slice(tokens, { axis: 1, start: 1, end: Infinity }), 1)], 1)); // (B, S')
+  // The slots this run added to the cache: the new tokens and the decoded tokens but the last. Never the
+  // past: the caller fed it and appends these to it (Generator.runRows), so the run's outputs do not hold
+  // the whole cache a second time (and the binding a third, copying them out). Without `keep_cache` the
+  // key/value outputs are empty (ONNX Runtime computes every output, fetched or not).
+  g.output(GEN_IO.presentMask, g.concat([mask, g.fullLike(g.slice(tokens, { axis: 1, start: 1, end: Infinity }), 1)], 1)); // (B, S')
   const kept = (t: Tensor): Tensor => g.slice(t, { axis: 2, start: 0, end: g.mul(g.cast(keepCache, 'int64'), length(g, t, 2)) });
-  cache.forEach(({ past, fresh }, i) => {
-    g.output(GEN_IO.presentKey(i), g.concat([kept(past.k), kept(fresh.k), kept(recentFinal[2 * i] as Tensor)], 2)); // (B, Hkv, S', D)
-    g.output(GEN_IO.presentValue(i), g.concat([kept(past.v), kept(fresh.v), kept(recentFinal[2 * i + 1] as Tensor)], 2)); // (B, Hkv, S', D)
+  cache.forEach(({ fresh }, i) => {
+    g.output(GEN_IO.presentKey(i), g.concat([kept(fresh.k), kept(recentFinal[2 * i] as Tensor)], 2)); // (B, Hkv, S', D)
+    g.output(GEN_IO.presentValue(i), g.concat([kept(fresh.v), kept(recentFinal[2 * i + 1] as Tensor)], 2)); // (B, Hkv, S', D)
   });
   return { graph: g, params };
 }

@@ -9,11 +9,11 @@ import { randomWeights } from '../io/random-checkpoint.ts';
 import { parseLoraConfig } from './lora.ts';
 import { buildGenerationGraph } from './generation-graph.ts';
 
-/** Op types of a graph and all its subgraphs, counted; `loops` the decode Loop body's own counts. */
+/** Op types of a graph and all its subgraphs, counted. */
 function countOps(graph: GraphProto, into: Map<string, number> = new Map()): Map<string, number> {
   for (const node of graph.node) {
     into.set(node.opType, (into.get(node.opType) ?? 0) + 1);
-    for (const a of node.attribute ?? []) if (a.g !== undefined) countOps(a.g, into);
+    for (const a of node.attribute ?? []) if (a.type === 'graph') countOps(a.g, into);
   }
   return into;
 }

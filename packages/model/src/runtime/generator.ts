@@ -6,7 +6,7 @@ import type { ModelConfig } from '../io/config.ts';
 import { leftPad, loraFeeds, uniformsForSeed } from './batch.ts';
 import { buildGenerationGraph, GEN_IO } from '../graphs/generation-graph.ts';
 import { IO } from '../graphs/forward-graphs.ts';
-import { assembleBatchCache, extractRowCache, kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
+import { appendMask, appendSlots, assembleBatchCache, extractRowCache, kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
 import { loraTensorSpecs, zeroLoraWeights, type LoraConfig, type LoraWeights } from '../graphs/lora.ts';
 import type { ModelWeights } from '../io/weights.ts';
 import { isBigModel, prepackingDecision, weightBytes, type PrepackingDecision } from './prepacking.ts';
@@ -281,12 +281,15 @@ export class Generator {
       [GEN_IO.keepCache]: tensor('bool', [], [options.keepCache]),
       ...this.#loraFeeds(options.lora),
     };
+    // `feeds` holds the past now: after the run it becomes the cache layer by layer (#appendToPast).
+    for (const name of Object.keys(past)) delete past[name];
     const wanted: string[] = [GEN_IO.tokens, GEN_IO.logprobs, GEN_IO.sampleLogprobs];
     if (options.keepCache) {
       wanted.push(GEN_IO.presentMask);
       for (let i = 0; i < this.config.numLayers; i++) wanted.push(GEN_IO.presentKey(i), GEN_IO.presentValue(i));
     }
     const out = await this.#session.run(feeds, { outputs: wanted });
+    if (options.keepCache) await this.#appendToPast(feeds, out);
     const tokensT = out[GEN_IO.tokens] as TensorData;
     const width = tokensT.dims[1] as number;
     const tokens = tokensT.data as BigInt64Array;
@@ -308,6 +311,35 @@ export class Generator {
       if (options.keepCache) result.cache = extractRowCache(this.config, out, b);
       return result;
     });
+  }
+
+  /**
+   * Turn a run's outputs (the slots it added) into the whole cache after it, in place: per layer the
+   * past feed with the added slots appended (`appendSlots`), the past's reference dropped as soon as
+   * its layer is done. With a big past, released layers are collected along the way, so the cache is
+   * held about once more than the past instead of twice (docs/inference.md, "Memory of a run").
+   */
+  async #appendToPast(feeds: Record<string, TensorData>, out: Record<string, TensorData>): Promise<void> {
+    const pastMask = feeds[GEN_IO.pastMask] as TensorData;
+    const pastBytes = (pastMask.dims[0] as number) * (pastMask.dims[1] as number) * kvBytesPerToken(this.config);
+    const collectEvery = pastBytes >= COLLECT_BEFORE_RUN_BYTES ? Math.max(COLLECT_BEFORE_RUN_BYTES, pastBytes / 4) : Number.POSITIVE_INFINITY;
+    let released = 0;
+    out[GEN_IO.presentMask] = appendMask(pastMask, out[GEN_IO.presentMask] as TensorData);
+    for (let i = 0; i < this.config.numLayers; i++) {
+      for (const [pastName, presentName] of [
+        [GEN_IO.pastKey(i), GEN_IO.presentKey(i)],
+        [GEN_IO.pastValue(i), GEN_IO.presentValue(i)],
+      ] as const) {
+        const past = feeds[pastName] as TensorData;
+        out[presentName] = appendSlots(past, out[presentName] as TensorData);
+        delete feeds[pastName];
+        released += (past.data as Float32Array).byteLength;
+      }
+      if (released >= collectEvery) {
+        released = 0;
+        await collectReleasedArrays();
+      }
+    }
   }
 
   #loraFeeds(weights: LoraWeights | undefined): Record<string, TensorData> {

@@ -224,6 +224,36 @@ export function assembleBatchCache(config: ModelConfig, rows: readonly (RowKvCac
   return feeds;
 }
 
+/**
+ * One layer's cache after a run: the past as fed, (B, Hkv, S, D), with the slots the run added,
+ * (B, Hkv, S', D), appended after it per row and head: (B, Hkv, S + S', D). The same layout the graph
+ * used to return itself, built here so the run's outputs never hold the whole cache.
+ */
+export function appendSlots(past: TensorData, added: TensorData): TensorData {
+  const [B, Hkv, S, D] = past.dims as [number, number, number, number];
+  const S2 = added.dims[2] as number;
+  const from = past.data as Float32Array;
+  const extra = added.data as Float32Array;
+  const out = new Float32Array(B * Hkv * (S + S2) * D);
+  for (let bh = 0; bh < B * Hkv; bh++) {
+    out.set(from.subarray(bh * S * D, (bh + 1) * S * D), bh * (S + S2) * D);
+    out.set(extra.subarray(bh * S2 * D, (bh + 1) * S2 * D), (bh * (S + S2) + S) * D);
+  }
+  return tensor('float32', [B, Hkv, S + S2, D], out);
+}
+
+/** The (B, S) past mask with the run's (B, S') mask of added slots appended per row: (B, S + S'). */
+export function appendMask(past: TensorData, added: TensorData): TensorData {
+  const [B, S] = past.dims as [number, number];
+  const S2 = added.dims[1] as number;
+  const out = new BigInt64Array(B * (S + S2));
+  for (let b = 0; b < B; b++) {
+    out.set((past.data as BigInt64Array).subarray(b * S, (b + 1) * S), b * (S + S2));
+    out.set((added.data as BigInt64Array).subarray(b * S2, (b + 1) * S2), b * (S + S2) + S);
+  }
+  return tensor('int64', [B, S + S2], out);
+}
+
 /** Row `b` of a run's present cache: a view of the outputs (its real slots, mask 1, in order), copied only when needed. */
 export function extractRowCache(config: ModelConfig, outputs: Record<string, TensorData>, b: number): RowKvCache {
   return new RowCacheView(config, outputs, b);
