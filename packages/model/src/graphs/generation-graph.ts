@@ -10,6 +10,7 @@ import {
   MASKED_BIAS,
   mlp,
   fusableRmsNorm,
+  rmsNorm,
   ropeTables,
   type DecoderBuildOptions,
   type DecoderParams,
@@ -121,6 +122,10 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const keepCache = g.input(GEN_IO.keepCache, 'bool', []); // ()
   const { vocabSize: V, hiddenSize: H, numHeads: Hq, numKvHeads: Hkv, headDim: D, rmsNormEps: eps } = config;
   const R = Hq / Hkv;
+  // The prefill keeps the x·x RMSNorm; the decode loop switches to the form ONNX Runtime fuses (below).
+  // The fused form in the prefill ran Qwen3-0.6B-shaped turns ~1.45× slower (two pairs of runs,
+  // docs/inference.md, "Fewer nodes per step"), so it is only where it was measured to help.
+  let norm = rmsNorm;
   const pastMaskIn = g.input(GEN_IO.pastMask, 'int64', ['B', 'S']); // (B, S)
   const pastIn: KvCache[] = [];
   for (let i = 0; i < config.numLayers; i++) {
@@ -141,20 +146,20 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const groupQueries = (b: Graph, q: Tensor): Tensor => b.transpose(b.reshape(b.mul(q, 1 / Math.sqrt(D)), [0, 0, Hkv, R, D]), [0, 2, 3, 1, 4]);
   const projectQ = (b: Graph, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): Tensor => {
     let q = b.reshape(linear(b, params, h, layer.q), [0, 0, Hq, D]); // (B, T, Hq, D)
-    if (layer.qNorm !== undefined) q = fusableRmsNorm(b, q, layer.qNorm, eps);
+    if (layer.qNorm !== undefined) q = norm(b, q, layer.qNorm, eps);
     return applyRope(b, q, rope, D); // (B, T, Hq, D)
   };
   const projectKv = (b: Graph, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): KvCache => {
     let k = b.reshape(linear(b, params, h, layer.k), [0, 0, Hkv, D]); // (B, T, Hkv, D)
     const v = b.reshape(linear(b, params, h, layer.v), [0, 0, Hkv, D]); // (B, T, Hkv, D)
-    if (layer.kNorm !== undefined) k = fusableRmsNorm(b, k, layer.kNorm, eps);
+    if (layer.kNorm !== undefined) k = norm(b, k, layer.kNorm, eps);
     k = applyRope(b, k, rope, D);
     return { k: b.transpose(k, [0, 2, 1, 3]), v: b.transpose(v, [0, 2, 1, 3]) }; // (B, Hkv, T, D) each
   };
   /** The rest of a layer after attention: o_proj, residual, SwiGLU MLP, residual. */
   const finishLayer = (b: Graph, layer: LayerParams, x: Tensor, ctx: Tensor): Tensor => {
     const h = b.add(x, linear(b, params, ctx, layer.o)); // (B, T, H)
-    return b.add(h, mlp(b, params, layer, fusableRmsNorm(b, h, layer.postAttentionNorm, eps))); // (B, T, H)
+    return b.add(h, mlp(b, params, layer, norm(b, h, layer.postAttentionNorm, eps))); // (B, T, H)
   };
 
   // ---- Prefill, one layer after another. Layer i's keys and values for every new token are
@@ -183,7 +188,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const freshVisible = g.unsqueeze(freshReal, [1]); // (B, 1, P)
   params.layers.forEach((layer, i) => {
     const past = pastIn[i] as KvCache;
-    const h = fusableRmsNorm(g, x, layer.inputNorm, eps); // (B, P, H)
+    const h = norm(g, x, layer.inputNorm, eps); // (B, P, H)
     const fresh = projectKv(g, layer, h, promptRope); // (B, Hkv, P, D) each
     cache.push({ past, fresh });
     const pastKeysT = g.unsqueeze(g.transpose(past.k, [0, 1, 3, 2]), [2]); // (B, Hkv, 1, D, S): read by every chunk
@@ -227,13 +232,14 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   });
 
   // The first new token, from the prompt's last position (left padding puts every row's last token at the end).
-  const lastHidden = fusableRmsNorm(g, g.gather(x, g.scalar(-1, 'int64'), 1), params.finalNorm, eps); // (B, H)
+  const lastHidden = norm(g, g.gather(x, g.scalar(-1, 'int64'), 1), params.finalNorm, eps); // (B, H)
   const first = sampleNextToken(g, { logits: lmHeadLogits(g, params, lastHidden), uniform: g.gather(uniforms, g.scalar(0, 'int64'), 1), temperature, topP, topK }, V);
   const firstDone = isStop(g, first.token); // (B)
 
   // ---- Decode: each iteration feeds the token drawn before it. The loop carries only this run's
   // decoded keys and values (B, Hkv, t, D); attention reads the past and the prompt's keys and values
   // from the outer scope and takes one softmax over the three parts' scores.
+  norm = fusableRmsNorm;
   const realTokens = g.reduceSum(keyMask, [1]); // (B): real tokens before the first new one
   const newTokens = g.squeeze(g.shape(uniforms, 1, 2), [0]); // (): N
   const Nd = g.freshDim('N');
@@ -262,7 +268,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       const nextRecent: Tensor[] = [];
       params.layers.forEach((layer, i) => {
         const { past, fresh: prompt } = cache[i] as { past: KvCache; fresh: KvCache };
-        const h = fusableRmsNorm(b, xt, layer.inputNorm, eps); // (B, 1, H)
+        const h = norm(b, xt, layer.inputNorm, eps); // (B, 1, H)
         const fresh = projectKv(b, layer, h, rope); // (B, Hkv, 1, D) each
         const recent = { k: b.concat([recentFlat[2 * i] as Tensor, fresh.k], 2), v: b.concat([recentFlat[2 * i + 1] as Tensor, fresh.v], 2) }; // (B, Hkv, t + 1, D)
         nextRecent.push(recent.k, recent.v);
@@ -282,7 +288,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
         ); // (B, Hkv, R, D)
         xt = finishLayer(b, layer, xt, b.reshape(ctx, [0, 1, Hq * D])); // (B, 1, H)
       });
-      const logits = lmHeadLogits(b, params, fusableRmsNorm(b, b.reshape(xt, [0, H]), params.finalNorm, eps)); // (B, V)
+      const logits = lmHeadLogits(b, params, norm(b, b.reshape(xt, [0, H]), params.finalNorm, eps)); // (B, V)
       const next = sampleNextToken(b, { logits, uniform: b.gather(uniforms, b.add(iter, 1), 1), temperature, topP, topK }, V);
       // Rows that already stopped emit padding with log-probability 0.
       const nextToken = b.where(done, b.scalar(config.padTokenId, 'int64'), next.token); // (B)

@@ -19,12 +19,12 @@ function countOps(graph: GraphProto, into: Map<string, number> = new Map()): Map
 }
 
 describe('generation graph: RMSNorm as ONNX Runtime fuses it', () => {
-  it('every norm of the prefill and the decode loop becomes one SimplifiedLayerNormalization node in the optimized session', async () => {
+  it('every norm of the decode loop becomes one SimplifiedLayerNormalization node in the optimized session', async () => {
     const config = presetConfig('tiny-qwen3');
     const { graph } = buildGenerationGraph(config, randomWeights(config, { seed: 3, initStd: 0.05 }), { lora: parseLoraConfig({ rank: 4 }) });
     const built = countOps(graph.toModel().proto.graph);
-    // Per layer: input and post-attention norms, Qwen3's q and k norms; twice (prefill, decode), plus the final norm of each.
-    const norms = 2 * (4 * config.numLayers + 1);
+    // The decode loop's norms (the prefill keeps the x·x form): per layer input and post-attention norms, Qwen3's q and k norms, and the final norm.
+    const norms = 4 * config.numLayers + 1;
     expect(built.get('Pow')).toBe(norms);
     const dir = mkdtempSync(join(tmpdir(), 'sqlenv-norm-fusion-'));
     try {
@@ -34,7 +34,6 @@ describe('generation graph: RMSNorm as ONNX Runtime fuses it', () => {
       const optimized = countOps(decodeModel(readFileSync(path)).graph);
       expect((optimized.get('SimplifiedLayerNormalization') ?? 0) + (optimized.get('SkipSimplifiedLayerNormalization') ?? 0)).toBe(norms);
       expect(optimized.get('Pow') ?? 0).toBe(0);
-      expect(optimized.get('Sqrt') ?? 0).toBe(0);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
