@@ -6,7 +6,7 @@ import type { ModelConfig } from '../io/config.ts';
 import { leftPad, loraFeeds, uniformsForSeed } from './batch.ts';
 import { buildGenerationGraph, GEN_IO } from '../graphs/generation-graph.ts';
 import { IO } from '../graphs/forward-graphs.ts';
-import { appendMask, appendSlots, assembleBatchCache, extractRowCache, kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
+import { appendAlong, assembleBatchCache, extractRowCache, kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
 import { loraTensorSpecs, zeroLoraWeights, type LoraConfig, type LoraWeights } from '../graphs/lora.ts';
 import type { ModelWeights } from '../io/weights.ts';
 import { isBigModel, prepackingDecision, weightBytes, type PrepackingDecision } from './prepacking.ts';
@@ -315,7 +315,7 @@ export class Generator {
 
   /**
    * Turn a run's outputs (the slots it added) into the whole cache after it, in place: per layer the
-   * past feed with the added slots appended (`appendSlots`), the past's reference dropped as soon as
+   * past feed with the added slots appended (`appendAlong`), the past's reference dropped as soon as
    * its layer is done. With a big past, released layers are collected along the way, so the cache is
    * held about once more than the past instead of twice (docs/inference.md, "Memory of a run").
    */
@@ -324,14 +324,14 @@ export class Generator {
     const pastBytes = (pastMask.dims[0] as number) * (pastMask.dims[1] as number) * kvBytesPerToken(this.config);
     const collectEvery = pastBytes >= COLLECT_BEFORE_RUN_BYTES ? Math.max(COLLECT_BEFORE_RUN_BYTES, pastBytes / 4) : Number.POSITIVE_INFINITY;
     let released = 0;
-    out[GEN_IO.presentMask] = appendMask(pastMask, out[GEN_IO.presentMask] as TensorData);
+    out[GEN_IO.presentMask] = appendAlong(pastMask, out[GEN_IO.presentMask] as TensorData, 1);
     for (let i = 0; i < this.config.numLayers; i++) {
       for (const [pastName, presentName] of [
         [GEN_IO.pastKey(i), GEN_IO.presentKey(i)],
         [GEN_IO.pastValue(i), GEN_IO.presentValue(i)],
       ] as const) {
         const past = feeds[pastName] as TensorData;
-        out[presentName] = appendSlots(past, out[presentName] as TensorData);
+        out[presentName] = appendAlong(past, out[presentName] as TensorData, 2);
         delete feeds[pastName];
         released += (past.data as Float32Array).byteLength;
       }

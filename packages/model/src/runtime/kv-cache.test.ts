@@ -1,7 +1,7 @@
 import { tensor, type TensorData } from '@sqlenv/onnx-graph';
 import { describe, expect, it } from 'vitest';
 import { GEN_IO } from '../graphs/generation-graph.ts';
-import { appendMask, appendSlots, assembleBatchCache, compactRowCache, extractRowCache, KvCacheStore, kvBytesPerToken, RowCacheView, truncateRowCache, type RowKvCache } from './kv-cache.ts';
+import { appendAlong, assembleBatchCache, compactRowCache, extractRowCache, KvCacheStore, kvBytesPerToken, RowCacheView, truncateRowCache, type RowKvCache } from './kv-cache.ts';
 import { presetConfig } from '../io/presets.ts';
 
 const config = { ...presetConfig('tiny-llama'), numLayers: 2, numKvHeads: 2, headDim: 3 };
@@ -150,21 +150,21 @@ describe('host KV caches', () => {
   });
 });
 
-describe('appendSlots / appendMask: the cache after a run from the past and the slots the run added', () => {
+describe('appendAlong: the cache after a run from the past and the slots the run added', () => {
   it('puts each row and head\'s added slots right after its past slots', () => {
     // (B 2, Hkv 2, S 2, D 1) past and (2, 2, 3, 1) added: value = 100·b + 10·h + slot (added slots 2, 3, 4).
     const past = tensor('float32', [2, 2, 2, 1], Array.from({ length: 8 }, (_, i) => 100 * Math.floor(i / 4) + 10 * (Math.floor(i / 2) % 2) + (i % 2)));
     const added = tensor('float32', [2, 2, 3, 1], Array.from({ length: 12 }, (_, i) => 100 * Math.floor(i / 6) + 10 * (Math.floor(i / 3) % 2) + 2 + (i % 3)));
-    const all = appendSlots(past, added);
+    const all = appendAlong(past, added, 2);
     expect(all.dims).toEqual([2, 2, 5, 1]);
     expect(Array.from(all.data as Float32Array)).toEqual([0, 1, 2, 3, 4, 10, 11, 12, 13, 14, 100, 101, 102, 103, 104, 110, 111, 112, 113, 114]);
-    const mask = appendMask(tensor('int64', [2, 2], [0n, 1n, 1n, 1n]), tensor('int64', [2, 3], [1n, 1n, 1n, 0n, 1n, 1n]));
+    const mask = appendAlong(tensor('int64', [2, 2], [0n, 1n, 1n, 1n]), tensor('int64', [2, 3], [1n, 1n, 1n, 0n, 1n, 1n]), 1);
     expect(mask.dims).toEqual([2, 5]);
     expect(Array.from(mask.data as BigInt64Array)).toEqual([0n, 1n, 1n, 1n, 1n, 1n, 1n, 0n, 1n, 1n]);
   });
 
   it('an empty past gives the added slots as they are', () => {
     const added = tensor('float32', [1, 2, 2, 1], [1, 2, 3, 4]);
-    expect(Array.from(appendSlots(tensor('float32', [1, 2, 0, 1], []), added).data as Float32Array)).toEqual([1, 2, 3, 4]);
+    expect(Array.from(appendAlong(tensor('float32', [1, 2, 0, 1], []), added, 2).data as Float32Array)).toEqual([1, 2, 3, 4]);
   });
 });

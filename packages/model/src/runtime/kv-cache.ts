@@ -1,4 +1,4 @@
-import { tensor, type TensorData } from '@sqlenv/onnx-graph';
+import { elementCount, tensor, type TensorData } from '@sqlenv/onnx-graph';
 import { maxOf } from '@sqlenv/shared';
 import type { ModelConfig } from '../io/config.ts';
 import { GEN_IO } from '../graphs/generation-graph.ts';
@@ -225,33 +225,25 @@ export function assembleBatchCache(config: ModelConfig, rows: readonly (RowKvCac
 }
 
 /**
- * One layer's cache after a run: the past as fed, (B, Hkv, S, D), with the slots the run added,
- * (B, Hkv, S', D), appended after it per row and head: (B, Hkv, S + S', D). The same layout the graph
- * used to return itself, built here so the run's outputs never hold the whole cache.
+ * `added` appended to `past` along `axis` (all other dimensions equal): the cache after a run, from
+ * the past as fed and the slots the run added — a layer's (B, Hkv, S, D) keys or values along axis 2,
+ * the (B, S) mask along axis 1. The layout the graph used to return itself, built here so the run's
+ * outputs never hold the whole cache.
  */
-export function appendSlots(past: TensorData, added: TensorData): TensorData {
-  const [B, Hkv, S, D] = past.dims as [number, number, number, number];
-  const S2 = added.dims[2] as number;
-  const from = past.data as Float32Array;
-  const extra = added.data as Float32Array;
-  const out = new Float32Array(B * Hkv * (S + S2) * D);
-  for (let bh = 0; bh < B * Hkv; bh++) {
-    out.set(from.subarray(bh * S * D, (bh + 1) * S * D), bh * (S + S2) * D);
-    out.set(extra.subarray(bh * S2 * D, (bh + 1) * S2 * D), (bh * (S + S2) + S) * D);
+export function appendAlong<T extends TensorData>(past: T, added: T, axis: number): T {
+  const outer = elementCount(past.dims.slice(0, axis));
+  const a = elementCount(past.dims.slice(axis)); // elements of `past` per outer index
+  const b = elementCount(added.dims.slice(axis));
+  type Typed = Float32Array | BigInt64Array;
+  const from = past.data as Typed;
+  const extra = added.data as Typed;
+  const out = new (from.constructor as new (n: number) => Typed)(outer * (a + b));
+  for (let o = 0; o < outer; o++) {
+    out.set(from.subarray(o * a, (o + 1) * a) as never, o * (a + b));
+    out.set(extra.subarray(o * b, (o + 1) * b) as never, o * (a + b) + a);
   }
-  return tensor('float32', [B, Hkv, S + S2, D], out);
-}
-
-/** The (B, S) past mask with the run's (B, S') mask of added slots appended per row: (B, S + S'). */
-export function appendMask(past: TensorData, added: TensorData): TensorData {
-  const [B, S] = past.dims as [number, number];
-  const S2 = added.dims[1] as number;
-  const out = new BigInt64Array(B * (S + S2));
-  for (let b = 0; b < B; b++) {
-    out.set((past.data as BigInt64Array).subarray(b * S, (b + 1) * S), b * (S + S2));
-    out.set((added.data as BigInt64Array).subarray(b * S2, (b + 1) * S2), b * (S + S2) + S);
-  }
-  return tensor('int64', [B, S + S2], out);
+  const dims = past.dims.map((d, i) => (i === axis ? d + (added.dims[i] as number) : d));
+  return tensor(past.dtype, dims, out as never) as T;
 }
 
 /** Row `b` of a run's present cache: a view of the outputs (its real slots, mask 1, in order), copied only when needed. */
