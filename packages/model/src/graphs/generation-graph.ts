@@ -122,10 +122,10 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const keepCache = g.input(GEN_IO.keepCache, 'bool', []); // ()
   const { vocabSize: V, hiddenSize: H, numHeads: Hq, numKvHeads: Hkv, headDim: D, rmsNormEps: eps } = config;
   const R = Hq / Hkv;
-  // The prefill keeps the x·x RMSNorm; the decode loop switches to the form ONNX Runtime fuses (below).
-  // The fused form in the prefill ran Qwen3-0.6B-shaped turns ~1.45× slower (two pairs of runs,
-  // docs/inference.md, "Fewer nodes per step"), so it is only where it was measured to help.
-  let norm = rmsNorm;
+  // The prefill keeps the x·x RMSNorm; the decode loop uses the form ONNX Runtime fuses. The fused form
+  // in the prefill ran Qwen3-0.6B-shaped turns ~1.45× slower (two pairs of runs, docs/inference.md,
+  // "Fewer nodes per step"), so it is only where it was measured to help.
+  type Norm = typeof rmsNorm;
   const pastMaskIn = g.input(GEN_IO.pastMask, 'int64', ['B', 'S']); // (B, S)
   const pastIn: KvCache[] = [];
   for (let i = 0; i < config.numLayers; i++) {
@@ -144,12 +144,12 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const anyRunning = (b: Graph, done: Tensor): Tensor => b.greater(b.reduceSum(b.cast(b.not(done), 'int64')), 0); // ()
   /** Queries grouped by kv head, scaled: (B, T, Hq·D) projections → (B, Hkv, R, T, D). */
   const groupQueries = (b: Graph, q: Tensor): Tensor => b.transpose(b.reshape(b.mul(q, 1 / Math.sqrt(D)), [0, 0, Hkv, R, D]), [0, 2, 3, 1, 4]);
-  const projectQ = (b: Graph, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): Tensor => {
+  const projectQ = (b: Graph, norm: Norm, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): Tensor => {
     let q = b.reshape(linear(b, params, h, layer.q), [0, 0, Hq, D]); // (B, T, Hq, D)
     if (layer.qNorm !== undefined) q = norm(b, q, layer.qNorm, eps);
     return applyRope(b, q, rope, D); // (B, T, Hq, D)
   };
-  const projectKv = (b: Graph, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): KvCache => {
+  const projectKv = (b: Graph, norm: Norm, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): KvCache => {
     let k = b.reshape(linear(b, params, h, layer.k), [0, 0, Hkv, D]); // (B, T, Hkv, D)
     const v = b.reshape(linear(b, params, h, layer.v), [0, 0, Hkv, D]); // (B, T, Hkv, D)
     if (layer.kNorm !== undefined) k = norm(b, k, layer.kNorm, eps);
@@ -157,7 +157,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
     return { k: b.transpose(k, [0, 2, 1, 3]), v: b.transpose(v, [0, 2, 1, 3]) }; // (B, Hkv, T, D) each
   };
   /** The rest of a layer after attention: o_proj, residual, SwiGLU MLP, residual. */
-  const finishLayer = (b: Graph, layer: LayerParams, x: Tensor, ctx: Tensor): Tensor => {
+  const finishLayer = (b: Graph, norm: Norm, layer: LayerParams, x: Tensor, ctx: Tensor): Tensor => {
     const h = b.add(x, linear(b, params, ctx, layer.o)); // (B, T, H)
     return b.add(h, mlp(b, params, layer, norm(b, h, layer.postAttentionNorm, eps))); // (B, T, H)
   };
@@ -188,8 +188,8 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const freshVisible = g.unsqueeze(freshReal, [1]); // (B, 1, P)
   params.layers.forEach((layer, i) => {
     const past = pastIn[i] as KvCache;
-    const h = norm(g, x, layer.inputNorm, eps); // (B, P, H)
-    const fresh = projectKv(g, layer, h, promptRope); // (B, Hkv, P, D) each
+    const h = rmsNorm(g, x, layer.inputNorm, eps); // (B, P, H)
+    const fresh = projectKv(g, rmsNorm, layer, h, promptRope); // (B, Hkv, P, D) each
     cache.push({ past, fresh });
     const pastKeysT = g.unsqueeze(g.transpose(past.k, [0, 1, 3, 2]), [2]); // (B, Hkv, 1, D, S): read by every chunk
     const pastValues = g.unsqueeze(past.v, [2]); // (B, Hkv, 1, S, D)
@@ -201,7 +201,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       const Tc = b.freshDim('T'); // this chunk's query slots, the same for every slice below
       const part = (t: Tensor, axis: number): Tensor => (start === undefined || end === undefined ? t : b.slice(t, { axis, start, end, dim: Tc }));
       const xc = part(promptInput, 1); // (B, T, H)
-      const q = groupQueries(b, projectQ(b, layer, part(h, 1), { cos: part(promptRope.cos, 1), sin: part(promptRope.sin, 1) })); // (B, Hkv, R, T, D)
+      const q = groupQueries(b, projectQ(b, rmsNorm, layer, part(h, 1), { cos: part(promptRope.cos, 1), sin: part(promptRope.sin, 1) })); // (B, Hkv, R, T, D)
       // The chunk's new keys: every new slot up to its last query (the later ones are its future, all masked).
       const Pc = end === undefined ? P : b.freshDim('P_chunk');
       const upTo = (t: Tensor, axis: number): Tensor => (end === undefined ? t : b.slice(t, { axis, start: 0, end, dim: Pc }));
@@ -215,7 +215,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
         b.matMul(b.slice(probs, { axis: -1, start: 0, end: split, dim: S }), pastValues),
         b.matMul(b.slice(probs, { axis: -1, start: split, end: Infinity, dim: Pc }), upTo(freshValues, 3)),
       ); // (B, Hkv, R, T, D)
-      return finishLayer(b, layer, xc, b.reshape(b.transpose(ctx, [0, 3, 1, 2, 4]), [0, 0, Hq * D])); // (B, T, H)
+      return finishLayer(b, rmsNorm, layer, xc, b.reshape(b.transpose(ctx, [0, 3, 1, 2, 4]), [0, 0, Hq * D])); // (B, T, H)
     };
     if (C === undefined || chunks === undefined) {
       x = chunkThroughLayer(g, undefined, undefined);
@@ -232,14 +232,13 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   });
 
   // The first new token, from the prompt's last position (left padding puts every row's last token at the end).
-  const lastHidden = norm(g, g.gather(x, g.scalar(-1, 'int64'), 1), params.finalNorm, eps); // (B, H)
+  const lastHidden = rmsNorm(g, g.gather(x, g.scalar(-1, 'int64'), 1), params.finalNorm, eps); // (B, H)
   const first = sampleNextToken(g, { logits: lmHeadLogits(g, params, lastHidden), uniform: g.gather(uniforms, g.scalar(0, 'int64'), 1), temperature, topP, topK }, V);
   const firstDone = isStop(g, first.token); // (B)
 
   // ---- Decode: each iteration feeds the token drawn before it. The loop carries only this run's
   // decoded keys and values (B, Hkv, t, D); attention reads the past and the prompt's keys and values
   // from the outer scope and takes one softmax over the three parts' scores.
-  norm = fusableRmsNorm;
   const realTokens = g.reduceSum(keyMask, [1]); // (B): real tokens before the first new one
   const newTokens = g.squeeze(g.shape(uniforms, 1, 2), [0]); // (): N
   const Nd = g.freshDim('N');
@@ -268,11 +267,11 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
       const nextRecent: Tensor[] = [];
       params.layers.forEach((layer, i) => {
         const { past, fresh: prompt } = cache[i] as { past: KvCache; fresh: KvCache };
-        const h = norm(b, xt, layer.inputNorm, eps); // (B, 1, H)
-        const fresh = projectKv(b, layer, h, rope); // (B, Hkv, 1, D) each
+        const h = fusableRmsNorm(b, xt, layer.inputNorm, eps); // (B, 1, H)
+        const fresh = projectKv(b, fusableRmsNorm, layer, h, rope); // (B, Hkv, 1, D) each
         const recent = { k: b.concat([recentFlat[2 * i] as Tensor, fresh.k], 2), v: b.concat([recentFlat[2 * i + 1] as Tensor, fresh.v], 2) }; // (B, Hkv, t + 1, D)
         nextRecent.push(recent.k, recent.v);
-        const q = b.reshape(groupQueries(b, projectQ(b, layer, h, rope)), [0, Hkv, R, D]); // (B, Hkv, R, D): one query slot
+        const q = b.reshape(groupQueries(b, projectQ(b, fusableRmsNorm, layer, h, rope)), [0, Hkv, R, D]); // (B, Hkv, R, D): one query slot
         const pastScores = b.add(b.matMul(q, b.transpose(past.k, [0, 1, 3, 2])), pastDecodeBias); // (B, Hkv, R, S)
         const promptScores = b.add(b.matMul(q, b.transpose(prompt.k, [0, 1, 3, 2])), freshBias); // (B, Hkv, R, P)
         const recentScores = b.matMul(q, b.transpose(recent.k, [0, 1, 3, 2])); // (B, Hkv, R, t + 1): all real, all earlier
@@ -286,9 +285,9 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
           ),
           b.matMul(b.slice(probs, { axis: -1, start: split2, end: Infinity, dim: recentScores.shape[3] as Dim }), recent.v),
         ); // (B, Hkv, R, D)
-        xt = finishLayer(b, layer, xt, b.reshape(ctx, [0, 1, Hq * D])); // (B, 1, H)
+        xt = finishLayer(b, fusableRmsNorm, layer, xt, b.reshape(ctx, [0, 1, Hq * D])); // (B, 1, H)
       });
-      const logits = lmHeadLogits(b, params, norm(b, b.reshape(xt, [0, H]), params.finalNorm, eps)); // (B, V)
+      const logits = lmHeadLogits(b, params, fusableRmsNorm(b, b.reshape(xt, [0, H]), params.finalNorm, eps)); // (B, V)
       const next = sampleNextToken(b, { logits, uniform: b.gather(uniforms, b.add(iter, 1), 1), temperature, topP, topK }, V);
       // Rows that already stopped emit padding with log-probability 0.
       const nextToken = b.where(done, b.scalar(config.padTokenId, 'int64'), next.token); // (B)
