@@ -167,14 +167,17 @@ async function collectReleasedArrays(): Promise<void> {
 
 /**
  * The generation session's settings: direct mode, the pre-packing decision, and for weights above its
- * threshold no CPU arena and no memory pattern, so a run's gigabytes of intermediate cache go back to
- * the system when it ends instead of staying reserved for the next (Qwen3-0.6B shapes, 8 × 1,600
- * tokens: 12.3 → 11.2 GB peak, 9.4 → 5.8 GB between runs; docs/inference.md). Explicit settings win.
+ * threshold no memory pattern (a run's shapes change every time; measured, it saved no time). ORT's
+ * CPU arena stays on: without it every intermediate above glibc's mmap threshold (32 MiB: the
+ * prefill's attention scores, its full-prompt projections) is fresh memory zeroed page by page, and
+ * Qwen3-0.6B-shaped runs took ~3.3× as long (8 × 1,024 prompt tokens: 250 s against 75 s, the same
+ * 5.4 GB peak; docs/inference.md, "Memory of a run"). Explicit settings win (`cpuMemArena: false`
+ * holds less between runs).
  */
 export function generationSessionConfig(prepacking: PrepackingDecision, session: SessionConfig = {}): SessionConfig {
   return {
     mode: 'direct',
-    ...(isBigModel(prepacking.weightBytes, prepacking.thresholdBytes) ? { cpuMemArena: false, memoryPattern: false } : {}),
+    ...(isBigModel(prepacking.weightBytes, prepacking.thresholdBytes) ? { memoryPattern: false } : {}),
     ...session,
     sessionConfig: { ...session.sessionConfig, 'session.disable_prepacking': prepacking.prepacking ? '0' : '1' },
   };

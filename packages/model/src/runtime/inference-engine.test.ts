@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Logger } from '@sqlenv/shared';
 import { DEFAULT_PREFILL_CHUNK_TOKENS } from '../graphs/generation-graph.ts';
 import { Generator } from './generator.ts';
 import { InferenceEngine, replicaPlan } from './inference-engine.ts';
@@ -183,6 +184,20 @@ describe('InferenceEngine', () => {
     // An explicit count wins and still splits the threads.
     expect(replicaPlan({ provider: 'cpu', threads: 2, maxBatchSize: 32, weightBytes: 8e6, replicas: 1 })).toEqual({ replicas: 1, intraOpThreads: 2 });
     expect(replicaPlan({ provider: 'cpu', threads: 2, maxBatchSize: 32, weightBytes: 2.4e9, replicas: 3 })).toEqual({ replicas: 3, intraOpThreads: 1 });
+  });
+
+  it('keeps ONNX Runtime\'s CPU arena on by default; cpuMemArena: false reaches the generation session', async () => {
+    for (const cpuMemArena of [undefined, false]) {
+      // The engine's logger: what it logs with each message.
+      const logged = new Map<string, unknown>();
+      const logger = { child: () => logger, info: (fields: unknown, msg: string) => logged.set(msg, fields), debug: () => {}, warn: () => {} } as unknown as Logger;
+      const e = await InferenceEngine.start({ modelDir: dir, replicas: 2, ...(cpuMemArena === undefined ? {} : { cpuMemArena }) }, logger);
+      try {
+        expect(logged.get('session created')).toMatchObject({ cpuMemArena: cpuMemArena ?? true, replicas: 2 });
+      } finally {
+        await e.close();
+      }
+    }
   });
 
   it('fails fast on bad requests and after close', async () => {

@@ -110,6 +110,13 @@ export const engineOptionsSchema = z.object({
   replicas: z.number().int().positive().default(1),
   /** ORT threads running independent nodes at once. Default 1. */
   interOpThreads: z.number().int().positive().default(1),
+  /**
+   * ONNX Runtime's CPU memory arena for the generation session. On (the default), a run's
+   * intermediates reuse memory the arena already holds; off, every big intermediate is fresh memory
+   * from the system, zeroed page by page, which made Qwen3-0.6B-shaped runs ~3.3× slower
+   * (docs/inference.md, "Memory of a run"). Off holds less between runs: for a host short of memory.
+   */
+  cpuMemArena: z.boolean().default(true),
 });
 export type InferenceEngineOptions = z.input<typeof engineOptionsSchema>;
 
@@ -229,6 +236,7 @@ export class InferenceEngine {
         deviceId: options.deviceId,
         intraOpThreads: options.intraOpThreads,
         interOpThreads: options.interOpThreads,
+        cpuMemArena: options.cpuMemArena,
       },
       scheduler: {
         ...turnSchedulingDefaults(options.provider),
