@@ -42,6 +42,10 @@ const ENGINES = {
   'return-wait': { returnWaitMs: 50 },
   // The default engine as one replica with all of BENCH_THREADS (the default splits a small model's threads over replicas).
   'one-replica': { replicas: 1 },
+  // The defaults with decode chunks of 8 steps instead of 16 (turns join and leave twice as often).
+  'chunk-8': { chunkSteps: 8 },
+  'chunk-4': { chunkSteps: 4 },
+  'one-replica-chunk-8': { replicas: 1, chunkSteps: 8 },
 } as const satisfies Record<string, EngineSetting>;
 type EngineSetting = Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas' | 'lengthBucketTokens'> & { threads?: number };
 /** ORT threads of the process (the commands' `--threads`), split over replicas as the commands do. Default 1. */
@@ -72,6 +76,10 @@ interface Row {
   /** Prompt tokens per turn served from a shared prefix (absent in rows measured before prefix sharing). */
   sharedTokensPerTurn?: number;
   meanBatchSize: number;
+  /** Turns inside a model run on average, all replicas together: Σ rows × run time ÷ wall time (absent in rows measured before). */
+  rowsInRuns?: number;
+  /** Per turn, milliseconds: inside runs (rows × run time ÷ turns), queued before its prefill, away (agent + environment since its episode's last turn). */
+  turnMs?: { inRuns: number; queued: number; away: number };
   rowStepsPerToken: number;
   /** Share of the wall time the engine waited for returning episodes between runs (absent in rows measured before that wait). */
   returnWaitShare?: number;
@@ -117,7 +125,7 @@ function round(x: number, digits: number): number {
 }
 
 function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: number, before: InferenceEngine['stats'], after: InferenceEngine['stats'], peakRssMiB: number): Row {
-  const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'sharedTokens' | 'rowSteps' | 'steps' | 'runs' | 'returnWaitMs'): number => after[k] - before[k];
+  const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'sharedTokens' | 'rowSteps' | 'steps' | 'runs' | 'returnWaitMs' | 'rowMs' | 'queueMs' | 'awayMs' | 'returns'): number => after[k] - before[k];
   return {
     model,
     engine: spec.engine,
@@ -130,6 +138,8 @@ function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: num
     prefillTokensPerTurn: Math.round(d('prefillTokens') / d('turns')),
     sharedTokensPerTurn: Math.round(d('sharedTokens') / d('turns')),
     meanBatchSize: round(d('rowSteps') / d('steps'), 2),
+    rowsInRuns: round(d('rowMs') / (seconds * 1000), 1),
+    turnMs: { inRuns: Math.round(d('rowMs') / d('turns')), queued: Math.round(d('queueMs') / d('turns')), away: d('returns') === 0 ? 0 : Math.round(d('awayMs') / d('returns')) },
     rowStepsPerToken: round(d('rowSteps') / d('generatedTokens'), 2),
     returnWaitShare: round(d('returnWaitMs') / (seconds * 1000), 3),
     runs: d('runs'),
@@ -296,9 +306,9 @@ const speedup = (r: Row): string => {
   return base === undefined || base === r ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}× ${base.engine})`;
 };
 const table = [
-  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | row-steps ÷ returned tokens | waiting for returns | runs | peak RSS (MiB) |',
-  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.rowStepsPerToken} | ${r.returnWaitShare === undefined ? '—' : `${round(100 * r.returnWaitShare, 1)} %`} | ${r.runs} | ${r.peakRssMiB} |`),
+  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | turns in a run (all replicas) | ms per turn: in runs / queued / away | row-steps ÷ returned tokens | waiting for returns | runs | peak RSS (MiB) |',
+  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.rowsInRuns ?? '—'} | ${r.turnMs === undefined ? '—' : `${r.turnMs.inRuns} / ${r.turnMs.queued} / ${r.turnMs.away}`} | ${r.rowStepsPerToken} | ${r.returnWaitShare === undefined ? '—' : `${round(100 * r.returnWaitShare, 1)} %`} | ${r.runs} | ${r.peakRssMiB} |`),
 ];
 const markdown = `# LLM rollout benchmark (CPU): static batches vs continuous batching with per-episode KV caches
 
@@ -316,6 +326,7 @@ ${table.join('\n')}
   width-grouped prefill runs). *as-filed*: the same on one ORT thread (the engine as the commands ran it before this work:
   one intra-op thread, static batches, 128-token buckets). The other engines pad to multiples of 32 (the default). *one-replica*: the defaults as one engine thread with all the process's ORT
   threads (the default runs a small model as replicas splitting them, \`replicaPlan\`). The same turns, seeds and sampling.
+  *chunk-8*, *chunk-4*, *one-replica-chunk-8*: the defaults (or *one-replica*) with decode chunks of 8 or 4 steps instead of 16.
   *Waiting for returns*: share of the wall time spent in that wait.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
@@ -327,7 +338,12 @@ ${table.join('\n')}
   151,936), ${shapeText('qwen3-0.6b')}.
 - *prefill tokens per turn*: prompt tokens fed to the model per turn (cached ones not counted); *shared-prefix tokens per
   turn*: of the cached ones, those taken from another episode's prompt. *Mean batch*: rows per loop
-  iteration (row-steps ÷ steps), the batch the decode ran at. *Row-steps ÷ returned tokens*: tokens computed (rows × loop
+  iteration (row-steps ÷ steps), the batch the decode ran at (each replica its own). *Turns in a run*: Σ rows × run time ÷ wall
+  time over every replica: how many of the episodes in flight were inside a prefill run or a decode chunk on average (the rest
+  were in their environment step, in the agent's parsing and tokenizing, or waiting for the running chunk to end). *ms per
+  turn*: inside prefill runs and decode chunks (Σ rows × run time ÷ turns), queued (from the turn's arrival at its replica to
+  the start of its prefill run), away (from the end of an episode's turn to the arrival of its next: the agent and its
+  environment step). *Row-steps ÷ returned tokens*: tokens computed (rows × loop
   iterations) per token returned; the excess is rows decoding past their stop while a batch-mate runs on. *Peak RSS*: of the
   child process that ran the configuration (weights, session, caches).
 - Each configuration runs in its own process, the engines of a row pair one right after the other; the cores are shared with other

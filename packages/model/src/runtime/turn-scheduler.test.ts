@@ -132,6 +132,30 @@ describe('TurnScheduler: waiting for returning episodes', () => {
   });
 });
 
+describe('TurnScheduler: where the turns spend their time (stats)', () => {
+  it('counts rows × run time, the wait before a prefill run and the time an episode spent away', async () => {
+    const generator = new RecordingGenerator(100);
+    const s = scheduler(generator);
+    // y decodes in 100 ms runs; x's first turn arrives while y's first run is running and waits for it.
+    const y = s.submit({ promptIds: prompt, maxNewTokens: 8, seed: 1, temperature: 1.2, cacheKey: 'y' });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const x1 = await s.submit({ promptIds: [9, 9, 9, 9], maxNewTokens: 1, seed: 2, temperature: 1.1, cacheKey: 'x' });
+    const queuedBefore = s.stats.queueMs;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    await Promise.all([y, s.submit({ promptIds: [9, 9, 9, 9, ...x1.tokens, 7], maxNewTokens: 1, seed: 3, temperature: 1.3, cacheKey: 'x' })]);
+    const { rowMs, rows, queueMs, awayMs, returns, busyMs } = s.stats;
+    // Every run lasts at least its 100 ms: rows × 100 ms at least, and no more than all rows for the whole busy time.
+    expect(rowMs).toBeGreaterThanOrEqual(rows * 99);
+    expect(rowMs).toBeLessThanOrEqual(rows * busyMs);
+    // x's first turn arrived ~10 ms into y's first run of 100 ms and waited for its end.
+    expect(queuedBefore).toBeGreaterThanOrEqual(80);
+    expect(queueMs).toBeGreaterThanOrEqual(queuedBefore);
+    // One episode came back (x; y's turn was its only one), after its 30 ms away.
+    expect(returns).toBe(1);
+    expect(awayMs).toBeGreaterThanOrEqual(29);
+  });
+});
+
 describe('prefillGroups: rows of a prefill run split by width', () => {
   const cost = (widths: readonly number[], groups: number[][], bucket: number): number =>
     groups.reduce((n, g) => n + PREFILL_RUN_COST_TOKENS + g.length * Math.max(...g.map((i) => Math.ceil((widths[i] as number) / bucket) * bucket)), 0);

@@ -136,13 +136,21 @@ export interface SchedulerStats {
   generatedTokens: number;
   /** Wall time inside generation runs, in milliseconds. */
   busyMs: number;
+  /** Rows × wall time of each run, in row-milliseconds: ÷ elapsed time = the turns inside a model run on average. */
+  rowMs: number;
+  /** Σ over turns of the time from their arrival to the start of their prefill run, in milliseconds. */
+  queueMs: number;
+  /** Σ over turns that continue an episode of the time since its previous turn finished here (the agent and its environment step), in milliseconds. */
+  awayMs: number;
+  /** Turns counted in `awayMs`. */
+  returns: number;
   /** Wall time spent waiting for returning episodes between runs (`returnWaitMs`), in milliseconds. */
   returnWaitMs: number;
 }
 
 /** Counters at zero: a new scheduler's, and what the engine reports before the first turn. */
 export function emptySchedulerStats(): SchedulerStats {
-  return { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, uncopiedRuns: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, returnWaitMs: 0 };
+  return { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, uncopiedRuns: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, rowMs: 0, queueMs: 0, awayMs: 0, returns: 0, returnWaitMs: 0 };
 }
 
 interface Turn {
@@ -150,6 +158,8 @@ interface Turn {
   /** Swaps requested before this turn arrived: it runs under the adapter they leave. */
   epoch: number;
   uniforms: Float32Array;
+  /** `performance.now()` when it arrived. */
+  arrived: number;
   resolve: (result: SchedulerResult) => void;
   reject: (error: AppError) => void;
 }
@@ -203,6 +213,8 @@ export class TurnScheduler {
   readonly #awaitedEpisodes = new Set<string>();
   /** During a wait for returning turns: counts one returned turn. */
   #onReturn: (() => void) | undefined;
+  /** When each episode's last turn finished here (oldest first; bounded): for `awayMs`. */
+  readonly #lastFinished = new Map<string, number>();
   readonly stats: SchedulerStats = emptySchedulerStats();
 
   constructor(generator: Generator, options: TurnSchedulerOptions) {
@@ -230,7 +242,9 @@ export class TurnScheduler {
         reject(error as AppError);
         return;
       }
-      this.#waiting.push({ request, epoch: this.#epochRequested, uniforms: uniformsForSeed(request.seed ?? 0, request.maxNewTokens), resolve, reject });
+      const arrived = performance.now();
+      this.#waiting.push({ request, epoch: this.#epochRequested, uniforms: uniformsForSeed(request.seed ?? 0, request.maxNewTokens), arrived, resolve, reject });
+      this.#noteArrival(request.cacheKey, arrived);
       this.#noteReturn(request.cacheKey);
       this.#kick(true);
     });
@@ -338,6 +352,16 @@ export class TurnScheduler {
       };
     });
     this.stats.returnWaitMs += performance.now() - started;
+  }
+
+  /** A turn arrived: the time its episode spent away since its last turn finished here. */
+  #noteArrival(cacheKey: string | undefined, arrived: number): void {
+    if (cacheKey === undefined) return;
+    const finished = this.#lastFinished.get(cacheKey);
+    if (finished === undefined) return;
+    this.#lastFinished.delete(cacheKey);
+    this.stats.awayMs += arrived - finished;
+    this.stats.returns++;
   }
 
   /** A turn arrived: if its episode's last turn finished here, that is one return. */
@@ -538,6 +562,7 @@ export class TurnScheduler {
     // The run owns the caches now: it lets go of them once its feeds are built (a failed run fails its turns anyway).
     for (const r of rows) r.cache = undefined;
     const started = performance.now();
+    for (const r of rows) if (r.generated.tokens.length === 0) this.stats.queueMs += started - r.turn.arrived;
     let outputs: RowOutput[];
     try {
       outputs = await this.#generator.runRows(inputs, {
@@ -559,7 +584,9 @@ export class TurnScheduler {
       }
       return;
     } finally {
-      this.stats.busyMs += performance.now() - started;
+      const ms = performance.now() - started;
+      this.stats.busyMs += ms;
+      this.stats.rowMs += rows.length * ms;
     }
     const computed = outputs[0]?.steps ?? 0;
     this.stats.runs++;
@@ -613,6 +640,15 @@ export class TurnScheduler {
       while (this.#store.size > 2 * this.#options.maxBatchSize && this.#store.evictOldest()) this.stats.evictions++;
     }
     row.cache = undefined;
+    if (cacheKey !== undefined) {
+      this.#lastFinished.delete(cacheKey);
+      this.#lastFinished.set(cacheKey, performance.now());
+      // Ended episodes never return: keep the most recent few times the batch.
+      for (const key of this.#lastFinished.keys()) {
+        if (this.#lastFinished.size <= 4 * this.#options.maxBatchSize) break;
+        this.#lastFinished.delete(key);
+      }
+    }
     if (cacheKey !== undefined && this.#options.returnWaitMs > 0 && Number.isFinite(this.#options.chunkSteps)) {
       this.#finishedThisIteration++;
       this.#awaitedEpisodes.delete(cacheKey);
