@@ -209,11 +209,12 @@ export class TurnScheduler {
   #timer: ReturnType<typeof setTimeout> | undefined;
   /** Turns with a cache key that finished in the current iteration: their episodes' next turns are expected back. */
   #finishedThisIteration = 0;
-  /** Episodes whose last turn finished here and whose next turn has not arrived (oldest first; bounded). */
-  readonly #awaitedEpisodes = new Set<string>();
   /** During a wait for returning turns: counts one returned turn. */
   #onReturn: (() => void) | undefined;
-  /** When each episode's last turn finished here (oldest first; bounded): for `awayMs`. */
+  /**
+   * Episodes whose last turn finished here and whose next turn has not arrived, with when it finished
+   * (oldest first; bounded): `awayMs`, and the returns a wait for returning turns counts.
+   */
   readonly #lastFinished = new Map<string, number>();
   readonly stats: SchedulerStats = emptySchedulerStats();
 
@@ -244,8 +245,7 @@ export class TurnScheduler {
       }
       const arrived = performance.now();
       this.#waiting.push({ request, epoch: this.#epochRequested, uniforms: uniformsForSeed(request.seed ?? 0, request.maxNewTokens), arrived, resolve, reject });
-      this.#noteArrival(request.cacheKey, arrived);
-      this.#noteReturn(request.cacheKey);
+      if (this.#noteArrival(request.cacheKey, arrived)) this.#onReturn?.();
       this.#kick(true);
     });
   }
@@ -354,20 +354,14 @@ export class TurnScheduler {
     this.stats.returnWaitMs += performance.now() - started;
   }
 
-  /** A turn arrived: the time its episode spent away since its last turn finished here. */
-  #noteArrival(cacheKey: string | undefined, arrived: number): void {
-    if (cacheKey === undefined) return;
-    const finished = this.#lastFinished.get(cacheKey);
-    if (finished === undefined) return;
+  /** A turn arrived: whether its episode's last turn finished here (a return), counting the time it spent away. */
+  #noteArrival(cacheKey: string | undefined, arrived: number): boolean {
+    const finished = cacheKey === undefined ? undefined : this.#lastFinished.get(cacheKey);
+    if (cacheKey === undefined || finished === undefined) return false;
     this.#lastFinished.delete(cacheKey);
     this.stats.awayMs += arrived - finished;
     this.stats.returns++;
-  }
-
-  /** A turn arrived: if its episode's last turn finished here, that is one return. */
-  #noteReturn(cacheKey: string | undefined): void {
-    if (cacheKey === undefined || !this.#awaitedEpisodes.delete(cacheKey)) return;
-    this.#onReturn?.();
+    return true;
   }
 
   /** Whether a row's keys and values are those of the adapter applied now (a swap may have come since it was admitted). */
@@ -649,16 +643,7 @@ export class TurnScheduler {
         this.#lastFinished.delete(key);
       }
     }
-    if (cacheKey !== undefined && this.#options.returnWaitMs > 0 && Number.isFinite(this.#options.chunkSteps)) {
-      this.#finishedThisIteration++;
-      this.#awaitedEpisodes.delete(cacheKey);
-      this.#awaitedEpisodes.add(cacheKey);
-      // Ended episodes never return: keep the most recent few times the batch.
-      for (const key of this.#awaitedEpisodes) {
-        if (this.#awaitedEpisodes.size <= 4 * this.#options.maxBatchSize) break;
-        this.#awaitedEpisodes.delete(key);
-      }
-    }
+    if (cacheKey !== undefined && this.#options.returnWaitMs > 0 && Number.isFinite(this.#options.chunkSteps)) this.#finishedThisIteration++;
     row.turn.resolve(result);
     return true;
   }
