@@ -78,7 +78,7 @@ interface Row {
   meanBatchSize: number;
   /** Turns inside a model run on average, all replicas together: Σ rows × run time ÷ wall time (absent in rows measured before). */
   rowsInRuns?: number;
-  /** Per turn, milliseconds: inside runs (rows × run time ÷ turns), queued before its prefill, away (agent + environment since its episode's last turn). */
+  /** Per turn, milliseconds: inside runs (rows × run time ÷ turns), queued before its prefill, away (since its episode's last turn: the agent, the environment, the replica's running chunk). */
   turnMs?: { inRuns: number; queued: number; away: number };
   rowStepsPerToken: number;
   /** Share of the wall time the engine waited for returning episodes between runs (absent in rows measured before that wait). */
@@ -342,8 +342,8 @@ ${table.join('\n')}
   time over every replica: how many of the episodes in flight were inside a prefill run or a decode chunk on average (the rest
   were in their environment step, in the agent's parsing and tokenizing, or waiting for the running chunk to end). *ms per
   turn*: inside prefill runs and decode chunks (Σ rows × run time ÷ turns), queued (from the turn's arrival at its replica to
-  the start of its prefill run), away (from the end of an episode's turn to the arrival of its next: the agent and its
-  environment step). *Row-steps ÷ returned tokens*: tokens computed (rows × loop
+  the start of its prefill run), away (from the end of an episode's turn to the arrival of its next: the agent, its
+  environment step, and the wait for the replica's running chunk, since a replica reads its messages between runs). *Row-steps ÷ returned tokens*: tokens computed (rows × loop
   iterations) per token returned; the excess is rows decoding past their stop while a batch-mate runs on. *Peak RSS*: of the
   child process that ran the configuration (weights, session, caches).
 - Each configuration runs in its own process, the engines of a row pair one right after the other; the cores are shared with other

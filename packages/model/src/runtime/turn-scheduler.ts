@@ -140,7 +140,7 @@ export interface SchedulerStats {
   rowMs: number;
   /** Σ over turns of the time from their arrival to the start of their prefill run, in milliseconds. */
   queueMs: number;
-  /** Σ over turns that continue an episode of the time since its previous turn finished here (the agent and its environment step), in milliseconds. */
+  /** Σ over turns that continue an episode of the time since its previous turn finished here (the agent, its environment step, and any run this thread was inside when the turn came back), in milliseconds. */
   awayMs: number;
   /** Turns counted in `awayMs`. */
   returns: number;
