@@ -122,9 +122,9 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const keepCache = g.input(GEN_IO.keepCache, 'bool', []); // ()
   const { vocabSize: V, hiddenSize: H, numHeads: Hq, numKvHeads: Hkv, headDim: D, rmsNormEps: eps } = config;
   const R = Hq / Hkv;
-  // The prefill keeps the x·x RMSNorm; the decode loop uses the form ONNX Runtime fuses. The fused form
-  // in the prefill ran Qwen3-0.6B-shaped turns ~1.45× slower (two pairs of runs, docs/inference.md,
-  // "Fewer nodes per step"), so it is only where it was measured to help.
+  // The prefill keeps the x·x RMSNorm; the decode loop uses the form ONNX Runtime fuses, where it was
+  // measured to help. (A slowdown once blamed on the fused form in the prefill came from ORT's CPU arena
+  // being off; the fused prefill was not measured again: docs/inference.md, "Fewer nodes per step".)
   type Norm = typeof rmsNorm;
   const pastMaskIn = g.input(GEN_IO.pastMask, 'int64', ['B', 'S']); // (B, S)
   const pastIn: KvCache[] = [];

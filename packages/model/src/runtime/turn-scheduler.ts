@@ -356,8 +356,9 @@ export class TurnScheduler {
 
   /** A turn arrived: whether its episode's last turn finished here (a return), counting the time it spent away. */
   #noteArrival(cacheKey: string | undefined, arrived: number): boolean {
-    const finished = cacheKey === undefined ? undefined : this.#lastFinished.get(cacheKey);
-    if (cacheKey === undefined || finished === undefined) return false;
+    if (cacheKey === undefined) return false;
+    const finished = this.#lastFinished.get(cacheKey);
+    if (finished === undefined) return false;
     this.#lastFinished.delete(cacheKey);
     this.stats.awayMs += arrived - finished;
     this.stats.returns++;
