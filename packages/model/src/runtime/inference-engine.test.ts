@@ -198,6 +198,7 @@ describe('InferenceEngine', () => {
         await e.close();
       }
     }
+    await expect(InferenceEngine.start({ modelDir: dir, cpuMemArena: 'off' as unknown as boolean })).rejects.toThrow(/invalid inference engine options: .*cpuMemArena/);
   });
 
   it('fails fast on bad requests and after close', async () => {
