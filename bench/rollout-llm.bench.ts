@@ -46,8 +46,11 @@ const ENGINES = {
   'chunk-8': { chunkSteps: 8 },
   'chunk-4': { chunkSteps: 4 },
   'one-replica-chunk-8': { replicas: 1, chunkSteps: 8 },
+  // The defaults with the decode batch assembled anew for every chunk whose rows changed (before the resident batch).
+  'copied-batch': { residentBatch: false },
+  'copied-batch-chunk-8': { residentBatch: false, chunkSteps: 8 },
 } as const satisfies Record<string, EngineSetting>;
-type EngineSetting = Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas' | 'lengthBucketTokens'> & { threads?: number };
+type EngineSetting = Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas' | 'lengthBucketTokens' | 'residentBatch'> & { threads?: number };
 /** ORT threads of the process (the commands' `--threads`), split over replicas as the commands do. Default 1. */
 const THREADS = Number(process.env['BENCH_THREADS'] ?? 1);
 type EngineName = keyof typeof ENGINES;
@@ -85,6 +88,8 @@ interface Row {
   returnWaitShare?: number;
   runs: number;
   peakRssMiB: number;
+  /** CPU time of the benchmark's process (all its threads: engine replicas, agents, environments) per episode, in milliseconds (absent in rows measured before). */
+  cpuMsPerEpisode?: number;
 }
 
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -124,7 +129,15 @@ function round(x: number, digits: number): number {
   return Number(x.toFixed(digits));
 }
 
-function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: number, before: InferenceEngine['stats'], after: InferenceEngine['stats'], peakRssMiB: number): Row {
+/** CPU milliseconds (user + system, every thread) this process spends in `work`. */
+async function withCpuMs<T>(work: () => Promise<T>): Promise<{ value: T; cpuMs: number }> {
+  const start = process.cpuUsage();
+  const value = await work();
+  const used = process.cpuUsage(start);
+  return { value, cpuMs: (used.user + used.system) / 1000 };
+}
+
+function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: number, before: InferenceEngine['stats'], after: InferenceEngine['stats'], peakRssMiB: number, cpuMs: number): Row {
   const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'sharedTokens' | 'rowSteps' | 'steps' | 'runs' | 'returnWaitMs' | 'rowMs' | 'queueMs' | 'awayMs' | 'returns'): number => after[k] - before[k];
   return {
     model,
@@ -144,6 +157,7 @@ function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: num
     returnWaitShare: round(d('returnWaitMs') / (seconds * 1000), 3),
     runs: d('runs'),
     peakRssMiB,
+    cpuMsPerEpisode: Math.round(cpuMs / episodes),
   };
 }
 
@@ -204,10 +218,10 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
     const { value, peakRssMiB } = await withPeakRss(async () => {
       await play('warm-up', Math.max(4, Math.min(16, spec.concurrency)));
       const before = model.engine.stats;
-      const seconds = await play('timed', episodes);
-      return { before, seconds };
+      const { value: seconds, cpuMs } = await withCpuMs(() => play('timed', episodes));
+      return { before, seconds, cpuMs };
     });
-    return statsRow(basename(spec.modelDir), spec, episodes, value.seconds, value.before, model.engine.stats, peakRssMiB);
+    return statsRow(basename(spec.modelDir), spec, episodes, value.seconds, value.before, model.engine.stats, peakRssMiB, value.cpuMs);
   } finally {
     await model.close();
     await runtimes.close();
@@ -233,13 +247,13 @@ async function engineTurns(spec: ChildSpec): Promise<Row> {
       await Promise.all(Array.from({ length: Math.min(4, spec.concurrency) }, (_, e) => episode(e, 1)));
       const before = engine.stats;
       const started = performance.now();
-      await Promise.all(Array.from({ length: spec.concurrency }, (_, e) => episode(e, 0)));
-      return { before, seconds: (performance.now() - started) / 1000, after: engine.stats };
+      const { cpuMs } = await withCpuMs(() => Promise.all(Array.from({ length: spec.concurrency }, (_, e) => episode(e, 0))));
+      return { before, seconds: (performance.now() - started) / 1000, after: engine.stats, cpuMs };
     } finally {
       await engine.close();
     }
   });
-  return statsRow(shape.model, spec, spec.concurrency, value.seconds, value.before, value.after, peakRssMiB);
+  return statsRow(shape.model, spec, spec.concurrency, value.seconds, value.before, value.after, peakRssMiB, value.cpuMs);
 }
 
 // ---- child: one configuration, one JSON line ------------------------------------------------
@@ -306,9 +320,9 @@ const speedup = (r: Row): string => {
   return base === undefined || base === r ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}× ${base.engine})`;
 };
 const table = [
-  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | turns in a run (all replicas) | ms per turn: in runs / queued / away | row-steps ÷ returned tokens | waiting for returns | runs | peak RSS (MiB) |',
-  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.rowsInRuns ?? '—'} | ${r.turnMs === undefined ? '—' : `${r.turnMs.inRuns} / ${r.turnMs.queued} / ${r.turnMs.away}`} | ${r.rowStepsPerToken} | ${r.returnWaitShare === undefined ? '—' : `${round(100 * r.returnWaitShare, 1)} %`} | ${r.runs} | ${r.peakRssMiB} |`),
+  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | turns in a run (all replicas) | ms per turn: in runs / queued / away | row-steps ÷ returned tokens | waiting for returns | runs | peak RSS (MiB) | CPU ms per episode |',
+  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.rowsInRuns ?? '—'} | ${r.turnMs === undefined ? '—' : `${r.turnMs.inRuns} / ${r.turnMs.queued} / ${r.turnMs.away}`} | ${r.rowStepsPerToken} | ${r.returnWaitShare === undefined ? '—' : `${round(100 * r.returnWaitShare, 1)} %`} | ${r.runs} | ${r.peakRssMiB} | ${r.cpuMsPerEpisode ?? '—'} |`),
 ];
 const markdown = `# LLM rollout benchmark (CPU): static batches vs continuous batching with per-episode KV caches
 
@@ -327,6 +341,9 @@ ${table.join('\n')}
   one intra-op thread, static batches, 128-token buckets). The other engines pad to multiples of 32 (the default). *one-replica*: the defaults as one engine thread with all the process's ORT
   threads (the default runs a small model as replicas splitting them, \`replicaPlan\`). The same turns, seeds and sampling.
   *chunk-8*, *chunk-4*, *one-replica-chunk-8*: the defaults (or *one-replica*) with decode chunks of 8 or 4 steps instead of 16.
+  *copied-batch*, *copied-batch-chunk-8*: the defaults (or *chunk-8*) with \`residentBatch: false\`: the decode batch's cache
+  assembled anew (copied) for every chunk whose rows changed, and every run's added slots appended to a copy of its past,
+  as before the resident batch.
   *Waiting for returns*: share of the wall time spent in that wait.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
@@ -345,7 +362,9 @@ ${table.join('\n')}
   the start of its prefill run), away (from the end of an episode's turn to the arrival of its next: the agent, its
   environment step, and the wait for the replica's running chunk, since a replica reads its messages between runs). *Row-steps ÷ returned tokens*: tokens computed (rows × loop
   iterations) per token returned; the excess is rows decoding past their stop while a batch-mate runs on. *Peak RSS*: of the
-  child process that ran the configuration (weights, session, caches).
+  child process that ran the configuration (weights, session, caches). *CPU ms per episode*: that process's CPU time (user +
+  system, all its threads: engine replicas, agents, environments) over the timed episodes, per episode: the work an episode
+  costs, which moves much less than the wall time when other jobs share the cores.
 - Each configuration runs in its own process, the engines of a row pair one right after the other; the cores are shared with other
   jobs (load average above), so compare the two engines of one row pair, not runs of different days.
 `;

@@ -9,6 +9,7 @@ import { IO } from '../graphs/forward-graphs.ts';
 import { appendAlong, assembleBatchCache, extractRowCache, kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
 import { loraTensorSpecs, zeroLoraWeights, type LoraConfig, type LoraWeights } from '../graphs/lora.ts';
 import type { ModelWeights } from '../io/weights.ts';
+import { residentBatchOf } from './resident-batch.ts';
 import { isBigModel, prepackingDecision, weightBytes, type PrepackingDecision } from './prepacking.ts';
 
 /** One sequence to continue. */
@@ -263,7 +264,10 @@ export class Generator {
     // A row with fewer uniforms than steps (its own token budget ends inside the run) reads zeros past them:
     // those tokens are cut by the caller.
     rows.forEach((r, b) => uniforms.set(r.uniforms.subarray(0, N), b * N));
-    const past = assembleBatchCache(this.config, rows.map((r) => r.cache));
+    // Rows that are exactly a resident batch's, in its order, feed its arrays as they are and the run's
+    // added slots are written into them; any other rows are assembled into a new batch (copied).
+    const resident = residentBatchOf(rows.map((r) => r.cache));
+    const past = resident?.feeds() ?? assembleBatchCache(this.config, rows.map((r) => r.cache));
     if (options.releaseCaches === true) {
       for (const r of rows) delete (r as { cache?: RowKvCache }).cache;
       // Caches released since the last collection (earlier runs' outputs, compacted copies) would stay
@@ -292,7 +296,8 @@ export class Generator {
       for (let i = 0; i < this.config.numLayers; i++) wanted.push(GEN_IO.presentKey(i), GEN_IO.presentValue(i));
     }
     const out = await this.#session.run(feeds, { outputs: wanted });
-    if (options.keepCache) await this.#appendToPast(feeds, out);
+    if (options.keepCache && resident !== undefined) resident.append(out);
+    else if (options.keepCache) await this.#appendToPast(feeds, out);
     const tokensT = out[GEN_IO.tokens] as TensorData;
     const width = tokensT.dims[1] as number;
     const tokens = tokensT.data as BigInt64Array;
@@ -311,7 +316,7 @@ export class Generator {
           break;
         }
       }
-      if (options.keepCache) result.cache = extractRowCache(this.config, out, b);
+      if (options.keepCache) result.cache = resident === undefined ? extractRowCache(this.config, out, b) : resident.row(b);
       return result;
     });
   }

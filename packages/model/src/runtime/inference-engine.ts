@@ -61,6 +61,12 @@ export const engineOptionsSchema = z.object({
    * (bench/results/rollout-llm-return-wait.md, docs/inference.md).
    */
   returnWaitMs: z.number().nonnegative().default(0),
+  /**
+   * Continuous batching: keep the decode batch's KV cache in place between chunks, with room for
+   * the slots the next chunks add, so a chunk copies only its new slots and the rows that joined,
+   * not every row's cache (resident-batch.ts, docs/inference.md). Default true.
+   */
+  residentBatch: z.boolean().default(true),
   /** Prompt widths are rounded up to a multiple of this. Default 32 tokens. */
   lengthBucketTokens: z.number().int().positive().default(32),
   /**
@@ -249,6 +255,7 @@ export class InferenceEngine {
         lengthBucketTokens: options.lengthBucketTokens,
         batchWindowMs: options.batchWindowMs,
         returnWaitMs: options.returnWaitMs,
+        residentBatch: options.residentBatch,
         topK: options.topK,
         stopIds: options.stopIds,
       },

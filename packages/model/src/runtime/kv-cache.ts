@@ -31,7 +31,7 @@ export function rowCacheBytes(config: ModelConfig, cache: RowKvCache | undefined
 }
 
 /** Where a row's slots go in a (·, Hkv, width, D) batch feed: its row starts at `base`, its slots at `pad`. */
-interface BatchRowSlot {
+export interface BatchRowSlot {
   data: Float32Array;
   base: number;
   width: number;
@@ -42,13 +42,32 @@ interface BatchRowSlot {
  * The first `length` of the `srcLength` slots of a compact (Hkv, srcLength, D) array, copied into a
  * batch row (`out`) or into a new compact (Hkv, length, D) array.
  */
-function copyCompactSlots(src: Float32Array, srcLength: number, length: number, Hkv: number, D: number, out?: BatchRowSlot): Float32Array {
+export function copyCompactSlots(src: Float32Array, srcLength: number, length: number, Hkv: number, D: number, out?: BatchRowSlot): Float32Array {
   const dst = out?.data ?? new Float32Array(Hkv * length * D);
   for (let h = 0; h < Hkv; h++) {
     const at = out === undefined ? h * length * D : out.base + (h * out.width + out.pad) * D;
     dst.set(src.subarray(h * srcLength * D, (h * srcLength + length) * D), at);
   }
   return dst;
+}
+
+/**
+ * A cache that holds no compact arrays of its own but copies its slots from where they live (a run's
+ * outputs, a resident batch's arrays): batches and truncations copy straight from there.
+ */
+export interface SlotCopyingCache extends RowKvCache {
+  /**
+   * Copy the first `length` real slots of one layer's keys (or values) into `out` at row offset
+   * `pad` of a (·, Hkv, S, D) batch feed whose row starts at `base`; with no `out`, a compact
+   * (Hkv, length, D) array.
+   */
+  copyLayer(name: 'key' | 'value', layer: number, length: number, out?: BatchRowSlot): Float32Array;
+  /** Its first `length` real slots as a compact cache of their own. */
+  slots(length: number): RowKvCache;
+}
+
+export function copiesOwnSlots(cache: RowKvCache): cache is SlotCopyingCache {
+  return typeof (cache as Partial<SlotCopyingCache>).copyLayer === 'function';
 }
 
 /**
@@ -59,7 +78,7 @@ function copyCompactSlots(src: Float32Array, srcLength: number, length: number, 
  * `values` compact it on first access and let go of the outputs; parking a cache (`compactRowCache`,
  * `truncateRowCache`) does the same, so only the rows still decoding keep a run's outputs alive.
  */
-export class RowCacheView implements RowKvCache {
+export class RowCacheView implements SlotCopyingCache {
   readonly length: number;
   readonly #config: ModelConfig;
   #source: Record<string, TensorData> | undefined;
@@ -102,11 +121,6 @@ export class RowCacheView implements RowKvCache {
     return this.#materialise().values;
   }
 
-  /**
-   * Copy the first `length` real slots of one layer's keys (or values) into `out` at row offset
-   * `pad` of a (·, Hkv, S, D) batch feed whose row `b` starts at `base`; with no `out`, a compact
-   * (Hkv, length, D) array.
-   */
   copyLayer(name: 'key' | 'value', layer: number, length: number, out?: BatchRowSlot): Float32Array {
     const { numKvHeads: Hkv, headDim: D } = this.#config;
     const compact = this.#compact;
@@ -130,7 +144,6 @@ export class RowCacheView implements RowKvCache {
     return dst;
   }
 
-  /** Its first `length` real slots as a compact cache of their own. */
   slots(length: number): RowKvCache {
     const keys: Float32Array[] = [];
     const values: Float32Array[] = [];
@@ -150,15 +163,16 @@ export class RowCacheView implements RowKvCache {
   }
 }
 
-/** A cache that holds nothing but its own arrays: a view is compacted (and lets go of its run's outputs). */
+/** A cache that holds nothing but its own arrays: a view is compacted (and lets go of its run's outputs), a resident row copied out. */
 export function compactRowCache(cache: RowKvCache): RowKvCache {
-  return cache instanceof RowCacheView ? { length: cache.length, keys: cache.keys, values: cache.values } : cache;
+  if (cache instanceof RowCacheView) return { length: cache.length, keys: cache.keys, values: cache.values };
+  return copiesOwnSlots(cache) ? cache.slots(cache.length) : cache;
 }
 
 /** The first `length` tokens of a cache (dropping what was fed after a row's last valid token), compacted. */
 export function truncateRowCache(config: ModelConfig, cache: RowKvCache, length: number): RowKvCache {
   if (length >= cache.length) return compactRowCache(cache);
-  if (cache instanceof RowCacheView) return cache.slots(length);
+  if (copiesOwnSlots(cache)) return cache.slots(length);
   const { numKvHeads: Hkv, headDim: D } = config;
   const cut = (x: Float32Array): Float32Array => copyCompactSlots(x, cache.length, length, Hkv, D);
   return { length, keys: cache.keys.map(cut), values: cache.values.map(cut) };
@@ -215,7 +229,7 @@ export function assembleBatchCache(config: ModelConfig, rows: readonly (RowKvCac
       rows.forEach((r, b) => {
         if (r === undefined || r.length === 0) return;
         const slot = { data, base: b * Hkv * S * D, width: S, pad: S - r.length };
-        if (r instanceof RowCacheView) r.copyLayer(which, layer, r.length, slot);
+        if (copiesOwnSlots(r)) r.copyLayer(which, layer, r.length, slot);
         else copyCompactSlots((which === 'key' ? r.keys[layer] : r.values[layer]) as Float32Array, r.length, r.length, Hkv, D, slot);
       });
       feeds[name] = tensor('float32', [B, Hkv, S, D], data);

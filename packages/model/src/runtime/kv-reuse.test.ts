@@ -197,8 +197,11 @@ describe('KV cache reuse across turns and continuous batching', () => {
     }
   }, 120_000);
 
-  it('continuous batching: turns that join and leave between chunks get what each alone gets', async () => {
-    const engine = await InferenceEngine.start({ ...common, chunkSteps: 2, batchWindowMs: 0 });
+  it.each([
+    ['kept in place between chunks (resident batch)', true],
+    ['assembled anew for each chunk', false],
+  ])('continuous batching, the batch cache %s: turns that join and leave between chunks get what each alone gets', async (_, residentBatch) => {
+    const engine = await InferenceEngine.start({ ...common, chunkSteps: 2, batchWindowMs: 0, residentBatch });
     const { weights } = loadModel(dir);
     const alone = await Generator.create(config, weights, { lora });
     try {
@@ -227,7 +230,7 @@ describe('KV cache reuse across turns and continuous batching', () => {
       // Turns ran together, and at most one chunk of steps per turn is computed past its end.
       expect(stats.meanBatchSize).toBeGreaterThan(2);
       expect(stats.rowSteps).toBeLessThanOrEqual(stats.generatedTokens + turns.length * 2);
-      // Chunks whose rows were the previous run's, in order, took its outputs as their past uncopied (and stayed exact).
+      // Chunks fed the resident batch's arrays, or (without it) the previous run's outputs when their rows were its rows in order, uncopied (and stayed exact).
       expect(stats.uncopiedRuns).toBeGreaterThan(0);
       expect(stats.uncopiedRuns).toBeLessThan(stats.runs);
     } finally {

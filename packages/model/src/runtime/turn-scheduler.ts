@@ -5,6 +5,8 @@ import { DEFAULT_PREFILL_CHUNK_TOKENS } from '../graphs/generation-graph.ts';
 import { checkRowInput, type Generator, type GenerationRequest, type GenerationResult, type RowInput, type RowOutput } from './generator.ts';
 import { commonPrefixLength, compactRowCache, feedsRunUncopied, KvCacheStore, kvBytesPerToken, truncateRowCache, type RowKvCache } from './kv-cache.ts';
 import type { LoraWeights } from '../graphs/lora.ts';
+import type { ResidentRow } from './resident-batch.ts';
+import { ResidentBatch, residentBatchOf } from './resident-batch.ts';
 
 /** Fewest tokens a turn takes from a shared prefix (shorter ones are not worth a cache copy), and the least a turn is held back for. */
 export const MIN_SHARED_PREFIX_TOKENS = 16;
@@ -97,6 +99,12 @@ export interface TurnSchedulerOptions {
    * 0 turns it off.
    */
   returnWaitMs: number;
+  /**
+   * Continuous batching: keep the decode batch's cache in place between chunks (resident-batch.ts),
+   * so a chunk copies only the slots it added and the rows that joined or moved, not every row's
+   * whole cache. Default true; false assembles a new batch for every chunk whose rows changed.
+   */
+  residentBatch?: boolean;
   topK: number;
   stopIds: readonly number[];
 }
@@ -127,7 +135,7 @@ export interface SchedulerStats {
   reusedTokens: number;
   /** Of `reusedTokens`, those served from a shared prefix (another turn's prompt). */
   sharedTokens: number;
-  /** Runs whose rows were the previous run's rows in its order: its outputs fed back as the past, no cache copied. */
+  /** Runs whose past was fed without assembling a batch: the resident batch's arrays, or the previous run's outputs (its rows in its order). */
   uncopiedRuns: number;
   /** Parked caches dropped for room (not counting those dropped by an adapter swap). */
   evictions: number;
@@ -216,6 +224,8 @@ export class TurnScheduler {
    * (oldest first; bounded): `awayMs`, and the returns a wait for returning turns counts.
    */
   readonly #lastFinished = new Map<string, number>();
+  /** The decode batch's cache, kept between chunks (continuous batching with `residentBatch`). */
+  readonly #resident: ResidentBatch | undefined;
   readonly stats: SchedulerStats = emptySchedulerStats();
 
   constructor(generator: Generator, options: TurnSchedulerOptions) {
@@ -225,6 +235,10 @@ export class TurnScheduler {
     this.#options = options;
     this.#store = new KvCacheStore(generator.config);
     this.#bytesPerToken = kvBytesPerToken(generator.config);
+    // Room for about four chunks' slots before the batch's arrays grow (each growth copies every row once).
+    if (Number.isFinite(options.chunkSteps) && options.residentBatch !== false) {
+      this.#resident = new ResidentBatch(generator.config, Math.max(options.lengthBucketTokens, 4 * options.chunkSteps));
+    }
   }
 
   /** Bytes of parked caches now. */
@@ -308,8 +322,11 @@ export class TurnScheduler {
         }
         // Turns kept out only by one prefill run's scores bound are prefilled first, so they join this chunk.
         if (!static_ && !morePrefill && this.#active.length > 0) {
+          this.#holdResident();
           await this.#run(this.#active, this.#chunkFor(this.#active));
           this.#active = this.#active.filter((r) => !this.#finishIfDone(r));
+          // Nothing left to decode: the batch's arrays go (the next rows start a new one).
+          if (this.#active.length === 0) this.#resident?.clear();
         }
         // Let the thread's messages in (new turns, swaps) before the next chunk, waiting a little for the
         // episodes whose turns just finished when they are likely back soon.
@@ -529,6 +546,21 @@ export class TurnScheduler {
     return true;
   }
 
+  /**
+   * Before a decode chunk: the resident batch holds exactly the active rows (rows that finished
+   * leave, with their caches already parked; rows just prefilled are copied in), and the active
+   * rows take its order, so the chunk feeds its arrays uncopied.
+   */
+  #holdResident(): void {
+    const resident = this.#resident;
+    if (resident === undefined) return;
+    const held = resident.hold(this.#active.map((r) => r.cache));
+    this.#active.forEach((r, i) => {
+      r.cache = held[i];
+    });
+    this.#active.sort((a, b) => (a.cache as ResidentRow).index - (b.cache as ResidentRow).index);
+  }
+
   /** One run per adapter among `rows` (one run, but for the turns around an adapter swap). */
   async #run(rows: readonly Row[], steps: number): Promise<void> {
     const adapters = [...new Set(rows.map((r) => r.lora))];
@@ -553,7 +585,8 @@ export class TurnScheduler {
       };
     });
     const prefill = inputs.reduce((n, r) => Math.max(n, r.inputIds.length), 0) > 1;
-    if (feedsRunUncopied(inputs.map((r) => r.cache))) this.stats.uncopiedRuns++;
+    const caches = inputs.map((r) => r.cache);
+    if (feedsRunUncopied(caches) || residentBatchOf(caches) !== undefined) this.stats.uncopiedRuns++;
     // The run owns the caches now: it lets go of them once its feeds are built (a failed run fails its turns anyway).
     for (const r of rows) r.cache = undefined;
     const started = performance.now();
