@@ -49,8 +49,12 @@ const ENGINES = {
   // The defaults with the decode batch assembled anew for every chunk whose rows changed (before the resident batch).
   'copied-batch': { residentBatch: false },
   'copied-batch-chunk-8': { residentBatch: false, chunkSteps: 8 },
+  // The defaults with a decode run ending once a quarter (or any one) of its rows has stopped.
+  'stop-quarter': { chunkStopShare: 0.25 },
+  'stop-one': { chunkStopShare: 0.01 },
+  'stop-quarter-chunk-32': { chunkStopShare: 0.25, chunkSteps: 32 },
 } as const satisfies Record<string, EngineSetting>;
-type EngineSetting = Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas' | 'lengthBucketTokens' | 'residentBatch'> & { threads?: number };
+type EngineSetting = Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas' | 'lengthBucketTokens' | 'residentBatch' | 'chunkStopShare'> & { threads?: number };
 /** ORT threads of the process (the commands' `--threads`), split over replicas as the commands do. Default 1. */
 const THREADS = Number(process.env['BENCH_THREADS'] ?? 1);
 type EngineName = keyof typeof ENGINES;
@@ -343,7 +347,8 @@ ${table.join('\n')}
   *chunk-8*, *chunk-4*, *one-replica-chunk-8*: the defaults (or *one-replica*) with decode chunks of 8 or 4 steps instead of 16.
   *copied-batch*, *copied-batch-chunk-8*: the defaults (or *chunk-8*) with \`residentBatch: false\`: the decode batch's cache
   assembled anew (copied) for every chunk whose rows changed, and every run's added slots appended to a copy of its past,
-  as before the resident batch.
+  as before the resident batch. *stop-quarter*, *stop-one*, *stop-quarter-chunk-32*: the defaults (or chunks of 32) with a
+  decode run ending early once a quarter of its rows (or any one row) has stopped (\`chunkStopShare\`).
   *Waiting for returns*: share of the wall time spent in that wait.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most

@@ -42,6 +42,12 @@ export const GEN_IO = {
   presentValue: STEP_IO.presentValue,
   /** () bool: whether the run returns the slots it added in `present_key.i` / `present_value.i` (else they are empty). */
   keepCache: 'keep_cache',
+  /**
+   * () int64: the decode loop goes on while more than this many rows are still running (0: until every
+   * row has stopped or N steps). The turn scheduler ends a chunk early once enough of its rows have
+   * stopped, so they leave and waiting turns join; rows still running continue in the next run.
+   */
+  minRunning: 'min_running',
 } as const;
 
 export interface GenerationGraph {
@@ -73,9 +79,11 @@ export interface GenerationGraphOptions extends DecoderBuildOptions {
  * tokens (S = 0 for a fresh prefill); `uniforms` (B, N) float32 in [0, 1) —
  * one per row and step, N = most decode steps of this run (≥ 1);
  * `temperature`, `top_p` (B) float32; `top_k` () int64 (0 = off);
- * `stop_ids` (S ≥ 1) int64; LoRA A/B when built with `lora`.
+ * `stop_ids` (S ≥ 1) int64; `min_running` () int64 (0: decode until every
+ * row has stopped); LoRA A/B when built with `lora`.
  *
- * Outputs, (B, N') with N' ≤ N (the loop exits when every row has stopped):
+ * Outputs, (B, N') with N' ≤ N (the loop exits once no more than
+ * `min_running` rows are still running):
  * `tokens` int64 (after a row's stop token: the pad id), `logprobs` and
  * `sample_logprobs` float32 (0 after the stop; see sampler-graph.ts); what
  * the run added to the cache, `present_mask` (B, S') and `present_key.i` /
@@ -120,6 +128,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
   const topK = g.input(GEN_IO.topK, 'int64', []); // ()
   const stopIds = g.input(GEN_IO.stopIds, 'int64', ['stops']); // (stops)
   const keepCache = g.input(GEN_IO.keepCache, 'bool', []); // ()
+  const minRunning = g.input(GEN_IO.minRunning, 'int64', []); // ()
   const { vocabSize: V, hiddenSize: H, numHeads: Hq, numKvHeads: Hkv, headDim: D, rmsNormEps: eps } = config;
   const R = Hq / Hkv;
   // The prefill keeps the x·x RMSNorm; the decode loop uses the form ONNX Runtime fuses, where it was
@@ -141,7 +150,7 @@ export function buildGenerationGraph(config: ModelConfig, weights: ModelWeights,
     const hits = b.equal(b.unsqueeze(token, [1]), b.unsqueeze(stopIds, [0])); // (B, stops)
     return b.greater(b.reduceMax(b.cast(hits, 'float32'), [1]), 0); // (B)
   };
-  const anyRunning = (b: Graph, done: Tensor): Tensor => b.greater(b.reduceSum(b.cast(b.not(done), 'int64')), 0); // ()
+  const anyRunning = (b: Graph, done: Tensor): Tensor => b.greater(b.reduceSum(b.cast(b.not(done), 'int64')), minRunning); // (): more than min_running rows still running
   /** Queries grouped by kv head, scaled: (B, T, Hq·D) projections → (B, Hkv, R, T, D). */
   const groupQueries = (b: Graph, q: Tensor): Tensor => b.transpose(b.reshape(b.mul(q, 1 / Math.sqrt(D)), [0, 0, Hkv, R, D]), [0, 2, 3, 1, 4]);
   const projectQ = (b: Graph, norm: Norm, layer: LayerParams, h: Tensor, rope: { cos: Tensor; sin: Tensor }): Tensor => {

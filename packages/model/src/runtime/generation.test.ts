@@ -145,6 +145,22 @@ describe('generation graph', () => {
     }
   });
 
+  it('with min_running ends the run once no more than that many rows are still running; the rows that ran on are unchanged', async () => {
+    const rows = prompts.map((promptIds, b) => ({ inputIds: promptIds, uniforms: new Float32Array(8).fill(0.3 + b / 10), temperature: 0 }));
+    const full = await generator.runRows(rows, { steps: 8, keepCache: false, stopIds: [] });
+    // A stop id that row 0 samples at step 2 and no other row samples by then.
+    const stopId = full[0]!.tokens[2]!;
+    const firstHit = (tokens: number[]): number => tokens.indexOf(stopId);
+    expect(firstHit(full[0]!.tokens)).toBe(2);
+    expect(full.slice(1).every((r) => firstHit(r.tokens) === -1 || firstHit(r.tokens) > 2)).toBe(true);
+    const early = await generator.runRows(rows, { steps: 8, keepCache: false, stopIds: [stopId], minRunning: 2 });
+    expect(early.map((r) => r.steps)).toEqual([3, 3, 3]);
+    expect(early[0]).toMatchObject({ tokens: full[0]!.tokens.slice(0, 3), stopped: true });
+    for (const b of [1, 2]) expect(early[b]).toMatchObject({ tokens: full[b]!.tokens.slice(0, 3), stopped: false });
+    const all = await generator.runRows(rows, { steps: 8, keepCache: false, stopIds: [stopId], minRunning: 0 });
+    expect(all[0]!.steps).toBeGreaterThan(3);
+  });
+
   it('samples with the softmax frequencies (χ² test, fixed seeds), and top-k/top-p truncate correctly', async () => {
     const prompt = prompts[2]!;
     const [logits] = await logitsModel.logits([prompt]);
@@ -285,6 +301,7 @@ describe('the generation graph holds the cache once', () => {
       [GEN_IO.topK]: tensor('int64', [], [0]),
       [GEN_IO.stopIds]: tensor('int64', [1], [-1]),
       [GEN_IO.pastMask]: tensor('int64', [B, 0], []),
+      [GEN_IO.minRunning]: tensor('int64', [], [0]),
     };
     for (let i = 0; i < numLayers; i++) {
       feeds[GEN_IO.pastKey(i)] = tensor('float32', [B, Hkv, 0, D], []);

@@ -102,6 +102,11 @@ export interface RunRowsOptions extends Omit<GenerateOptions, 'maxNewTokens'> {
   /** Return each row's cache after the run. */
   keepCache: boolean;
   /**
+   * End the run once at most this many rows are still running (a chunk that ends when some rows stop,
+   * so they can leave). Default 0: the run goes on until every row has stopped or `steps`.
+   */
+  minRunning?: number;
+  /**
    * Clear each input's `cache` once the batch feeds are built, so the caches the run no longer needs
    * can be collected while it runs (the caller must hold no other reference). Default false.
    */
@@ -286,6 +291,7 @@ export class Generator {
       // An id no token has keeps the stop list non-empty (the graph reduces over it).
       [GEN_IO.stopIds]: tensor('int64', [Math.max(1, stopIds.length)], stopIds.length > 0 ? stopIds : [-1]),
       [GEN_IO.keepCache]: tensor('bool', [], [options.keepCache]),
+      [GEN_IO.minRunning]: tensor('int64', [], [options.minRunning ?? 0]),
       ...this.#loraFeeds(options.lora),
     };
     // `feeds` holds the past now: after the run it becomes the cache layer by layer (#appendToPast).

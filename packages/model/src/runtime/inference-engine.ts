@@ -67,6 +67,13 @@ export const engineOptionsSchema = z.object({
    * not every row's cache (resident-batch.ts, docs/inference.md). Default true.
    */
   residentBatch: z.boolean().default(true),
+  /**
+   * Continuous batching: a decode run ends early once this share of its rows has stopped (at least
+   * one), so finished turns leave and waiting ones join without waiting for the chunk's last step;
+   * the rows still running continue in the next run. 1: a run ends only when all its rows have
+   * stopped or after `chunkSteps` steps. Default 1.
+   */
+  chunkStopShare: z.number().gt(0).lte(1).default(1),
   /** Prompt widths are rounded up to a multiple of this. Default 32 tokens. */
   lengthBucketTokens: z.number().int().positive().default(32),
   /**
@@ -256,6 +263,7 @@ export class InferenceEngine {
         batchWindowMs: options.batchWindowMs,
         returnWaitMs: options.returnWaitMs,
         residentBatch: options.residentBatch,
+        chunkStopShare: options.chunkStopShare,
         topK: options.topK,
         stopIds: options.stopIds,
       },

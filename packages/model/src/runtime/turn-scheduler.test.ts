@@ -19,11 +19,14 @@ class RecordingGenerator {
   /** The adapter of each run, and the new tokens fed per row. */
   readonly adapters: (LoraWeights | undefined)[] = [];
   readonly inputs: number[][] = [];
+  /** Each run's `minRunning`. */
+  readonly minRunning: (number | undefined)[] = [];
   constructor(readonly runMs: number) {}
   async runRows(rows: readonly RowInput[], options: RunRowsOptions): Promise<RowOutput[]> {
     this.runs.push(rows.map((r) => r.temperature ?? 1));
     this.adapters.push(options.lora);
     this.inputs.push(rows.map((r) => r.inputIds.length));
+    this.minRunning.push(options.minRunning);
     await new Promise((resolve) => setTimeout(resolve, this.runMs));
     return rows.map((r) => {
       const length = (r.cache?.length ?? 0) + r.inputIds.length + options.steps - 1;
@@ -153,6 +156,24 @@ describe('TurnScheduler: where the turns spend their time (stats)', () => {
     // One episode came back (x; y's turn was its only one), after its 30 ms away.
     expect(returns).toBe(1);
     expect(awayMs).toBeGreaterThanOrEqual(29);
+  });
+});
+
+describe('TurnScheduler: runs that end once enough rows stop', () => {
+  it('asks each continuous run to stop once chunkStopShare of its rows (at least one) has stopped; the static engine never', async () => {
+    for (const [options, want] of [
+      [{ chunkStopShare: 0.25 }, [8 - 2]],
+      [{ chunkStopShare: 0.01 }, [8 - 1]],
+      [{}, [0]],
+      [{ chunkSteps: Infinity, reuseKv: false }, [undefined]],
+    ] as const) {
+      const generator = new RecordingGenerator(1);
+      const s = scheduler(generator, { batchWindowMs: 5, ...options });
+      await Promise.all(Array.from({ length: 8 }, (_, i) => s.submit({ promptIds: prompt, maxNewTokens: 2, seed: i, temperature: 1 + i / 100 })));
+      // One run: 8 turns admitted together, alone, decoding their whole budget.
+      expect({ options, minRunning: generator.minRunning }).toEqual({ options, minRunning: want });
+    }
+    expect(() => scheduler(new RecordingGenerator(1), { chunkStopShare: 0 })).toThrow(/chunkStopShare/);
   });
 });
 

@@ -105,6 +105,13 @@ export interface TurnSchedulerOptions {
    * whole cache. Default true; false assembles a new batch for every chunk whose rows changed.
    */
   residentBatch?: boolean;
+  /**
+   * Continuous batching: a run that decodes ends early once this share of its rows has stopped (at
+   * least one row), so they leave and waiting turns join without waiting for the chunk's last step;
+   * the rows still running go on in the next run. 1 (the default): a run ends when all its rows have
+   * stopped or after `chunkSteps` steps.
+   */
+  chunkStopShare?: number;
   topK: number;
   stopIds: readonly number[];
 }
@@ -230,6 +237,8 @@ export class TurnScheduler {
 
   constructor(generator: Generator, options: TurnSchedulerOptions) {
     if (!(options.chunkSteps >= 1)) throw new AppError(ErrorCode.VALIDATION, `chunkSteps must be ≥ 1 (or Infinity), got ${options.chunkSteps}`);
+    const share = options.chunkStopShare ?? 1;
+    if (!(share > 0 && share <= 1)) throw new AppError(ErrorCode.VALIDATION, `chunkStopShare must be in (0, 1], got ${share}`);
     this.#generator = generator;
     this.#config = generator.config;
     this.#options = options;
@@ -600,6 +609,7 @@ export class TurnScheduler {
         releaseCaches: true,
         topK: this.#options.topK,
         stopIds: this.#options.stopIds,
+        ...(Number.isFinite(this.#options.chunkSteps) ? { minRunning: rows.length - Math.max(1, Math.ceil(rows.length * (this.#options.chunkStopShare ?? 1))) } : {}),
         ...(lora === undefined ? {} : { lora }),
         ...(prefill ? { padToWidth: Math.ceil(maxOf(inputs.map((r) => r.inputIds.length)) / this.#options.lengthBucketTokens) * this.#options.lengthBucketTokens } : {}),
       });

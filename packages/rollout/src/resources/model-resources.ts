@@ -31,8 +31,8 @@ export interface ModelResourcesOptions {
    * computed 5 positions per token fed (docs/inference.md, "Prefill runs").
    */
   lengthBucketTokens?: number;
-  /** Per-turn engine settings (InferenceEngine `reuseKv`, `sharePrefixes`, `chunkSteps`, `kvCacheBytes`, `returnWaitMs`, `residentBatch`); default: the engine's. */
-  turnScheduling?: Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'kvCacheBytes' | 'returnWaitMs' | 'residentBatch'>;
+  /** Per-turn engine settings (InferenceEngine `reuseKv`, `sharePrefixes`, `chunkSteps`, `kvCacheBytes`, `returnWaitMs`, `residentBatch`, `chunkStopShare`); default: the engine's. */
+  turnScheduling?: Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'kvCacheBytes' | 'returnWaitMs' | 'residentBatch' | 'chunkStopShare'>;
   /**
    * `null`: build the graphs without LoRA inputs (plain evaluation of the base model, no
    * adapter work per token); weights blobs can then not be applied. Default: the spec's LoRA.
