@@ -46,13 +46,14 @@ const ENGINES = {
   'chunk-8': { chunkSteps: 8 },
   'chunk-4': { chunkSteps: 4 },
   'one-replica-chunk-8': { replicas: 1, chunkSteps: 8 },
-  // The defaults with the decode batch assembled anew for every chunk whose rows changed (before the resident batch).
+  // The defaults with the decode batch assembled anew for every run whose rows changed (before the resident batch).
   'copied-batch': { residentBatch: false },
-  'copied-batch-chunk-8': { residentBatch: false, chunkSteps: 8 },
-  // The defaults with a decode run ending once a quarter (or any one) of its rows has stopped.
-  'stop-quarter': { chunkStopShare: 0.25 },
+  // Fixed decode chunks of 16 steps (a run ends only when all its rows stop), with and without the resident batch:
+  // the latter is the default before runs ended early and the batch stayed in place.
+  'chunks-16': { chunkSteps: 16, chunkStopShare: 1 },
+  'previous-default': { chunkSteps: 16, chunkStopShare: 1, residentBatch: false },
+  // The defaults with a decode run ending once any one of its rows has stopped.
   'stop-one': { chunkStopShare: 0.01 },
-  'stop-quarter-chunk-32': { chunkStopShare: 0.25, chunkSteps: 32 },
 } as const satisfies Record<string, EngineSetting>;
 type EngineSetting = Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas' | 'lengthBucketTokens' | 'residentBatch' | 'chunkStopShare'> & { threads?: number };
 /** ORT threads of the process (the commands' `--threads`), split over replicas as the commands do. Default 1. */
@@ -336,19 +337,21 @@ ${table.join('\n')}
 
 - *static*: \`{ reuseKv: false, chunkSteps: Infinity }\`, the engine before per-turn caches: one batch at a time, decoded until
   its longest row stops, every turn re-prefilling its whole context. *continuous*: \`{ sharePrefixes: false }\`
-  (per-episode KV caches, decode chunks of 16 steps, turns join and leave between chunks; each episode's first turn prefilled
-  from scratch). *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix.
+  (per-episode KV caches, decode runs of at most 32 steps that end once a quarter of their rows has stopped, turns join and
+  leave between runs; each episode's first turn prefilled from scratch). *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix.
   *return-wait*: \`{ returnWaitMs: 50 }\`, the same with the next chunk waiting (≤ 50 ms, ≤ half an iteration) for the episodes
   whose turns just ended (docs/inference.md). *static-one-replica*: the static engine as one engine thread with all the
   process's ORT threads and prompt widths padded to multiples of 128 tokens (as the commands ran it before replicas and
   width-grouped prefill runs). *as-filed*: the same on one ORT thread (the engine as the commands ran it before this work:
   one intra-op thread, static batches, 128-token buckets). The other engines pad to multiples of 32 (the default). *one-replica*: the defaults as one engine thread with all the process's ORT
   threads (the default runs a small model as replicas splitting them, \`replicaPlan\`). The same turns, seeds and sampling.
-  *chunk-8*, *chunk-4*, *one-replica-chunk-8*: the defaults (or *one-replica*) with decode chunks of 8 or 4 steps instead of 16.
-  *copied-batch*, *copied-batch-chunk-8*: the defaults (or *chunk-8*) with \`residentBatch: false\`: the decode batch's cache
-  assembled anew (copied) for every chunk whose rows changed, and every run's added slots appended to a copy of its past,
-  as before the resident batch. *stop-quarter*, *stop-one*, *stop-quarter-chunk-32*: the defaults (or chunks of 32) with a
-  decode run ending early once a quarter of its rows (or any one row) has stopped (\`chunkStopShare\`).
+  *chunk-8*, *chunk-4*, *one-replica-chunk-8*: the defaults (or *one-replica*) with decode runs of at most 8 or 4 steps instead of 32.
+  *copied-batch*: the defaults with \`residentBatch: false\`: the decode batch's cache assembled anew (copied) for every run
+  whose rows changed, and every run's added slots appended to a copy of its past. *chunks-16*: fixed decode chunks of 16 steps
+  (\`chunkStopShare: 1\`: a run ends only when all its rows have stopped); *previous-default*: the same with
+  \`residentBatch: false\`, the default before the resident batch and early-ending runs. *stop-one*: the defaults with a run
+  ending once any one of its rows has stopped (\`chunkStopShare: 0.01\`). (The defaults: chunks of at most 32 steps, a run
+  ending once a quarter of its rows has stopped, the decode batch kept in place.)
   *Waiting for returns*: share of the wall time spent in that wait.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most

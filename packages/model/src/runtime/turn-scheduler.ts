@@ -244,9 +244,9 @@ export class TurnScheduler {
     this.#options = options;
     this.#store = new KvCacheStore(generator.config);
     this.#bytesPerToken = kvBytesPerToken(generator.config);
-    // Room for about four chunks' slots before the batch's arrays grow (each growth copies every row once).
+    // Room for two chunks' slots (more when runs end early) before the batch's arrays grow (each growth copies every row once).
     if (Number.isFinite(options.chunkSteps) && options.residentBatch !== false) {
-      this.#resident = new ResidentBatch(generator.config, Math.max(options.lengthBucketTokens, 4 * options.chunkSteps));
+      this.#resident = new ResidentBatch(generator.config, Math.max(options.lengthBucketTokens, 2 * options.chunkSteps));
     }
   }
 
