@@ -115,6 +115,20 @@ describe('every model session of a command gets its provider and threads', () =>
     }
   });
 
+  it('--cpu-arena off / SQLENV_CPU_ARENA=off reaches the sessions (engine, SFT); on by default', async () => {
+    const engineOff = capture({ SQLENV_THREADS: String(ASKED) });
+    expect(await main(['eval', '--policy', 'model', ...modelArgs, '--episodes', '1', '--json', '--cpu-arena', 'off'], engineOff.io), engineOff.stderr()).toBe(0);
+    const sftOff = capture({ SQLENV_THREADS: String(ASKED), SQLENV_CPU_ARENA: 'off' });
+    expect(await main(['sft', ...sftArgs.slice(0, -1), join(scratch, 'sft-out-arena')], sftOff.io), sftOff.stderr()).toBe(0);
+    const byDefault = capture({ SQLENV_THREADS: String(ASKED) });
+    expect(await main(['model', 'logits', '--model', modelDir, '--tokens', '1,2,3'], byDefault.io), byDefault.stderr()).toBe(0);
+    expect([...sessions(engineOff), ...sessions(sftOff), ...sessions(byDefault)].map((r) => [r['role'], r['cpuMemArena']])).toEqual([
+      ['engine', false],
+      ['sft', false],
+      ['logits', true],
+    ]);
+  }, 180_000);
+
   it('sft: the training session', async () => {
     const c = capture({ SQLENV_THREADS: String(ASKED) });
     expect(await main(['sft', ...sftArgs], c.io), c.stderr()).toBe(0);
@@ -188,5 +202,8 @@ describe('a GPU provider that cannot run here: every command exits non-zero with
     const threads = capture();
     expect(await main(['sft', ...sftArgs, '--threads', '0'], threads.io)).toBe(2);
     expect(threads.stderr()).toMatch(/threads/);
+    const arena = capture({ SQLENV_CPU_ARENA: 'maybe' });
+    expect(await main(['model', 'logits', '--model', modelDir, '--tokens', '1'], arena.io)).toBe(2);
+    expect(arena.stderr()).toMatch(/cpuArena.*on.*off/s);
   });
 });

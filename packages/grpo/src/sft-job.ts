@@ -72,7 +72,7 @@ export interface SftJobOptions {
   evalEvery?: number | undefined;
   out: string;
   /** Where the training session runs (default: onnx-graph's defaults, the CPU). */
-  execution?: Pick<SessionConfig, 'provider' | 'deviceId' | 'intraOpThreads' | 'interOpThreads'>;
+  execution?: Pick<SessionConfig, 'provider' | 'deviceId' | 'intraOpThreads' | 'interOpThreads' | 'cpuMemArena'>;
 }
 
 export interface SftSummary {

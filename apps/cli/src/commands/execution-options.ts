@@ -8,7 +8,8 @@ import { executionFlagOptions } from '../execution-flags.ts';
 
 /**
  * Where and with how many threads a process runs its model sessions: `--execution-provider` /
- * SQLENV_EXECUTION_PROVIDER, `--device-id` / SQLENV_DEVICE_ID, `--threads` / SQLENV_THREADS. Every
+ * SQLENV_EXECUTION_PROVIDER, `--device-id` / SQLENV_DEVICE_ID, `--threads` / SQLENV_THREADS, and
+ * whether the inference engine keeps ONNX Runtime's CPU memory arena, `--cpu-arena` / SQLENV_CPU_ARENA. Every
  * command that runs a model (eval, play, model, sft, learn, train, worker, trainer) reads these and
  * hands the same ModelExecution to every ONNX Runtime session it creates.
  */
@@ -16,6 +17,7 @@ export const executionOptionSpecs: Record<string, FlagSpec> = {
   'execution-provider': { ...executionFlagOptions['execution-provider'], key: 'executionProvider' },
   'device-id': { ...executionFlagOptions['device-id'], key: 'deviceId' },
   threads: { ...executionFlagOptions.threads, key: 'threads' },
+  'cpu-arena': { ...executionFlagOptions['cpu-arena'], key: 'cpuArena' },
 };
 
 export const ExecutionOptionsSchema = z.object({
@@ -28,11 +30,17 @@ export const ExecutionOptionsSchema = z.object({
    * the learner take turns in a run, so each may use them all). Default: the machine's cores.
    */
   threads: z.coerce.number().int().positive().default(availableParallelism()),
+  /**
+   * ONNX Runtime's CPU memory arena for this process's model sessions. On (the default) ran the
+   * engine ~3× faster at Qwen3-0.6B shapes; off holds less memory between runs, for a worker short
+   * of it (docs/inference.md, "Memory of a run").
+   */
+  cpuArena: z.enum(['on', 'off']).default('on'),
 });
 export type ExecutionOptions = z.infer<typeof ExecutionOptionsSchema>;
 
 export function modelExecutionOf(options: ExecutionOptions): ModelExecution {
-  return { provider: options.executionProvider, deviceId: options.deviceId, intraOpThreads: options.threads, interOpThreads: 1 };
+  return { provider: options.executionProvider, deviceId: options.deviceId, intraOpThreads: options.threads, interOpThreads: 1, cpuMemArena: options.cpuArena === 'on' };
 }
 
 /**
@@ -40,10 +48,10 @@ export function modelExecutionOf(options: ExecutionOptions): ModelExecution {
  * environment variables, by parseFlags; checked here, where ONNX Runtime's provider list is loaded):
  * a bad value is AppError VALIDATION naming the option.
  */
-export function parseModelExecution(flags: { executionProvider?: string | undefined; deviceId?: string | undefined; threads?: string | undefined }): ModelExecution {
+export function parseModelExecution(flags: { executionProvider?: string | undefined; deviceId?: string | undefined; threads?: string | undefined; cpuArena?: string | undefined }): ModelExecution {
   const raw = Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined));
   const parsed = ExecutionOptionsSchema.safeParse(raw);
-  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid --execution-provider / --device-id / --threads (or SQLENV_EXECUTION_PROVIDER / SQLENV_DEVICE_ID / SQLENV_THREADS): ${formatZodIssues(parsed.error)}`);
+  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid --execution-provider / --device-id / --threads / --cpu-arena (or SQLENV_EXECUTION_PROVIDER / SQLENV_DEVICE_ID / SQLENV_THREADS / SQLENV_CPU_ARENA): ${formatZodIssues(parsed.error)}`);
   return modelExecutionOf(parsed.data);
 }
 

@@ -186,6 +186,7 @@ export async function learn(flags: LearnOptions, io: CommandIo): Promise<number>
           executionProvider: execution.provider,
           deviceId: execution.deviceId,
           threads: execution.intraOpThreads,
+          cpuArena: execution.cpuMemArena === false ? 'off' : 'on',
         })),
         { stdout: steps },
         { logger, onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
@@ -271,6 +272,7 @@ function grpoOptions(flags: LearnOptions, model: string, adapter: string | undef
     executionProvider: execution.provider,
     deviceId: execution.deviceId,
     threads: execution.intraOpThreads,
+    cpuArena: execution.cpuMemArena === false ? 'off' : 'on',
     ...(flags.redis === undefined ? {} : { redisUrl: flags.redis, localWorker: flags['local-worker'] }),
     ...(skipMissing ? { skipMissingDbs: true } : {}),
   };

@@ -100,7 +100,7 @@ export type SftOptions = z.infer<typeof SftOptionsSchema>;
 
 /** The SFT job of parsed options: the execution flags become the session's settings. */
 export function sftJobOptions(options: SftOptions): SftJobOptions {
-  const { executionProvider: _provider, deviceId: _device, threads: _threads, ...job } = options;
+  const { executionProvider: _provider, deviceId: _device, threads: _threads, cpuArena: _arena, ...job } = options;
   return { ...job, execution: modelExecutionOf(options) };
 }
 

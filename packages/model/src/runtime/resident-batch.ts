@@ -25,7 +25,7 @@ import { copyCompactSlots, copiesOwnSlots, kvBytesPerToken, type BatchRowSlot, t
  * token. When a run's slots do not fit, the capacity grows to the longest row
  * plus `marginSlots` (every row copied once); when rows leave and the capacity
  * exceeds the longest row by more than twice the margin, it shrinks the same
- * way, so the masked room a run computes stays within about the margin.
+ * way, so the masked room a run computes stays under about two margins.
  */
 export class ResidentBatch {
   readonly #config: ModelConfig;
