@@ -66,8 +66,25 @@ export interface SlotCopyingCache extends RowKvCache {
   slots(length: number): RowKvCache;
 }
 
-export function copiesOwnSlots(cache: RowKvCache): cache is SlotCopyingCache {
+function copiesOwnSlots(cache: RowKvCache): cache is SlotCopyingCache {
   return typeof (cache as Partial<SlotCopyingCache>).copyLayer === 'function';
+}
+
+/** The first `length` slots of every layer of a cache that copies its own, as a compact cache (its `slots`). */
+export function copiedSlots(cache: Pick<SlotCopyingCache, 'copyLayer'>, numLayers: number, length: number): RowKvCache {
+  const keys: Float32Array[] = [];
+  const values: Float32Array[] = [];
+  for (let layer = 0; layer < numLayers; layer++) {
+    keys.push(cache.copyLayer('key', layer, length));
+    values.push(cache.copyLayer('value', layer, length));
+  }
+  return { length, keys, values };
+}
+
+/** One layer's keys (or values) of a row's whole cache into its slot of a batch feed, whatever kind of cache it is. */
+export function copyRowLayer(cache: RowKvCache, which: 'key' | 'value', layer: number, Hkv: number, D: number, slot: BatchRowSlot): void {
+  if (copiesOwnSlots(cache)) cache.copyLayer(which, layer, cache.length, slot);
+  else copyCompactSlots((which === 'key' ? cache.keys : cache.values)[layer] as Float32Array, cache.length, cache.length, Hkv, D, slot);
 }
 
 /**
@@ -145,13 +162,7 @@ export class RowCacheView implements SlotCopyingCache {
   }
 
   slots(length: number): RowKvCache {
-    const keys: Float32Array[] = [];
-    const values: Float32Array[] = [];
-    for (let layer = 0; layer < this.#config.numLayers; layer++) {
-      keys.push(this.copyLayer('key', layer, length));
-      values.push(this.copyLayer('value', layer, length));
-    }
-    return { length, keys, values };
+    return copiedSlots(this, this.#config.numLayers, length);
   }
 
   #materialise(): { keys: Float32Array[]; values: Float32Array[] } {
@@ -228,9 +239,7 @@ export function assembleBatchCache(config: ModelConfig, rows: readonly (RowKvCac
       const data = new Float32Array(B * Hkv * S * D);
       rows.forEach((r, b) => {
         if (r === undefined || r.length === 0) return;
-        const slot = { data, base: b * Hkv * S * D, width: S, pad: S - r.length };
-        if (copiesOwnSlots(r)) r.copyLayer(which, layer, r.length, slot);
-        else copyCompactSlots((which === 'key' ? r.keys[layer] : r.values[layer]) as Float32Array, r.length, r.length, Hkv, D, slot);
+        copyRowLayer(r, which, layer, Hkv, D, { data, base: b * Hkv * S * D, width: S, pad: S - r.length });
       });
       feeds[name] = tensor('float32', [B, Hkv, S, D], data);
     }

@@ -2,7 +2,7 @@ import { tensor, type TensorData } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode, maxOf } from '@sqlenv/shared';
 import type { ModelConfig } from '../io/config.ts';
 import { GEN_IO } from '../graphs/generation-graph.ts';
-import { copyCompactSlots, copiesOwnSlots, kvBytesPerToken, type BatchRowSlot, type RowKvCache } from './kv-cache.ts';
+import { copiedSlots, copyCompactSlots, copyRowLayer, extractRowCache, kvBytesPerToken, type BatchRowSlot, type RowKvCache } from './kv-cache.ts';
 
 /**
  * A decode batch's KV cache kept in place between runs: the past feeds of the
@@ -140,41 +140,26 @@ export class ResidentBatch {
    */
   append(outputs: Record<string, TensorData>): void {
     const { numLayers, numKvHeads: Hkv, headDim: D } = this.#config;
-    const maskT = outputs[GEN_IO.presentMask] as TensorData;
-    const B = maskT.dims[0] as number;
-    const A = maskT.dims[1] as number;
+    const B = (outputs[GEN_IO.presentMask] as TensorData).dims[0] as number;
     if (B !== this.#rows.length) throw new AppError(ErrorCode.INTERNAL, `a run of ${B} rows cannot append to a resident batch of ${this.#rows.length}`);
-    const mask = maskT.data as BigInt64Array;
-    const runs = this.#rows.map((_, b) => realRuns(mask.subarray(b * A, (b + 1) * A)));
-    const added = runs.map((r) => r.reduce((n, [s, e]) => n + e - s, 0));
+    // Each row of the outputs as a view: its real added slots, copied after the row's own.
+    const added = this.#rows.map((_, b) => extractRowCache(this.#config, outputs, b));
     const longest = maxOf(
-      this.#rows.map((r, b) => r.length + (added[b] as number)),
+      this.#rows.map((r, b) => r.length + (added[b] as RowKvCache).length),
       0,
     );
     if (longest > this.#capSlots) this.#reshape(this.#capRows, longest + this.#marginSlots);
     const S = this.#capSlots;
     for (let layer = 0; layer < numLayers; layer++) {
-      for (const [which, name] of [
-        ['key', GEN_IO.presentKey(layer)],
-        ['value', GEN_IO.presentValue(layer)],
-      ] as const) {
-        const src = (outputs[name] as TensorData).data as Float32Array;
-        const dst = (which === 'key' ? this.#keys : this.#values)[layer] as Float32Array;
-        this.#rows.forEach((row, b) => {
-          for (let h = 0; h < Hkv; h++) {
-            let at = ((b * Hkv + h) * S + row.length) * D;
-            for (const [s, e] of runs[b] as [number, number][]) {
-              const from = ((b * Hkv + h) * A + s) * D;
-              dst.set(src.subarray(from, from + (e - s) * D), at);
-              at += (e - s) * D;
-            }
-          }
-        });
+      for (const which of ['key', 'value'] as const) {
+        const data = (which === 'key' ? this.#keys : this.#values)[layer] as Float32Array;
+        this.#rows.forEach((row, b) => copyRowLayer(added[b] as RowKvCache, which, layer, Hkv, D, { data, base: b * Hkv * S * D, width: S, pad: row.length }));
       }
     }
     this.#rows.forEach((row, b) => {
-      this.#mask.fill(1n, b * S + row.length, b * S + row.length + (added[b] as number));
-      row.length += added[b] as number;
+      const n = (added[b] as RowKvCache).length;
+      this.#mask.fill(1n, b * S + row.length, b * S + row.length + n);
+      row.length += n;
     });
   }
 
@@ -245,24 +230,10 @@ export class ResidentBatch {
     if (cache === undefined || length === 0) return;
     for (let layer = 0; layer < numLayers; layer++) {
       for (const which of ['key', 'value'] as const) {
-        const slot: BatchRowSlot = { data: (which === 'key' ? this.#keys : this.#values)[layer] as Float32Array, base: b * Hkv * S * D, width: S, pad: 0 };
-        if (copiesOwnSlots(cache)) cache.copyLayer(which, layer, length, slot);
-        else copyCompactSlots((which === 'key' ? cache.keys : cache.values)[layer] as Float32Array, length, length, Hkv, D, slot);
+        copyRowLayer(cache, which, layer, Hkv, D, { data: (which === 'key' ? this.#keys : this.#values)[layer] as Float32Array, base: b * Hkv * S * D, width: S, pad: 0 });
       }
     }
   }
-}
-
-/** Runs [start, end) of mask-1 slots, in order. */
-function realRuns(mask: BigInt64Array): [number, number][] {
-  const runs: [number, number][] = [];
-  for (let s = 0; s < mask.length; s++) {
-    if (mask[s] === 0n) continue;
-    const last = runs[runs.length - 1];
-    if (last !== undefined && last[1] === s) last[1] = s + 1;
-    else runs.push([s, s + 1]);
-  }
-  return runs;
 }
 
 /**
@@ -292,11 +263,11 @@ export class ResidentRow implements RowKvCache {
   }
 
   get keys(): Float32Array[] {
-    return this.slots(this.length).keys;
+    return Array.from({ length: this.batch.layerCount }, (_, layer) => this.copyLayer('key', layer, this.length));
   }
 
   get values(): Float32Array[] {
-    return this.slots(this.length).values;
+    return Array.from({ length: this.batch.layerCount }, (_, layer) => this.copyLayer('value', layer, this.length));
   }
 
   copyLayer(name: 'key' | 'value', layer: number, length: number, out?: BatchRowSlot): Float32Array {
@@ -306,13 +277,7 @@ export class ResidentRow implements RowKvCache {
 
   /** Its first `length` slots as a compact cache of its own. */
   slots(length: number): RowKvCache {
-    const keys: Float32Array[] = [];
-    const values: Float32Array[] = [];
-    for (let layer = 0; layer < this.batch.layerCount; layer++) {
-      keys.push(this.copyLayer('key', layer, length));
-      values.push(this.copyLayer('value', layer, length));
-    }
-    return { length, keys, values };
+    return copiedSlots(this, this.batch.layerCount, length);
   }
 }
 
