@@ -43,6 +43,11 @@ export function modelExecutionOf(options: ExecutionOptions): ModelExecution {
   return { provider: options.executionProvider, deviceId: options.deviceId, intraOpThreads: options.threads, interOpThreads: 1, cpuMemArena: options.cpuArena === 'on' };
 }
 
+/** The options that give `execution` back (`modelExecutionOf` inverted): what a command hands on to the phases it runs. */
+export function executionOptionsOf(execution: ModelExecution): ExecutionOptions {
+  return { executionProvider: execution.provider, deviceId: execution.deviceId, threads: execution.intraOpThreads, cpuArena: execution.cpuMemArena === false ? 'off' : 'on' };
+}
+
 /**
  * The ModelExecution of the flag texts of the CLI's eval, play, model and learn (parsed, with their
  * environment variables, by parseFlags; checked here, where ONNX Runtime's provider list is loaded):

@@ -14,6 +14,7 @@ import { writeSftData } from './sft-data.ts';
 import { SftOptionsSchema, sftJobOptions } from './sft.ts';
 import { train, trainCommandLine, trainRunSpec, TrainOptionsSchema, type TrainOptionsInput } from './train.ts';
 import { ExecutionFlags, executionFlagOptions, startExecution } from '../execution-flags.ts';
+import { executionOptionsOf } from './execution-options.ts';
 
 /** The checkpoint `npm start` begins from: made by this project's `sqlenv sft --full` (models/README.md says how). */
 export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-base', import.meta.url));
@@ -183,10 +184,7 @@ export async function learn(flags: LearnOptions, io: CommandIo): Promise<number>
           warmupSteps: Math.min(10, Math.floor(flags['sft-steps'] / 10)),
           shuffle: true,
           seed: flags.seed,
-          executionProvider: execution.provider,
-          deviceId: execution.deviceId,
-          threads: execution.intraOpThreads,
-          cpuArena: execution.cpuMemArena === false ? 'off' : 'on',
+          ...executionOptionsOf(execution),
         })),
         { stdout: steps },
         { logger, onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
@@ -269,10 +267,7 @@ function grpoOptions(flags: LearnOptions, model: string, adapter: string | undef
     evalTemperature: flags.temperature,
     evalSeed: 1_000_000 + flags.seed,
     progress: tty ? 'bar' : 'lines',
-    executionProvider: execution.provider,
-    deviceId: execution.deviceId,
-    threads: execution.intraOpThreads,
-    cpuArena: execution.cpuMemArena === false ? 'off' : 'on',
+    ...executionOptionsOf(execution),
     ...(flags.redis === undefined ? {} : { redisUrl: flags.redis, localWorker: flags['local-worker'] }),
     ...(skipMissing ? { skipMissingDbs: true } : {}),
   };

@@ -233,12 +233,14 @@ export class TurnScheduler {
   readonly #lastFinished = new Map<string, number>();
   /** The decode batch's cache, kept between chunks (continuous batching with `residentBatch`). */
   readonly #resident: ResidentBatch | undefined;
+  /** `chunkStopShare`, its default applied. */
+  readonly #chunkStopShare: number;
   readonly stats: SchedulerStats = emptySchedulerStats();
 
   constructor(generator: Generator, options: TurnSchedulerOptions) {
     if (!(options.chunkSteps >= 1)) throw new AppError(ErrorCode.VALIDATION, `chunkSteps must be ≥ 1 (or Infinity), got ${options.chunkSteps}`);
-    const share = options.chunkStopShare ?? 1;
-    if (!(share > 0 && share <= 1)) throw new AppError(ErrorCode.VALIDATION, `chunkStopShare must be in (0, 1], got ${share}`);
+    this.#chunkStopShare = options.chunkStopShare ?? 1;
+    if (!(this.#chunkStopShare > 0 && this.#chunkStopShare <= 1)) throw new AppError(ErrorCode.VALIDATION, `chunkStopShare must be in (0, 1], got ${this.#chunkStopShare}`);
     this.#generator = generator;
     this.#config = generator.config;
     this.#options = options;
@@ -609,7 +611,7 @@ export class TurnScheduler {
         releaseCaches: true,
         topK: this.#options.topK,
         stopIds: this.#options.stopIds,
-        ...(Number.isFinite(this.#options.chunkSteps) ? { minRunning: rows.length - Math.max(1, Math.ceil(rows.length * (this.#options.chunkStopShare ?? 1))) } : {}),
+        ...(Number.isFinite(this.#options.chunkSteps) ? { minRunning: rows.length - Math.max(1, Math.ceil(rows.length * this.#chunkStopShare)) } : {}),
         ...(lora === undefined ? {} : { lora }),
         ...(prefill ? { padToWidth: Math.ceil(maxOf(inputs.map((r) => r.inputIds.length)) / this.#options.lengthBucketTokens) * this.#options.lengthBucketTokens } : {}),
       });
