@@ -42,6 +42,7 @@ const ENGINES = {
   'return-wait': { returnWaitMs: 50 },
   // The default engine as one replica with all of BENCH_THREADS (the default splits a small model's threads over replicas).
   'one-replica': { replicas: 1 },
+  'one-replica-return-wait': { replicas: 1, returnWaitMs: 50 },
   // The defaults with decode chunks of 8 steps instead of 16 (turns join and leave twice as often).
   'chunk-8': { chunkSteps: 8 },
   'chunk-4': { chunkSteps: 4 },
@@ -86,8 +87,14 @@ interface Row {
   meanBatchSize: number;
   /** Turns inside a model run on average, all replicas together: Σ rows × run time ÷ wall time (absent in rows measured before). */
   rowsInRuns?: number;
-  /** Per turn, milliseconds: inside runs (rows × run time ÷ turns), queued before its prefill, away (since its episode's last turn: the agent, the environment, the replica's running chunk). */
-  turnMs?: { inRuns: number; queued: number; away: number };
+  /** Per turn, milliseconds: inside runs (rows × run time ÷ turns), stalled (decoding rows sitting out other turns' prefill runs; absent in rows measured before), queued before its prefill, away (since its episode's last turn: the agent, the environment, the replica's running chunk). */
+  turnMs?: { inRuns: number; stalled?: number; queued: number; away: number };
+  /** Share of the engine threads' run time spent in runs that prefill admitted turns (absent in rows measured before). */
+  admitShare?: number;
+  /** Agent rollouts: episodes between the start and the end of their job on average (Σ episode time ÷ wall time; absent in rows measured before). */
+  episodesInFlight?: number;
+  /** Agent rollouts: share of the wall time the process's main thread (agents, worker, transport) was busy (absent in rows measured before). */
+  agentThreadBusy?: number;
   rowStepsPerToken: number;
   /** Share of the wall time the engine waited for returning episodes between runs (absent in rows measured before that wait). */
   returnWaitShare?: number;
@@ -143,7 +150,7 @@ async function withCpuMs<T>(work: () => Promise<T>): Promise<{ value: T; cpuMs: 
 }
 
 function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: number, before: InferenceEngine['stats'], after: InferenceEngine['stats'], peakRssMiB: number, cpuMs: number): Row {
-  const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'sharedTokens' | 'rowSteps' | 'steps' | 'runs' | 'returnWaitMs' | 'rowMs' | 'queueMs' | 'awayMs' | 'returns'): number => after[k] - before[k];
+  const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'sharedTokens' | 'rowSteps' | 'steps' | 'runs' | 'returnWaitMs' | 'rowMs' | 'queueMs' | 'awayMs' | 'returns' | 'busyMs' | 'admitMs' | 'stalledRowMs'): number => after[k] - before[k];
   return {
     model,
     engine: spec.engine,
@@ -157,7 +164,8 @@ function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: num
     sharedTokensPerTurn: Math.round(d('sharedTokens') / d('turns')),
     meanBatchSize: round(d('rowSteps') / d('steps'), 2),
     rowsInRuns: round(d('rowMs') / (seconds * 1000), 1),
-    turnMs: { inRuns: Math.round(d('rowMs') / d('turns')), queued: Math.round(d('queueMs') / d('turns')), away: d('returns') === 0 ? 0 : Math.round(d('awayMs') / d('returns')) },
+    turnMs: { inRuns: Math.round(d('rowMs') / d('turns')), stalled: Math.round(d('stalledRowMs') / d('turns')), queued: Math.round(d('queueMs') / d('turns')), away: d('returns') === 0 ? 0 : Math.round(d('awayMs') / d('returns')) },
+    admitShare: d('busyMs') === 0 ? 0 : round(d('admitMs') / d('busyMs'), 2),
     rowStepsPerToken: round(d('rowSteps') / d('generatedTokens'), 2),
     returnWaitShare: round(d('returnWaitMs') / (seconds * 1000), 3),
     runs: d('runs'),
@@ -192,13 +200,26 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
     execution: { provider: 'cpu', deviceId: 0, intraOpThreads: threads ?? THREADS, interOpThreads: 1 },
     ...(replicas === undefined ? {} : { replicas }),
   });
+  // An episode holds its environment from its start to its end: Σ environment lifetimes ÷ wall time = episodes in flight.
+  let episodeMs = 0;
+  const timedEnvironment = async () => {
+    const env = (await runtimes.get('builtin')).createEnvironment();
+    const created = performance.now();
+    return {
+      reset: env.reset.bind(env),
+      step: env.step.bind(env),
+      close: async () => {
+        episodeMs += performance.now() - created;
+        await env.close();
+      },
+    };
+  };
   const play = async (label: string, count: number): Promise<number> => {
     const s = runSpec(label, count);
     const transport = new InProcessTransport();
-    const runtime = await runtimes.get('builtin');
     const worker = new RolloutWorker({
       transport,
-      resolveRun: () => Promise.resolve({ policy: model.policy, environments: { create: () => runtime.createEnvironment() }, applyWeights: model.applyWeights, sampling: model.sampling }),
+      resolveRun: () => Promise.resolve({ policy: model.policy, environments: { create: timedEnvironment }, applyWeights: model.applyWeights, sampling: model.sampling }),
       concurrency: spec.concurrency,
       runId: s.run_id,
       workerId: 'bench',
@@ -223,10 +244,13 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
     const { value, peakRssMiB } = await withPeakRss(async () => {
       await play('warm-up', Math.max(4, Math.min(16, spec.concurrency)));
       const before = model.engine.stats;
+      episodeMs = 0;
+      const loop = performance.eventLoopUtilization();
       const { value: seconds, cpuMs } = await withCpuMs(() => play('timed', episodes));
-      return { before, seconds, cpuMs };
+      return { before, seconds, cpuMs, agentThreadBusy: performance.eventLoopUtilization(loop).utilization, inFlight: episodeMs / (seconds * 1000) };
     });
-    return statsRow(basename(spec.modelDir), spec, episodes, value.seconds, value.before, model.engine.stats, peakRssMiB, value.cpuMs);
+    const row = statsRow(basename(spec.modelDir), spec, episodes, value.seconds, value.before, model.engine.stats, peakRssMiB, value.cpuMs);
+    return { ...row, episodesInFlight: round(value.inFlight, 1), agentThreadBusy: round(value.agentThreadBusy, 2) };
   } finally {
     await model.close();
     await runtimes.close();
@@ -325,9 +349,9 @@ const speedup = (r: Row): string => {
   return base === undefined || base === r ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}× ${base.engine})`;
 };
 const table = [
-  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | turns in a run (all replicas) | ms per turn: in runs / queued / away | row-steps ÷ returned tokens | waiting for returns | runs | peak RSS (MiB) | CPU ms per episode |',
-  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.rowsInRuns ?? '—'} | ${r.turnMs === undefined ? '—' : `${r.turnMs.inRuns} / ${r.turnMs.queued} / ${r.turnMs.away}`} | ${r.rowStepsPerToken} | ${r.returnWaitShare === undefined ? '—' : `${round(100 * r.returnWaitShare, 1)} %`} | ${r.runs} | ${r.peakRssMiB} | ${r.cpuMsPerEpisode ?? '—'} |`),
+  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | episodes in flight | turns in a run (all replicas) | ms per turn: in runs / stalled / queued / away | share of run time in prefill runs | agent thread busy | row-steps ÷ returned tokens | waiting for returns | runs | peak RSS (MiB) | CPU ms per episode |',
+  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.episodesInFlight ?? '—'} | ${r.rowsInRuns ?? '—'} | ${r.turnMs === undefined ? '—' : `${r.turnMs.inRuns} / ${r.turnMs.stalled ?? '—'} / ${r.turnMs.queued} / ${r.turnMs.away}`} | ${r.admitShare === undefined ? '—' : `${Math.round(100 * r.admitShare)} %`} | ${r.agentThreadBusy === undefined ? '—' : `${Math.round(100 * r.agentThreadBusy)} %`} | ${r.rowStepsPerToken} | ${r.returnWaitShare === undefined ? '—' : `${round(100 * r.returnWaitShare, 1)} %`} | ${r.runs} | ${r.peakRssMiB} | ${r.cpuMsPerEpisode ?? '—'} |`),
 ];
 const markdown = `# LLM rollout benchmark (CPU): static batches vs continuous batching with per-episode KV caches
 
@@ -363,12 +387,19 @@ ${table.join('\n')}
   151,936), ${shapeText('qwen3-0.6b')}.
 - *prefill tokens per turn*: prompt tokens fed to the model per turn (cached ones not counted); *shared-prefix tokens per
   turn*: of the cached ones, those taken from another episode's prompt. *Mean batch*: rows per loop
-  iteration (row-steps ÷ steps), the batch the decode ran at (each replica its own). *Turns in a run*: Σ rows × run time ÷ wall
+  iteration (row-steps ÷ steps), the batch the decode ran at (each replica its own). *Episodes in flight*: Σ over episodes
+  of the time from their start (environment created) to their end ÷ wall time (the rest of the slots: the worker between
+  jobs, and the tail of the run, when fewer episodes are left than slots). *Turns in a run*: Σ rows × run time ÷ wall
   time over every replica: how many of the episodes in flight were inside a prefill run or a decode chunk on average (the rest
   were in their environment step, in the agent's parsing and tokenizing, or waiting for the running chunk to end). *ms per
-  turn*: inside prefill runs and decode chunks (Σ rows × run time ÷ turns), queued (from the turn's arrival at its replica to
+  turn*: inside prefill runs and decode chunks (Σ rows × run time ÷ turns), stalled (a started turn sitting out the prefill
+  runs of other turns: its replica runs one thing at a time, and a decode chunk starts only after the prefill run of the turns
+  that joined), queued (from the turn's arrival at its replica to
   the start of its prefill run), away (from the end of an episode's turn to the arrival of its next: the agent, its
-  environment step, and the wait for the replica's running chunk, since a replica reads its messages between runs). *Row-steps ÷ returned tokens*: tokens computed (rows × loop
+  environment step, and the wait for the replica's running chunk, since a replica reads its messages between runs).
+  *Share of run time in prefill runs*: of the engine threads' time inside runs, the runs that prefill admitted turns.
+  *Agent thread busy*: the share of the wall time the process's main thread (agents, rollout worker, in-process transport)
+  was busy. *Row-steps ÷ returned tokens*: tokens computed (rows × loop
   iterations) per token returned; the excess is rows decoding past their stop while a batch-mate runs on. *Peak RSS*: of the
   child process that ran the configuration (weights, session, caches). *CPU ms per episode*: that process's CPU time (user +
   system, all its threads: engine replicas, agents, environments) over the timed episodes, per episode: the work an episode

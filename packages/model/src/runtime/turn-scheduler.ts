@@ -161,11 +161,15 @@ export interface SchedulerStats {
   returns: number;
   /** Wall time spent waiting for returning episodes between runs (`returnWaitMs`), in milliseconds. */
   returnWaitMs: number;
+  /** Wall time of the runs that prefill admitted turns (part of `busyMs`; such a run decodes on only when nothing else is running), in milliseconds. */
+  admitMs: number;
+  /** Σ over those runs of the rows already decoding that sat out the run (the decode batch stalls while turns are prefilled) × its time, in row-milliseconds. */
+  stalledRowMs: number;
 }
 
 /** Counters at zero: a new scheduler's, and what the engine reports before the first turn. */
 export function emptySchedulerStats(): SchedulerStats {
-  return { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, uncopiedRuns: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, rowMs: 0, queueMs: 0, awayMs: 0, returns: 0, returnWaitMs: 0 };
+  return { runs: 0, rows: 0, steps: 0, rowSteps: 0, prefillTokens: 0, reusedTokens: 0, sharedTokens: 0, uncopiedRuns: 0, evictions: 0, turns: 0, generatedTokens: 0, busyMs: 0, rowMs: 0, queueMs: 0, awayMs: 0, returns: 0, returnWaitMs: 0, admitMs: 0, stalledRowMs: 0 };
 }
 
 interface Turn {
@@ -327,7 +331,11 @@ export class TurnScheduler {
           // and the rows join the next decode chunk with everyone else — unless there is no one else
           // (nothing active or waiting): then the prefill run decodes the whole first chunk itself.
           const alone = this.#active.length === 0 && this.#waiting.length === 0;
+          const admitStarted = performance.now();
           await this.#run(admitted, static_ || alone ? this.#chunkFor(admitted) : 1);
+          const admitMs = performance.now() - admitStarted;
+          this.stats.admitMs += admitMs;
+          this.stats.stalledRowMs += this.#active.length * admitMs;
           this.#sharePrompts(admitted);
           this.#active.push(...admitted.filter((r) => !this.#finishIfDone(r)));
         }
