@@ -43,6 +43,9 @@ const ENGINES = {
   // The default engine as one replica with all of BENCH_THREADS (the default splits a small model's threads over replicas).
   'one-replica': { replicas: 1 },
   'one-replica-return-wait': { replicas: 1, returnWaitMs: 50 },
+  'bucket-16': { lengthBucketTokens: 16 },
+  'bucket-8': { lengthBucketTokens: 8 },
+  'stop-half': { chunkStopShare: 0.5 },
   // The defaults with decode chunks of 8 steps instead of 16 (turns join and leave twice as often).
   'chunk-8': { chunkSteps: 8 },
   'chunk-4': { chunkSteps: 4 },
@@ -374,7 +377,9 @@ ${table.join('\n')}
   whose rows changed, and every run's added slots appended to a copy of its past. *chunks-16*: fixed decode chunks of 16 steps
   (\`chunkStopShare: 1\`: a run ends only when all its rows have stopped); *previous-default*: the same with
   \`residentBatch: false\`, the default before the resident batch and early-ending runs. *stop-one*: the defaults with a run
-  ending once any one of its rows has stopped (\`chunkStopShare: 0.01\`). (The defaults: chunks of at most 32 steps, a run
+  ending once any one of its rows has stopped (\`chunkStopShare: 0.01\`); *stop-half*: once half of them has
+  (\`chunkStopShare: 0.5\`). *bucket-8*, *bucket-16*: the defaults with prompt widths padded to multiples of 8 or 16
+  tokens instead of 32. *one-replica-return-wait*: *one-replica* with \`returnWaitMs: 50\`. (The defaults: chunks of at most 32 steps, a run
   ending once a quarter of its rows has stopped, the decode batch kept in place.)
   *Waiting for returns*: share of the wall time spent in that wait.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
