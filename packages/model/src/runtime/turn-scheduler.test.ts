@@ -218,3 +218,26 @@ describe('prefillGroups: rows of a prefill run split by width', () => {
     expect(generator.inputs).toEqual([[4, 4, 4, 4], [400]]);
   });
 });
+
+describe('TurnScheduler: where the time goes', () => {
+  it('counts the prefill runs of admitted turns and the decoding rows they stall', async () => {
+    const generator = new RecordingGenerator(20);
+    const s = scheduler(generator, { batchWindowMs: 5 });
+    // Two episodes start together (one run within the batch window, nothing decoding yet), then decode in chunks of 2 steps.
+    const a1 = s.submit({ promptIds: prompt, maxNewTokens: 12, seed: 1, temperature: 1.01, cacheKey: 'a1' });
+    const a2 = s.submit({ promptIds: prompt, maxNewTokens: 12, seed: 2, temperature: 1.02, cacheKey: 'a2' });
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    // A third joins while both decode: its prefill run stalls two rows.
+    const b = s.submit({ promptIds: [9, 9, 9, 9], maxNewTokens: 2, seed: 3, temperature: 1.03, cacheKey: 'b' });
+    await Promise.all([a1, a2, b]);
+    const { admitMs, stalledRowMs, busyMs } = s.stats;
+    // (a1, a2) started in one run, b in a prefill run of its own while a1 and a2 were decoding.
+    expect(generator.runs[0]).toEqual([1.01, 1.02]);
+    expect(generator.runs.filter((run) => run.includes(1.03) && !run.includes(1.01))).toHaveLength(1);
+    expect(admitMs).toBeGreaterThanOrEqual(2 * 19);
+    expect(admitMs).toBeLessThan(busyMs);
+    // Two rows sat out b's prefill run (≥ 20 ms each) and nothing else stalled them.
+    expect(stalledRowMs).toBeGreaterThanOrEqual(2 * 19);
+    expect(stalledRowMs).toBeLessThan(2 * admitMs);
+  });
+});
