@@ -153,7 +153,7 @@ async function withCpuMs<T>(work: () => Promise<T>): Promise<{ value: T; cpuMs: 
 }
 
 function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: number, before: InferenceEngine['stats'], after: InferenceEngine['stats'], peakRssMiB: number, cpuMs: number): Row {
-  const d = (k: 'turns' | 'generatedTokens' | 'prefillTokens' | 'sharedTokens' | 'rowSteps' | 'steps' | 'runs' | 'returnWaitMs' | 'rowMs' | 'queueMs' | 'awayMs' | 'returns' | 'busyMs' | 'admitMs' | 'stalledRowMs'): number => after[k] - before[k];
+  const d = (k: keyof InferenceEngine['stats']): number => after[k] - before[k];
   return {
     model,
     engine: spec.engine,
@@ -180,7 +180,8 @@ function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: num
 /** sqlenv-tiny through a RolloutWorker: an untimed pass first (ONNX Runtime's first runs of new shapes are slow), then the timed one. */
 async function tinyRollout(spec: ChildSpec): Promise<Row> {
   const runtimes = new RuntimeCache({ executorPoolSize: 1 });
-  const dataset = (await runtimes.get('builtin')).dataset;
+  const runtime = await runtimes.get('builtin');
+  const dataset = runtime.dataset;
   const runSpec = (label: string, episodes: number) =>
     RolloutRunSpecSchema.parse({
       run_id: `bench-llm-${spec.engine}-${spec.concurrency}-${label}`,
@@ -205,8 +206,8 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
   });
   // An episode holds its environment from its start to its end: Σ environment lifetimes ÷ wall time = episodes in flight.
   let episodeMs = 0;
-  const timedEnvironment = async () => {
-    const env = (await runtimes.get('builtin')).createEnvironment();
+  const timedEnvironment = () => {
+    const env = runtime.createEnvironment();
     const created = performance.now();
     return {
       reset: env.reset.bind(env),

@@ -5,8 +5,7 @@ import { DEFAULT_PREFILL_CHUNK_TOKENS } from '../graphs/generation-graph.ts';
 import { checkRowInput, type Generator, type GenerationRequest, type GenerationResult, type RowInput, type RowOutput } from './generator.ts';
 import { commonPrefixLength, compactRowCache, feedsRunUncopied, KvCacheStore, kvBytesPerToken, truncateRowCache, type RowKvCache } from './kv-cache.ts';
 import type { LoraWeights } from '../graphs/lora.ts';
-import type { ResidentRow } from './resident-batch.ts';
-import { ResidentBatch, residentBatchOf } from './resident-batch.ts';
+import { ResidentBatch, residentBatchOf, type ResidentRow } from './resident-batch.ts';
 
 /** Fewest tokens a turn takes from a shared prefix (shorter ones are not worth a cache copy), and the least a turn is held back for. */
 export const MIN_SHARED_PREFIX_TOKENS = 16;
