@@ -68,3 +68,93 @@ describe('documentation', () => {
     }
   });
 });
+
+/** Markdown files under a directory (recursive), repository-relative. */
+function markdownUnder(dir: string): string[] {
+  return files(dir).filter((f) => f.endsWith('.md'));
+}
+
+const journal = path.join('docs', 'journal') + path.sep;
+const isHistory = (f: string): boolean => f.startsWith(journal) || f === 'CHANGELOG.md';
+
+/** The pages that describe the repository as it is: README.md, docs/ (not its journal), every package's README. */
+const referencePages = ['README.md', ...markdownUnder('docs').filter((f) => !isHistory(f)), ...readdirSync(path.join(root, 'packages')).map((p) => path.join('packages', p, 'README.md')).filter((f) => existsSync(path.join(root, f)))];
+
+/** Phrases that narrate how a figure or a change came about; history belongs in docs/journal/ or CHANGELOG.md. */
+const NARRATION = /\b(?:as\s+filed|this\s+round|previous\s+round)\b/i;
+
+function lineCount(text: string): number {
+  return text.endsWith('\n') ? text.split('\n').length - 1 : text.split('\n').length;
+}
+
+/** `a/*.md`-style patterns: every segment may hold `*` (any characters but `/`); `**` is any number of segments. */
+function globMatches(pattern: string): string[] {
+  const walk = (dir: string, segments: string[]): string[] => {
+    const [head, ...rest] = segments;
+    if (head === undefined) return [dir];
+    if (head === '**') return [...walk(dir, rest), ...readdirSync(path.join(root, dir), { withFileTypes: true }).filter((e) => e.isDirectory()).flatMap((e) => walk(path.join(dir, e.name), segments))];
+    if (!head.includes('*')) return existsSync(path.join(root, dir, head)) ? walk(path.join(dir, head), rest) : [];
+    const re = new RegExp(`^${head.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*')}$`);
+    return readdirSync(path.join(root, dir)).filter((name) => re.test(name)).flatMap((name) => walk(path.join(dir, name), rest));
+  };
+  return walk('.', pattern.split('/'));
+}
+
+/** `apps/{worker,trainer}/src/main.ts` names each alternative: every one must exist. */
+function expandBraces(pattern: string): string[] {
+  const m = /\{([^{}]*)\}/.exec(pattern);
+  if (!m) return [pattern];
+  return (m[1] as string).split(',').flatMap((alt) => expandBraces(pattern.slice(0, m.index) + alt + pattern.slice(m.index + m[0].length)));
+}
+
+const SOURCE_ROOT = '(?:packages|apps|tests|bench|scripts|docker|models)/';
+
+/** Source paths a page names: inline code relative to the repository root, links relative to the page; fenced blocks are examples, not references. */
+function namedPaths(file: string): { named: string; resolved: string }[] {
+  const text = readFileSync(path.join(root, file), 'utf8').replace(/```[\s\S]*?```/g, '');
+  const clean = (p: string): string => p.replace(/#.*$/, '').replace(/:\d+(?:-\d+)?$/, '').replace(/\/$/, '');
+  const coded = [...text.matchAll(new RegExp(`\`(${SOURCE_ROOT}[^\`\\s]*)\``, 'g'))].map((m) => ({ named: m[1] as string, resolved: clean(m[1] as string) }));
+  const linked = [...text.matchAll(new RegExp(`\\]\\(((?:\\.\\./)*${SOURCE_ROOT}[^)\\s]*)\\)`, 'g'))].map((m) => ({ named: m[1] as string, resolved: path.relative(root, path.resolve(root, path.dirname(file), clean(m[1] as string))) }));
+  return [...coded, ...linked];
+}
+
+describe('documentation is a reference', () => {
+  it('no narration of rounds of work outside docs/journal/ and CHANGELOG.md, in docs, READMEs and source comments', () => {
+    const checked = ['packages', 'apps', 'tests', 'bench', 'docs', 'docker', 'models', 'scripts']
+      .filter((d) => existsSync(path.join(root, d)))
+      .flatMap(files)
+      .concat(['README.md'])
+      .filter((f) => !isHistory(f) && !f.startsWith(path.join('bench', 'results') + path.sep) && f !== path.join('tests', 'docs.test.ts'));
+    expect(checked.length).toBeGreaterThan(100);
+    const offenders = checked.filter((f) => NARRATION.test(readFileSync(path.join(root, f), 'utf8')));
+    expect(offenders).toEqual([]);
+  });
+
+  it('the narration check recognises the phrases it is for', () => {
+    for (const phrase of ['the engine As Filed', 'measured this\nround', 'The previous round']) expect(NARRATION.test(phrase), phrase).toBe(true);
+    expect(NARRATION.test('the `as-filed` bench engine, the previous rounding')).toBe(false);
+  });
+
+  it('docs/inference.md is at most 300 lines', () => {
+    expect(lineCount(readFileSync(path.join(root, 'docs', 'inference.md'), 'utf8'))).toBeLessThanOrEqual(300);
+  });
+
+  it('every line of docs/measured.md is at most 400 characters', () => {
+    const long = readFileSync(path.join(root, 'docs', 'measured.md'), 'utf8').split('\n').map((line, i) => ({ line: i + 1, chars: [...line].length })).filter((l) => l.chars > 400);
+    expect(long).toEqual([]);
+  });
+
+  it('every source path the reference pages name exists', () => {
+    const named = referencePages.flatMap((f) => namedPaths(f).map((p) => ({ ...p, f })));
+    expect(named.length).toBeGreaterThan(50);
+    const missing = named.filter(({ resolved }) => expandBraces(resolved).some((p) => (p.includes('*') ? globMatches(p).length === 0 : !existsSync(path.join(root, p)))));
+    expect(missing.map(({ f, named: n }) => `${f}: ${n}`)).toEqual([]);
+  });
+
+  it('the path check reads inline code, relative links, line suffixes and explicit globs', () => {
+    expect(globMatches('packages/*/README.md').length).toBeGreaterThan(5);
+    expect(globMatches('bench/**/no-such-file-*.md')).toEqual([]);
+    expect(expandBraces('apps/{worker,trainer}/src/main.ts')).toEqual(['apps/worker/src/main.ts', 'apps/trainer/src/main.ts']);
+    expect(namedPaths('README.md').some((p) => p.resolved === path.join('models', 'README.md'))).toBe(true);
+  });
+});

@@ -199,7 +199,7 @@ describe('InferenceEngine', () => {
       }
     }
     await expect(InferenceEngine.start({ modelDir: dir, cpuMemArena: 'off' as unknown as boolean })).rejects.toThrow(/invalid inference engine options: .*cpuMemArena/);
-    // The continuous-batching options of this round are checked the same way, before any thread starts.
+    // The continuous-batching options are checked the same way, before any thread starts.
     await expect(InferenceEngine.start({ modelDir: dir, chunkStopShare: 1.5 })).rejects.toThrow(/invalid inference engine options: .*chunkStopShare/);
     await expect(InferenceEngine.start({ modelDir: dir, chunkStopShare: 0 })).rejects.toThrow(/invalid inference engine options: .*chunkStopShare/);
     await expect(InferenceEngine.start({ modelDir: dir, residentBatch: 'yes' as unknown as boolean })).rejects.toThrow(/invalid inference engine options: .*residentBatch/);
