@@ -77,8 +77,8 @@ function markdownUnder(dir: string): string[] {
 const journal = path.join('docs', 'journal') + path.sep;
 const isHistory = (f: string): boolean => f.startsWith(journal) || f === 'CHANGELOG.md';
 
-/** The pages that describe the repository as it is: README.md, docs/ (not its journal), every package's README. */
-const referencePages = ['README.md', ...markdownUnder('docs').filter((f) => !isHistory(f)), ...readdirSync(path.join(root, 'packages')).map((p) => path.join('packages', p, 'README.md')).filter((f) => existsSync(path.join(root, f)))];
+/** The pages that describe the repository as it is: README.md, docs/ (not its journal), and every README under packages/, apps/ and models/. */
+const referencePages = ['README.md', ...markdownUnder('docs').filter((f) => !isHistory(f)), ...['packages', 'apps', 'models'].flatMap(markdownUnder).filter((f) => path.basename(f) === 'README.md')];
 
 /** Phrases that narrate how a figure or a change came about; history belongs in docs/journal/ or CHANGELOG.md. */
 const NARRATION = /\b(?:as\s+filed|this\s+round|previous\s+round|yesterday|earlier\s+session)\b/i;
