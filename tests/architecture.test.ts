@@ -42,9 +42,9 @@ const allowedAppImports: Record<string, readonly string[]> = {
 /**
  * Files under packages/*\/src that read process.argv: scripts `node` runs directly, not commands —
  * two child processes, whose argument is the parent's message (a model path and options, the SQL
- * limits), and the maintainer's script that regenerates cuda-kernels.json (docs/operations.md, "GPU").
+ * limits). Maintenance scripts live in scripts/, outside the libraries.
  */
-const scriptEntries = new Set(['packages/onnx-graph/src/runtime/placement-probe.mjs', 'packages/onnx-graph/src/kernel-coverage/extract-kernel-table.ts', 'packages/sql-env/src/sandbox/executor-child.ts']);
+const scriptEntries = new Set(['packages/onnx-graph/src/runtime/placement-probe.mjs', 'packages/sql-env/src/sandbox/executor-child.ts']);
 /** External modules the ML packages must never import. */
 const forbiddenInMl = ['bullmq', 'ioredis', 'better-sqlite3', 'ws'];
 const mlPackages = ['onnx-graph', 'model', 'grpo'];
@@ -199,8 +199,8 @@ describe('architecture: the import graph between workspaces', () => {
     expect(cycles).toEqual([]);
   });
 
-  it('tests/ and bench/ import workspaces by name (`@sqlenv/x`, test helpers as `@sqlenv/x/testing`), never by a path into their sources', () => {
-    const deep = ['tests', 'bench'].flatMap((d) => sourceFiles(path.join(root, d))).flatMap((f) =>
+  it('tests/, bench/ and scripts/ import workspaces by name (`@sqlenv/x`, test helpers as `@sqlenv/x/testing`), never by a path into their sources', () => {
+    const deep = ['tests', 'bench', 'scripts'].flatMap((d) => sourceFiles(path.join(root, d))).flatMap((f) =>
       importSpecifiers(readFileSync(f, 'utf8'))
         .filter((s) => /^(\.\.\/)+(packages|apps)\//.test(s))
         .map((s) => `${path.relative(root, f)}: ${s}`),
