@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/node_modules/**', '**/dist/**', '.cache/**', 'bench/results/**', 'test-artifacts/**', '.tmp/**', 'apps/env-server/src/web/**/*.js'] },
+  { ignores: ['**/node_modules/**', '**/dist/**', '.cache/**', 'bench/results/**', 'test-artifacts/**', '.tmp/**', 'packages/env-server/src/web/**/*.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -24,14 +24,16 @@ const allowedPackageDeps: Record<string, readonly string[]> = {
   /** The run directory: protocol- and agents-level types only, never the queue or the trainer. */
   runs: ['shared', 'protocol', 'agents', 'model'],
   rollout: ['shared', 'protocol', 'sql-env', 'agents', 'client', 'model', 'grpo', 'onnx-graph', 'runs'],
+  /** The OpenEnv server library: `sqlenv serve` and the env-server main both start it. */
+  'env-server': ['shared', 'protocol', 'sql-env'],
 };
 /**
- * Apps that an app may import. apps/cli holds every argv handler and uses the env-server's server
- * library for `sqlenv serve`; the coordinator, worker and trainer mains are thin entry points over
- * the CLI's handlers. The env-server's own main reads environment variables only.
+ * Apps that an app may import, by folder name: none, except that the coordinator, worker and trainer
+ * mains are thin container entry points over the CLI's handlers. Libraries an app needs (the server
+ * behind `sqlenv serve` and the env-server main) live in packages/.
  */
 const allowedAppImports: Record<string, readonly string[]> = {
-  cli: ['env-server'],
+  cli: [],
   coordinator: ['cli'],
   worker: ['cli'],
   trainer: ['cli'],
@@ -40,16 +42,19 @@ const allowedAppImports: Record<string, readonly string[]> = {
 /**
  * Files under packages/*\/src that read process.argv: scripts `node` runs directly, not commands —
  * two child processes, whose argument is the parent's message (a model path and options, the SQL
- * limits), and the maintainer's script that regenerates cuda-kernels.json (docs/operations.md, "GPU").
+ * limits). Maintenance scripts live in scripts/, outside the libraries.
  */
-const scriptEntries = new Set(['packages/onnx-graph/src/runtime/placement-probe.mjs', 'packages/onnx-graph/src/kernel-coverage/extract-kernel-table.ts', 'packages/sql-env/src/sandbox/executor-child.ts']);
+const scriptEntries = new Set(['packages/onnx-graph/src/runtime/placement-probe.mjs', 'packages/sql-env/src/sandbox/executor-child.ts']);
 /** External modules the ML packages must never import. */
 const forbiddenInMl = ['bullmq', 'ioredis', 'better-sqlite3', 'ws'];
 const mlPackages = ['onnx-graph', 'model', 'grpo'];
 
 interface Workspace {
   kind: 'packages' | 'apps';
+  /** Folder name (packages/<name>, apps/<name>): what the rules above are keyed by. */
   name: string;
+  /** Package name without the scope: `@sqlenv/<pkg>`. */
+  pkg: string;
   dir: string;
   declared: Set<string>;
 }
@@ -65,8 +70,8 @@ function listWorkspaces(): Workspace[] {
       } catch {
         continue;
       }
-      const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { dependencies?: Record<string, string> };
-      out.push({ kind, name, dir, declared: new Set(Object.keys(manifest.dependencies ?? {})) });
+      const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { name: string; dependencies?: Record<string, string> };
+      out.push({ kind, name, pkg: manifest.name.replace(/^@sqlenv\//, ''), dir, declared: new Set(Object.keys(manifest.dependencies ?? {})) });
     }
   }
   return out;
@@ -100,7 +105,7 @@ const workspaceDirs = workspaces.map((w) => ({ ...w, src: path.join(w.dir, 'src'
 describe('architecture: the import graph between workspaces', () => {
   it('finds the workspaces docs/architecture.md names', () => {
     const names = workspaces.filter((w) => w.kind === 'packages').map((w) => w.name);
-    for (const expected of ['shared', 'protocol', 'sql-env', 'agents', 'onnx-graph', 'model', 'runs', 'rollout', 'client']) expect(names).toContain(expected);
+    for (const expected of ['shared', 'protocol', 'sql-env', 'agents', 'onnx-graph', 'model', 'runs', 'rollout', 'client', 'env-server']) expect(names).toContain(expected);
   });
 
   for (const ws of workspaceDirs) {
@@ -116,20 +121,20 @@ describe('architecture: the import graph between workspaces', () => {
           }
           const internal = /^@sqlenv\/([^/]+)/.exec(spec)?.[1];
           if (internal !== undefined) {
-            const target = workspaces.find((w) => w.name === internal);
+            const target = workspaces.find((w) => w.pkg === internal);
             if (target === undefined) {
               problems.push(`${rel}: imports unknown workspace @sqlenv/${internal}`);
               continue;
             }
             if (ws.kind === 'packages') {
               if (target.kind === 'apps') problems.push(`${rel}: a package imports the app @sqlenv/${internal}`);
-              else if (!(allowedPackageDeps[ws.name] ?? []).includes(internal) && internal !== ws.name) {
+              else if (!(allowedPackageDeps[ws.name] ?? []).includes(target.name) && target !== ws) {
                 problems.push(`${rel}: packages/${ws.name} may not import @sqlenv/${internal}`);
               }
-            } else if (target.kind === 'apps' && !(allowedAppImports[ws.name] ?? []).includes(internal) && internal !== ws.name) {
+            } else if (target.kind === 'apps' && !(allowedAppImports[ws.name] ?? []).includes(target.name) && target !== ws) {
               problems.push(`${rel}: apps/${ws.name} may not import the app @sqlenv/${internal}`);
             }
-            if (internal !== ws.name && !ws.declared.has(`@sqlenv/${internal}`)) problems.push(`${rel}: @sqlenv/${internal} is not in package.json dependencies`);
+            if (target !== ws && !ws.declared.has(`@sqlenv/${internal}`)) problems.push(`${rel}: @sqlenv/${internal} is not in package.json dependencies`);
             continue;
           }
           const external = spec.startsWith('node:') ? null : spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0];
@@ -141,6 +146,19 @@ describe('architecture: the import graph between workspaces', () => {
       expect(problems).toEqual([]);
     });
   }
+
+  it('no app imports another app, besides the coordinator, worker and trainer mains importing the CLI', () => {
+    const edges = new Set<string>();
+    for (const ws of workspaceDirs.filter((w) => w.kind === 'apps')) {
+      for (const file of sourceFiles(ws.dir)) {
+        for (const spec of importSpecifiers(readFileSync(file, 'utf8'))) {
+          const target = workspaces.find((w) => w.pkg === /^@sqlenv\/([^/]+)/.exec(spec)?.[1]);
+          if (target?.kind === 'apps' && target !== ws) edges.add(`apps/${ws.name} → apps/${target.name}`);
+        }
+      }
+    }
+    expect([...edges].sort()).toEqual(['apps/coordinator → apps/cli', 'apps/trainer → apps/cli', 'apps/worker → apps/cli']);
+  });
 
   it('packages export libraries only: no file under packages/*/src parses argv (node:util parseArgs) or reads process.argv', () => {
     const parsing = workspaceDirs
@@ -155,7 +173,7 @@ describe('architecture: the import graph between workspaces', () => {
   });
 
   it('has no dependency cycle between workspaces', () => {
-    const graph = new Map(workspaces.map((w) => [w.name, [...w.declared].filter((d) => d.startsWith('@sqlenv/')).map((d) => d.slice(8))]));
+    const graph = new Map(workspaces.map((w) => [w.pkg, [...w.declared].filter((d) => d.startsWith('@sqlenv/')).map((d) => d.slice(8))]));
     const state = new Map<string, 'visiting' | 'done'>();
     const cycles: string[] = [];
     const visit = (node: string, trail: string[]): void => {
@@ -176,13 +194,13 @@ describe('architecture: the import graph between workspaces', () => {
     expect(importSpecifiers(`import { Queue } from 'bullmq';\nconst m = await import('@sqlenv/sql-env');\nexport * from './x.ts';`)).toEqual(['bullmq', './x.ts', '@sqlenv/sql-env']);
   });
 
-  it('has no import cycle between files (static value imports; type-only and dynamic imports do not run at load)', () => {
+  it('has no import cycle between files (static, type-only and dynamic imports alike: each names a file its importer needs)', () => {
     const cycles = fileImportCycles(workspaceDirs.flatMap((w) => sourceFiles(w.src).filter((f) => !/\.test\.ts$/.test(f))));
     expect(cycles).toEqual([]);
   });
 
-  it('tests/ and bench/ import workspaces by name (`@sqlenv/x`, test helpers as `@sqlenv/x/testing`), never by a path into their sources', () => {
-    const deep = ['tests', 'bench'].flatMap((d) => sourceFiles(path.join(root, d))).flatMap((f) =>
+  it('tests/, bench/ and scripts/ import workspaces by name (`@sqlenv/x`, test helpers as `@sqlenv/x/testing`), never by a path into their sources', () => {
+    const deep = ['tests', 'bench', 'scripts'].flatMap((d) => sourceFiles(path.join(root, d))).flatMap((f) =>
       importSpecifiers(readFileSync(f, 'utf8'))
         .filter((s) => /^(\.\.\/)+(packages|apps)\//.test(s))
         .map((s) => `${path.relative(root, f)}: ${s}`),
@@ -203,37 +221,30 @@ describe('architecture: the import graph between workspaces', () => {
 
   it('finds a file cycle when there is one (the checker itself can fail)', () => {
     const files = new Map([
-      ['/x/a.ts', "import { b } from './b.ts';\nimport type { C } from './c.ts';"],
+      ['/x/a.ts', "import type { B } from './b.ts';\nimport { c } from './c.ts';"],
       ['/x/b.ts', "export { a } from './a.ts';"],
-      ['/x/c.ts', "import { a } from './a.ts';"],
+      ['/x/c.ts', "export const c = 1;\nexport const d = (): Promise<unknown> => import('./d.ts');"],
+      ['/x/d.ts', "import { c } from './c.ts';"],
+      ['/x/e.ts', "import { c } from './c.ts';"],
     ]);
-    expect(fileImportCycles([...files.keys()], (f) => files.get(f) ?? '')).toEqual(['x/a.ts → x/b.ts → x/a.ts'.replace(/x\//g, path.relative(root, '/x') + '/')]);
+    const x = path.relative(root, '/x');
+    expect(fileImportCycles([...files.keys()], (f) => files.get(f) ?? '')).toEqual([`${x}/a.ts → ${x}/b.ts → ${x}/a.ts`, `${x}/c.ts → ${x}/d.ts → ${x}/c.ts`]);
   });
 });
-
-/** Value imports that run at module load: static `import … from`, `export … from` and bare `import '…'`, minus `import type` / `export type`. */
-function loadTimeSpecifiers(source: string): string[] {
-  const specs: string[] = [];
-  for (const match of source.matchAll(/^\s*(import|export)\s+(type\s+)?([^'";]*?)\s*from\s+['"]([^'"]+)['"]/gm)) {
-    if (match[2] === undefined && match[4] !== undefined) specs.push(match[4]);
-  }
-  for (const match of source.matchAll(/^\s*import\s+['"]([^'"]+)['"]/gm)) if (match[1]) specs.push(match[1]);
-  return specs;
-}
 
 /** Resolve a specifier to a source file: relative paths as written, `@sqlenv/x` to that workspace's entry (`src/index.ts`). */
 function resolveSource(from: string, spec: string): string | undefined {
   if (spec.startsWith('.')) return path.resolve(path.dirname(from), spec);
   const internal = /^@sqlenv\/([^/]+)$/.exec(spec)?.[1];
   if (internal === undefined) return undefined;
-  const ws = workspaces.find((w) => w.name === internal);
+  const ws = workspaces.find((w) => w.pkg === internal);
   return ws === undefined ? undefined : path.join(ws.dir, 'src', 'index.ts');
 }
 
 /** Every cycle of the file import graph, each once, as `a → b → a` with paths from the repository root. */
 function fileImportCycles(files: readonly string[], read: (file: string) => string = (f) => readFileSync(f, 'utf8')): string[] {
   const known = new Set(files);
-  const edges = new Map(files.map((f) => [f, loadTimeSpecifiers(read(f)).map((s) => resolveSource(f, s)).filter((t): t is string => t !== undefined && known.has(t))]));
+  const edges = new Map(files.map((f) => [f, importSpecifiers(read(f)).map((s) => resolveSource(f, s)).filter((t): t is string => t !== undefined && known.has(t))]));
   const state = new Map<string, 'visiting' | 'done'>();
   const cycles: string[] = [];
   const stack: string[] = [];

@@ -3,7 +3,7 @@ import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { ErrorFrameSchema, McpReplyFrameSchema, ObservationFrameSchema, StateReplyFrameSchema } from '@sqlenv/protocol';
 import { RawWs, startHarness, type Harness, RUNAWAY_SQL, type OracleEpisode, startTestServer, type TestServer, waitUntil } from '@sqlenv/env-server/testing';
 
-// Conformance of /ws with apps/env-server/README.md, against the real SQL environment.
+// Conformance of /ws with packages/env-server/README.md, against the real SQL environment.
 
 let runtime: SqlEnvRuntime;
 let harness: Harness;

@@ -3,10 +3,10 @@
  * Configuration comes from environment variables only (PORT, HOST,
  * SQLENV_DATASET, SQLENV_API_KEY, SQLENV_MODE, SQLENV_ALLOWED_HOSTS,
  * SQLENV_MAX_SESSIONS, SQLENV_IDLE_TIMEOUT_S, SQLENV_CACHE_DIR, SQLENV_WEB,
- * LOG_LEVEL); see apps/env-server/README.md.
+ * LOG_LEVEL); see packages/env-server/README.md.
  */
 import { createRootLogger, toAppError, type Logger } from '@sqlenv/shared';
-import { resolveServeConfig, serveUntilSignal } from './serve.ts';
+import { resolveServeConfig, serveUntilSignal } from '@sqlenv/env-server';
 
 function flushed(logger: Logger): Promise<void> {
   return new Promise((resolve) => logger.flush(() => resolve()));

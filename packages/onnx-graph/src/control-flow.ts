@@ -1,8 +1,10 @@
-import { attr, type Tensor } from './graph-core.ts';
-import type { Graph } from './graph.ts';
+import { attr, type GraphCore, type Tensor } from './graph-core.ts';
 import { formatShape, graphError, type Dim, type Shape } from './shape.ts';
 
-/** ONNX Loop and If, built with subgraphs that are Graphs themselves (they may read outer-scope tensors). */
+/**
+ * ONNX Loop and If, built with subgraphs that are Graphs themselves (they may read outer-scope tensors).
+ * Generic over the graph class so this file needs only GraphCore: graph.ts imports it, not the reverse.
+ */
 
 export interface LoopCarriedSpec {
   /** Initial value (from this graph or an enclosing one). */
@@ -32,13 +34,14 @@ export interface LoopBodyResult {
   scans?: readonly Tensor[];
 }
 
-export interface LoopSpec {
+/** A Loop's inputs and body; `G` is the graph class the body is built with (Graph: `LoopSpec`). */
+export interface LoopSpecOf<G extends GraphCore> {
   /** Maximum trip count: a number or an int64 scalar tensor. */
   maxTrips?: number | Tensor;
   /** Initial condition, bool scalar (default: none, loop runs `maxTrips` times unless the body stops it). */
   cond?: Tensor;
   carried: readonly (Tensor | LoopCarriedSpec)[];
-  body: (body: Graph, args: LoopBodyArgs) => LoopBodyResult;
+  body: (body: G, args: LoopBodyArgs) => LoopBodyResult;
 }
 
 export interface LoopResult {
@@ -53,7 +56,7 @@ export interface LoopResult {
  * the enclosing graph (outer scope) and returns the next loop-carried values, the
  * continue condition and per-iteration scan values.
  */
-export function buildLoop(g: Graph, spec: LoopSpec, newSubgraph: () => Graph): LoopResult {
+export function buildLoop<G extends GraphCore>(g: GraphCore, spec: LoopSpecOf<G>, newSubgraph: () => G): LoopResult {
   if (spec.maxTrips === undefined && spec.cond === undefined) throw graphError('Loop: expected maxTrips or cond (or both), got neither');
   const carried = spec.carried.map((c) => ('init' in c ? c : { init: c }));
   const body = newSubgraph();
@@ -97,9 +100,9 @@ export function buildLoop(g: Graph, spec: LoopSpec, newSubgraph: () => Graph): L
 }
 
 /** ONNX If: both branches are built with their own Graph and return the same number of outputs and dtypes. */
-export function buildIf(g: Graph, cond: Tensor, thenBranch: (b: Graph) => readonly Tensor[], elseBranch: (b: Graph) => readonly Tensor[], newSubgraph: () => Graph): Tensor[] {
+export function buildIf<G extends GraphCore>(g: GraphCore, cond: Tensor, thenBranch: (b: G) => readonly Tensor[], elseBranch: (b: G) => readonly Tensor[], newSubgraph: () => G): Tensor[] {
   if (cond.dtype !== 'bool' || cond.rank > 1) throw graphError(`If: cond must be a bool scalar, got ${cond.toString()}`);
-  const build = (fn: (b: Graph) => readonly Tensor[], label: string): { g: Graph; outs: readonly Tensor[] } => {
+  const build = (fn: (b: G) => readonly Tensor[], label: string): { g: G; outs: readonly Tensor[] } => {
     const g = newSubgraph();
     const outs = fn(g);
     outs.forEach((t, i) => g.output(g.unusedName(`if_${label}_${i}`), t));

@@ -1,12 +1,15 @@
 import { ONNX_DTYPE_CODE, type DType } from './dtype.ts';
 import { attr, type Attrs, type Tensor } from './graph-core.ts';
-import { buildIf, buildLoop, type LoopResult, type LoopSpec } from './control-flow.ts';
+import { buildIf, buildLoop, type LoopResult, type LoopSpecOf } from './control-flow.ts';
 import { MathGraph, type Operand } from './graph-math.ts';
 import { broadcastShapes, dimProduct, formatShape, graphError, isStaticShape, normalizeAxis, type Dim, type Shape } from './shape.ts';
 import { tensor } from './tensor-data.ts';
 
 /** "To the end" for slice ends (ONNX clamps any large value). */
 const SLICE_END = Number.MAX_SAFE_INTEGER;
+
+/** An ONNX Loop built with `Graph.loop`: its body is a Graph. */
+export type LoopSpec = LoopSpecOf<Graph>;
 
 export interface SliceSpec {
   axis: number;

@@ -3,7 +3,7 @@ import { StepResultSchema } from './sql-observation.ts';
 import { EpisodeStateSchema, ResetOptionsSchema } from './episode.ts';
 
 /**
- * OpenEnv wire frames (apps/env-server/README.md): the WebSocket session
+ * OpenEnv wire frames (packages/env-server/README.md): the WebSocket session
  * protocol of `/ws` and the HTTP request bodies of `/reset` and `/step`.
  * Server and client both parse with these, so they cannot drift.
  */

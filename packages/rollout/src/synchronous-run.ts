@@ -24,8 +24,8 @@ export interface SynchronousRunResult {
 /**
  * The plain synchronous loop — generate a batch, train, repeat — with no queue,
  * no concurrency and no transport. It is the reference the distributed run
- * must reproduce at max_staleness = 0 (same seeds → same batches), and the
- * "no queue" baseline of bench/rollout.bench.ts.
+ * must reproduce at max_staleness = 0 (same seeds → same batches;
+ * tests/rollout-contract.test.ts). `sqlenv train` runs training-run.ts, not this.
  */
 export async function runSynchronous(options: SynchronousRunOptions): Promise<SynchronousRunResult> {
   const { spec, resources } = options;

@@ -4,7 +4,7 @@ import { PROVIDERS } from '@sqlenv/onnx-graph';
 import { AppError, ErrorCode, formatZodIssues, type Logger } from '@sqlenv/shared';
 import type { ModelExecution } from '@sqlenv/rollout';
 import type { FlagSpec } from '../flags.ts';
-import { executionFlagOptions } from '../execution-flags.ts';
+import { executionFlagOptions } from '../execution-flag-options.ts';
 
 /**
  * Where and with how many threads a process runs its model sessions: `--execution-provider` /

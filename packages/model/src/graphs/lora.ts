@@ -3,6 +3,9 @@ import { AppError, ErrorCode, formatZodIssues, Xoshiro128 } from '@sqlenv/shared
 import type { ModelConfig } from '../io/config.ts';
 import { layerPrefix } from '../io/tensor-names.ts';
 import type { ModelWeights } from '../io/weights.ts';
+import { LORA_TARGETS, moduleOf, targetWeight, type LoraTarget } from './lora-targets.ts';
+
+export { LORA_TARGETS, targetWeight, type LoraTarget } from './lora-targets.ts';
 
 /**
  * LoRA (Hu et al. 2021, https://arxiv.org/abs/2106.09685): a frozen linear
@@ -15,8 +18,6 @@ import type { ModelWeights } from '../io/weights.ts';
  * (`base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight`), so
  * an adapter can be exported to / imported from PEFT's safetensors format.
  */
-export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
-export type LoraTarget = (typeof LORA_TARGETS)[number];
 
 /**
  * The largest LoRA scale alpha / rank accepted. Usual values are 0.5 to 4 (PEFT's examples: alpha
@@ -55,26 +56,6 @@ export interface LoraTensorSpec {
   /** 'A' [rank, in] or 'B' [out, rank]. */
   factor: 'A' | 'B';
   shape: [number, number];
-}
-
-/** The frozen weight a target adapts, and its [out, in]. */
-export function targetWeight(config: ModelConfig, layer: number, target: LoraTarget): { name: string; outSize: number; inSize: number } {
-  const { hiddenSize: h, headDim: d, numHeads, numKvHeads, intermediateSize: f } = config;
-  const dims: Record<LoraTarget, [number, number]> = {
-    q_proj: [numHeads * d, h],
-    k_proj: [numKvHeads * d, h],
-    v_proj: [numKvHeads * d, h],
-    o_proj: [h, numHeads * d],
-    gate_proj: [f, h],
-    up_proj: [f, h],
-    down_proj: [h, f],
-  };
-  const [outSize, inSize] = dims[target];
-  return { name: `${layerPrefix(layer)}.${moduleOf(target)}.${target}.weight`, outSize, inSize };
-}
-
-function moduleOf(target: LoraTarget): 'mlp' | 'self_attn' {
-  return target === 'gate_proj' || target === 'up_proj' || target === 'down_proj' ? 'mlp' : 'self_attn';
 }
 
 export function loraTensorName(layer: number, target: LoraTarget, factor: 'A' | 'B'): string {

@@ -1,7 +1,7 @@
 import { freemem, totalmem } from 'node:os';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { ModelConfig } from '../io/config.ts';
-import { targetWeight, type LoraTarget } from '../graphs/lora.ts';
+import { targetWeight, type LoraTarget } from '../graphs/lora-targets.ts';
 
 /**
  * What a model config implies in bytes, computed from its numbers alone,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadCudaKernelTable } from './kernel-coverage.ts';
+import { loadCudaKernelTable } from '@sqlenv/onnx-graph';
 import { buildKernelTable, parseOnnxVersions, parseOperatorKernels } from './extract-kernel-table.ts';
 
 // Rows in the published format of onnxruntime's docs/OperatorKernels.md (two ops, CPU and CUDA sections).

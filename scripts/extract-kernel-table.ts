@@ -1,8 +1,8 @@
 /**
  * Regenerates the kernel table (cuda-kernels.json) from the two published sources, for a new
  * onnxruntime-node version:
- *   node --import tsx packages/onnx-graph/src/kernel-coverage/extract-kernel-table.ts \
- *     <onnxruntime>/docs/OperatorKernels.md <onnx>/docs/Operators.md > cuda-kernels.json
+ *   node --import tsx scripts/extract-kernel-table.ts \
+ *     <onnxruntime>/docs/OperatorKernels.md <onnx>/docs/Operators.md > packages/onnx-graph/src/kernel-coverage/cuda-kernels.json
  * (both at the release tags of the pinned versions; name them in `sources` by hand). Only facts are
  * kept: per op of the builder's op set, its ONNX version history and the CUDA provider's kernel
  * whose version range holds the op's version at opset 17, with its type constraints. Which
@@ -10,8 +10,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { OP_GRADIENT, OPSET } from '../ops.ts';
-import { opVersionAt, type KernelTable } from './kernel-coverage.ts';
+import { OP_GRADIENT, OPSET, opVersionAt, type KernelTable } from '@sqlenv/onnx-graph';
 
 export interface KernelRow {
   op: string;
@@ -87,7 +86,7 @@ export function buildKernelTable(rows: readonly KernelRow[], versions: Record<st
       ? { versions: history, kernel: { since: row.since, until: row.until, inputs: row.inputs, outputs: row.outputs, types: row.types } }
       : { versions: history, kernel: null, ...(op === 'Constant' ? { loadTime: 'ONNX Runtime turns Constant nodes into initializers when it loads the graph' } : {}) };
   }
-  return { description: 'CUDA execution provider kernels for the ops @sqlenv/onnx-graph emits (see kernel-coverage.ts)', provider: 'CUDAExecutionProvider', domain: 'ai.onnx', opset, sources, ops };
+  return { description: 'CUDA execution provider kernels for the ops @sqlenv/onnx-graph emits. Read by kernel-coverage.ts; regenerate with scripts/extract-kernel-table.ts.', provider: 'CUDAExecutionProvider', domain: 'ai.onnx', opset, sources, ops };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
