@@ -128,7 +128,7 @@ describe('sqlenv learn', () => {
   });
 
   it('refuses malformed flags with the reason, before writing anything', async () => {
-    for (const [flag, value, reason] of [['--sft-mode', 'half', 'sft-mode'], ['--eval-seeds', '0', 'eval-seeds'], ['--temperature', '-1', 'temperature'], ['--negative-weight', '2', 'negative-weight'], ['--learner', '{"epochs":0}', 'epochs'], ['--learner', 'not json', '--learner'], ['--reward', '{"noSuchSetting":1}', 'noSuchSetting'], ['--episodes', '12', 'group']] as const) {
+    for (const [flag, value, reason] of [['--sft-mode', 'half', 'sft-mode'], ['--eval-seeds', '0', 'eval-seeds'], ['--temperature', '-1', 'temperature'], ['--negative-weight', '2', 'negative-weight'], ['--learner', '{"epochs":0}', 'epochs'], ['--learner', 'not json', '--learner'], ['--reward', '{"noSuchSetting":1}', 'noSuchSetting'], ['--episodes', '12', 'group'], ['--tis-cap', 'Infinity', 'tis-cap']] as const) {
       const out = path.join(scratch, `bad-${flag.slice(2)}`);
       const { code, stderr } = await run(['learn', '--model', modelDir, '--run-dir', out, flag, value]);
       expect(code, stderr).toBe(2);
