@@ -60,7 +60,7 @@ describe('mismatch in the report', () => {
     expect(metrics[1]!.extra).toMatchObject({ mismatch_k3: 0.03, truncated_fraction: 0.25, tis_cap: 2 });
     expect(metrics[1]!.extra).not.toHaveProperty('mismatch_fresh_k3'); // null: not recorded
     const html = renderRunReport({ title: 'r', metrics, evals: [] });
-    for (const id of ['mismatch_abs_logprob', 'mismatch_k3', 'mismatch_fresh_k3', 'is_weight_mean', 'truncated_fraction']) expect(html, id).toContain(`data-series="${id}"`);
+    for (const id of ['mismatch_abs_logprob', 'mismatch_fresh_abs_logprob', 'mismatch_k3', 'mismatch_fresh_k3', 'is_weight_mean', 'truncated_fraction']) expect(html, id).toContain(`data-series="${id}"`);
     expect(html).toContain('Last update (v3): mean |Δ log-prob| 0.0300, k3 0.00100 (fresh tokens 0.00050), mean weight 1.0100 with cap C = 2.00 (0: off), 0.0 % of tokens at C. Largest k3 of the run: 0.03000 at v2.');
     expect(renderRunReport({ title: 'r', metrics: [], evals: [] })).toContain('No mismatch recorded');
   });
