@@ -5,6 +5,7 @@ import Ajv from 'ajv';
 import yaml from 'js-yaml';
 import { describe, expect, it } from 'vitest';
 import { environmentVariables } from '@sqlenv/cli';
+import { RunModelSpecSchema } from '@sqlenv/protocol';
 
 /**
  * No Docker engine runs where this project is developed, so the compose files are checked the way
@@ -42,22 +43,42 @@ function load(file: string, env: Record<string, string> = {}): Record<string, Js
 }
 
 /**
- * Compose's merge for the keys our override touches: mappings merge key by key (build, environment,
- * deploy), scalars are replaced (image), `!reset` removes the key. The test below pins the override
- * to those keys, so this is the specification's result, not an approximation of it.
+ * Compose's merge for the keys our overrides touch: mappings merge key by key (build, environment,
+ * deploy, depends_on, new services), scalars and other sequences are replaced (image, command), a
+ * service's `volumes` merge by mount target, `!reset` removes the key. The tests below pin the
+ * overrides to those keys, so this is the specification's result, not an approximation of it.
  */
-function merge(base: Json, override: Json | typeof RESET): Json | typeof RESET {
+function merge(base: Json, override: Json | typeof RESET, path: readonly string[] = []): Json | typeof RESET {
   if (override === RESET) return RESET;
+  if (path.length === 3 && path[0] === 'services' && path[2] === 'volumes' && Array.isArray(base) && Array.isArray(override)) {
+    const byTarget = new Map([...base, ...override].map((v) => [mountTarget(v), v]));
+    return [...byTarget.values()];
+  }
   if (base !== null && override !== null && typeof base === 'object' && typeof override === 'object' && !Array.isArray(base) && !Array.isArray(override)) {
     const out: Record<string, Json> = { ...base };
     for (const [key, value] of Object.entries(override as Record<string, Json | typeof RESET>)) {
-      const merged = key in out ? merge(out[key] as Json, value) : value;
+      const merged = key in out ? merge(out[key] as Json, value, [...path, key]) : value;
       if (merged === RESET) delete out[key];
       else out[key] = merged;
     }
     return out;
   }
   return override;
+}
+
+/** Where a service volume is mounted: `source:target[:mode]`, `target`, or the long form's `target`. */
+function mountTarget(volume: Json): string {
+  if (typeof volume === 'string') {
+    const parts = volume.split(':');
+    return (parts.length === 1 ? parts[0] : parts[1]) as string;
+  }
+  return String((volume as Record<string, Json>)['target']);
+}
+
+/** The named volume a short-syntax service volume uses (null for a bind mount of a host path). */
+function namedVolume(volume: Json): string | null {
+  const source = typeof volume === 'string' ? (volume.includes(':') ? volume.split(':')[0] : null) : ((volume as Record<string, Json>)['source'] as string | undefined);
+  return source === undefined || source === null || /^[./~]/.test(source) ? null : source;
 }
 
 function validator(): (doc: unknown) => string[] {
@@ -143,5 +164,121 @@ describe('docker-compose.yml (GPU host) and docker-compose.cpu.yml (CPU host)', 
       const keys = Object.keys(services(cpu)[name]?.environment ?? {}).concat(Object.keys(services(gpu)[name]?.environment ?? {}));
       expect(keys.filter((k) => !known.has(k)), name).toEqual([]);
     }
+  });
+});
+
+
+/**
+ * Environment variables of the remote completion source (vLLM servers, the adapter share) and the
+ * served model's name, which the workers and the trainer in docker-compose.vllm.yml set. They are
+ * read by the remote client's options; until those are part of the CLI's option tables they are
+ * listed here.
+ */
+const REMOTE_CLIENT_VARIABLES = ['SQLENV_INFERENCE_URL', 'SQLENV_INFERENCE_API_KEY', 'SQLENV_ADAPTER_SHARE', 'SQLENV_INFERENCE_MODEL'];
+
+describe('docker-compose.vllm.yml (GPU cluster: vLLM servers sample, workers without GPUs)', () => {
+  const validate = validator();
+  const base = load('docker-compose.yml');
+  const overlay = load('docker-compose.vllm.yml');
+  const merged = merge(base, overlay) as Record<string, Json>;
+  const all = services(merged);
+  const vllmNames = Object.keys(all).filter((n) => n.startsWith('vllm-'));
+  const flagValue = (command: Json | undefined, flag: string): string | undefined => {
+    const args = command as string[];
+    const i = args.indexOf(flag);
+    return i < 0 ? undefined : args[i + 1];
+  };
+
+  it('is valid merged onto the base file, and only touches keys whose merge the checker reproduces', () => {
+    expect(validate(merged)).toEqual([]);
+    const raw = yaml.load(read('docker-compose.vllm.yml'), { schema: composeSchema }) as { services: Record<string, Record<string, unknown>> };
+    expect(Object.keys(raw).filter((k) => !k.startsWith('x-'))).toEqual(['services', 'volumes']);
+    for (const [name, service] of Object.entries(raw.services)) {
+      if (name.startsWith('vllm-')) continue;
+      expect(Object.keys(services(base))).toContain(name);
+      for (const key of Object.keys(service)) expect(['build', 'image', 'environment', 'deploy', 'volumes', 'depends_on'], `${name}.${key}`).toContain(key);
+    }
+    expect(vllmNames).toEqual(['vllm-0', 'vllm-1']);
+  });
+
+  it('each vLLM server: one GPU of its own (never the trainer\'s), LoRA at runtime, processed log-probs, vLLM sampling defaults, /health', () => {
+    const trainerGpus = String(all['trainer']?.environment?.['SQLENV_GPUS']).split(',');
+    const claimed = vllmNames.map((name) => {
+      const server = all[name] as Service;
+      expect(String(server['image'])).toMatch(/^vllm\/vllm-openai:v\d+\.\d+\.\d+$/);
+      const command = server['command'];
+      expect(command, name).toContain('--enable-lora');
+      expect(flagValue(command, '--logprobs-mode')).toBe('processed_logprobs');
+      expect(flagValue(command, '--generation-config')).toBe('vllm');
+      expect(server.environment?.['VLLM_ALLOW_RUNTIME_LORA_UPDATING']).toBe('True');
+      // Room for every version a worker may still sample from: max staleness + the newest + one loading.
+      expect(Number(flagValue(command, '--max-loras'))).toBeGreaterThanOrEqual(Number(all['coordinator']?.environment?.['SQLENV_MAX_STALENESS']) + 2);
+      expect(Number(flagValue(command, '--max-lora-rank'))).toBeGreaterThanOrEqual(RunModelSpecSchema.parse({ fingerprint: 'x' }).lora.rank);
+      expect(String(flagValue(command, '--model'))).toMatch(/^\/models\//);
+      expect(JSON.stringify(server['healthcheck'])).toContain(`127.0.0.1:${String(flagValue(command, '--port'))}/health'`);
+      const devices = gpuDevices(server) as { device_ids: string[]; count?: unknown }[];
+      expect(devices).toHaveLength(1);
+      expect(devices[0]?.count).toBeUndefined();
+      expect(devices[0]?.device_ids).toHaveLength(1);
+      return devices[0]?.device_ids[0] as string;
+    });
+    expect(new Set(claimed).size).toBe(claimed.length);
+    for (const gpu of claimed) expect(trainerGpus).not.toContain(gpu);
+    // The model follows the deployment's SQLENV_MODEL_DIR, as the workers' and the trainer's does.
+    const custom = services(merge(load('docker-compose.yml', { SQLENV_MODEL_DIR: '/models/Qwen3-1.7B' }), load('docker-compose.vllm.yml', { SQLENV_MODEL_DIR: '/models/Qwen3-1.7B' })) as Record<string, Json>);
+    expect(flagValue(custom['vllm-0']?.['command'], '--model')).toBe('/models/Qwen3-1.7B');
+    expect(custom['worker']?.environment?.['SQLENV_MODEL_DIR']).toBe('/models/Qwen3-1.7B');
+  });
+
+  it('workers: no GPU, the CPU image, every server in SQLENV_INFERENCE_URL under the name it serves, started once the servers are healthy', () => {
+    const worker = all['worker'] as Service;
+    expect(gpuDevices(worker)).toBeUndefined();
+    expect(worker['image']).toBe('sqlenv-ts:cpu');
+    expect(worker.environment?.['SQLENV_EXECUTION_PROVIDER']).toBe('cpu');
+    const urls = String(worker.environment?.['SQLENV_INFERENCE_URL']).split(',');
+    expect(urls).toEqual(vllmNames.map((name) => `http://${name}:${String(flagValue(all[name]?.['command'], '--port'))}`));
+    for (const name of vllmNames) {
+      expect(flagValue(all[name]?.['command'], '--served-model-name')).toBe(worker.environment?.['SQLENV_INFERENCE_MODEL']);
+      expect((worker['depends_on'] as Record<string, Record<string, string>>)[name]).toEqual({ condition: 'service_healthy' });
+    }
+    expect((worker['depends_on'] as Record<string, unknown>)['redis']).toBeDefined(); // the base file's, kept
+    // One API key for servers and workers.
+    expect(load('docker-compose.vllm.yml', { SQLENV_INFERENCE_API_KEY: 'k' })['services']).toMatchObject({ 'vllm-0': { environment: { VLLM_API_KEY: 'k' } }, worker: { environment: { SQLENV_INFERENCE_API_KEY: 'k' } } });
+  });
+
+  it('the trainer keeps its GPU and writes the adapter share that the servers and workers mount at the same path', () => {
+    const trainer = all['trainer'] as Service;
+    expect(gpuDevices(trainer)).toEqual([{ driver: 'nvidia', count: 'all', capabilities: ['gpu'] }]);
+    const share = String(trainer.environment?.['SQLENV_ADAPTER_SHARE']);
+    const mountOf = (service: Service): string | undefined => (service['volumes'] as string[]).find((v) => mountTarget(v) === share);
+    const trainerMount = mountOf(trainer);
+    expect(trainerMount).toBe(`adapters:${share}`); // read-write
+    for (const name of [...vllmNames, 'worker']) {
+      expect(mountOf(all[name] as Service), name).toBe(`adapters:${share}:ro`);
+    }
+    expect(all['worker']?.environment?.['SQLENV_ADAPTER_SHARE']).toBe(share);
+    // The base file's mounts are kept (volumes merge by target).
+    expect(trainer['volumes']).toEqual(expect.arrayContaining(['sqlenv-data:/data', 'gpu-locks:/run/sqlenv-gpus']));
+  });
+
+  it('every named volume a service mounts is defined, in each deployment', () => {
+    for (const doc of [base, merge(base, load('docker-compose.cpu.yml')) as Record<string, Json>, merged]) {
+      const defined = Object.keys((doc['volumes'] ?? {}) as Record<string, Json>);
+      for (const [name, service] of Object.entries(services(doc))) {
+        for (const volume of (service['volumes'] ?? []) as Json[]) {
+          const named = namedVolume(volume);
+          if (named !== null) expect(defined, `${name}: ${JSON.stringify(volume)}`).toContain(named);
+        }
+      }
+    }
+  });
+
+  it('sets only environment variables that the apps, the GPU entry script or the remote client read', () => {
+    const entryScriptVariables = [...read('docker/gpu-entry.sh').matchAll(/\b(SQLENV_[A-Z_]+)/g)].map((m) => m[1] as string);
+    const known = new Set([...environmentVariables().keys(), ...entryScriptVariables, ...REMOTE_CLIENT_VARIABLES]);
+    for (const name of ['coordinator', 'worker', 'trainer']) {
+      expect(Object.keys(all[name]?.environment ?? {}).filter((k) => !known.has(k)), name).toEqual([]);
+    }
+    expect(known.has('SQLENV_TIS_CAP')).toBe(true);
   });
 });

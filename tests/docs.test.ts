@@ -19,7 +19,7 @@ function files(dir: string): string[] {
   });
 }
 
-const sources = ['packages', 'apps', 'tests', 'bench', 'docs', 'docker'].flatMap(files).concat(['README.md', 'docker-compose.yml', 'docker-compose.cpu.yml']);
+const sources = ['packages', 'apps', 'tests', 'bench', 'docs', 'docker'].flatMap(files).concat(['README.md', 'docker-compose.yml', 'docker-compose.cpu.yml', 'docker-compose.vllm.yml']);
 
 describe('documentation', () => {
   it('nothing cites design notes that are not in the repository', () => {

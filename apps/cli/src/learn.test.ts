@@ -45,11 +45,11 @@ describe('sqlenv learn', () => {
       'learn', '--model', DEFAULT_LEARN_MODEL, '--run-dir', runDir, '--sft-steps', '3', '--sft-batch-size', '2',
       '--episodes', '8', '--group-size', '4', '--groups-per-batch', '2', '--max-new-tokens', '64', '--concurrency', '8',
       '--eval-questions', '3', '--eval-seeds', '2', '--temperature', '1.5', '--lr', '0.001',
-      '--advantage', 'dr_grpo', '--negative-weight', '0.5', '--reward', '{"answerSimilarityScale":0.3}',
+      '--advantage', 'dr_grpo', '--negative-weight', '0.5', '--reward', '{"answerSimilarityScale":0.3}', '--tis-cap', '3',
     ]);
     expect(code, stderr).toBe(0);
     // The GRPO settings reach the run's spec.
-    expect(JSON.parse(readFileSync(path.join(runDir, 'run.json'), 'utf8'))).toMatchObject({ advantage: 'dr_grpo', negative_advantage_weight: 0.5, reward: { answerSimilarityScale: 0.3 } });
+    expect(JSON.parse(readFileSync(path.join(runDir, 'run.json'), 'utf8'))).toMatchObject({ advantage: 'dr_grpo', negative_advantage_weight: 0.5, reward: { answerSimilarityScale: 0.3 }, model: { learner: { loss: { importanceCap: 3 } } } });
     const result = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
     expect(Object.keys(result)).toEqual(expect.arrayContaining(['success_before', 'success_after', 'ci95_before', 'ci95_after', 'sft_success', 'minutes', 'report', 'diff', 'diff_ci95', 'improved']));
     // The paired test: diff is after − before over the same episodes, inside its interval; improved iff the interval is above 0.
@@ -92,7 +92,14 @@ describe('sqlenv learn', () => {
     for (const v of versions) {
       expect(v.loss).not.toBeNull();
       expect(Number.isFinite(v.grad_norm)).toBe(true);
+      // The sampler-vs-learner mismatch is recorded per version, with the cap the run was given.
+      expect(v.extra['tis_cap']).toBe(3);
+      expect(v.extra['mismatch_k3']).toBeGreaterThanOrEqual(0);
     }
+    // Version 1 trains on episodes sampled by version 0, the weights the learner starts from: all fresh,
+    // and the engine and the learner agree up to float rounding.
+    expect(versions[0]?.extra).toMatchObject({ fresh_token_fraction: 1, truncated_fraction: 0 });
+    expect(versions[0]?.extra['mismatch_fresh_abs_logprob']).toBeLessThan(1e-3);
     const last = versions.at(-1)?.version ?? 0;
     expect(stderr).toMatch(new RegExp(`policy {4}version ${last} after ${last} batches`));
     expect(evals.find((e) => e.name === 'after')?.version).toBe(last);
@@ -128,7 +135,7 @@ describe('sqlenv learn', () => {
   });
 
   it('refuses malformed flags with the reason, before writing anything', async () => {
-    for (const [flag, value, reason] of [['--sft-mode', 'half', 'sft-mode'], ['--eval-seeds', '0', 'eval-seeds'], ['--temperature', '-1', 'temperature'], ['--negative-weight', '2', 'negative-weight'], ['--learner', '{"epochs":0}', 'epochs'], ['--learner', 'not json', '--learner'], ['--reward', '{"noSuchSetting":1}', 'noSuchSetting'], ['--episodes', '12', 'group']] as const) {
+    for (const [flag, value, reason] of [['--sft-mode', 'half', 'sft-mode'], ['--eval-seeds', '0', 'eval-seeds'], ['--temperature', '-1', 'temperature'], ['--negative-weight', '2', 'negative-weight'], ['--learner', '{"epochs":0}', 'epochs'], ['--learner', 'not json', '--learner'], ['--reward', '{"noSuchSetting":1}', 'noSuchSetting'], ['--episodes', '12', 'group'], ['--tis-cap', 'Infinity', 'tis-cap']] as const) {
       const out = path.join(scratch, `bad-${flag.slice(2)}`);
       const { code, stderr } = await run(['learn', '--model', modelDir, '--run-dir', out, flag, value]);
       expect(code, stderr).toBe(2);

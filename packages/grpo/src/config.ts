@@ -25,10 +25,15 @@ export const PolicyLossConfigSchema = z.strictObject({
   /** β of the k3 KL estimator to the reference policy (adapter off). 0 skips the reference pass (TRL's default since 0.19). */
   klBeta: z.number().nonnegative().default(0),
   /**
-   * Cap of the decoupled importance weight π_prox / π_behaviour for samples from an older policy
-   * (truncated importance sampling; AReaL's decoupled PPO, verl's TIS use 2).
+   * C of the truncated importance weight w = min(π_prox / π_behaviour, C) on every loss token
+   * (`--tis-cap`). π_behaviour is what the sampler recorded, π_prox the learner's log-probs of the
+   * same tokens at the start of the update, so w corrects both for staleness (an older version
+   * sampled the token) and for a sampler whose numerics differ from the learner's (Yao et al. 2025,
+   * "Your efficient RL framework secretly brings you off-policy RL training"; AReaL's decoupled
+   * PPO and verl's TIS use 2). With both agreeing w = 1 and C changes nothing. 0 turns the weight
+   * off (w = 1 everywhere: neither correction); a finite cap is required (the spec is JSON).
    */
-  importanceCap: z.number().positive().default(2),
+  importanceCap: z.number().nonnegative().default(2),
   /** The constant token count of the Dr. GRPO normaliser (the per-episode completion budget). */
   maxCompletionTokens: z.number().int().positive().default(1024),
 });

@@ -16,6 +16,7 @@ export { policyLoss, sftLoss, type PolicyLossInputs, type PolicyLossOutputs } fr
 export { buildTrainingGraph, keptActivationBytes, RECOMPUTE_ABOVE_BYTES, RECOMPUTE_ESTIMATE_ROW_TOKENS, resolveRecompute, TRAIN_IO, type TrainingGraph, type TrainingGraphOptions, type TrainingObjective } from './training-graph.ts';
 export { checkSample, planMicroBatches, tokenWeights, PaddedRows, type PolicySample, type SequenceSample } from './micro-batches.ts';
 export { LoraOptimizer, globalNorm, learningRateAt, type GradMap, type OptimizerState, type ParamMap, type StepReport } from './optimizer.ts';
+export { logprobMismatch, type LogprobMismatch, type MismatchReport } from './logprob-mismatch.ts';
 export { LoraLearner, type LearnerState, type LoraLearnerOptions, type UpdateReport } from './lora-learner.ts';
 export { decodeOptimizerState, decodeSftCheckpoint, encodeLearnerState, encodeSftCheckpoint, type EncodedLearnerState, type SftCheckpoint } from './checkpoint.ts';
 export { checkSftSample, parseSftLine, readSftExamples, renderSftMessages, type SftLine, type SftMessage } from './sft-examples.ts';

@@ -2,6 +2,7 @@ import { createSession, elementCount, tensor, type GraphSession, type SessionCon
 import { expectedTensorSpecs, IO, initLoraWeights, loraTensorSpecs, validateLoraWeights, type Adapter, type LoraConfig, type LoraWeights, type ModelConfig, type ModelWeights } from '@sqlenv/model';
 import { AppError, ErrorCode } from '@sqlenv/shared';
 import type { LearnerConfig } from './config.ts';
+import { logprobMismatch, type MismatchReport } from './logprob-mismatch.ts';
 import { checkSample, PaddedRows, planMicroBatches, tokenWeights, type PolicySample, type SequenceSample } from './micro-batches.ts';
 import { LoraOptimizer, type OptimizerState } from './optimizer.ts';
 import { buildTrainingGraph, resolveRecompute, TRAIN_IO, type TrainedParameters, type TrainingObjective } from './training-graph.ts';
@@ -35,6 +36,8 @@ export interface UpdateReport {
   clipFraction: number | null;
   /** Share of loss tokens whose importance weight hit its cap (null for SFT). */
   truncatedFraction: number | null;
+  /** Sampler-vs-learner log-prob mismatch over the loss tokens, at the weights the update started from (null for SFT). */
+  mismatch: MismatchReport | null;
   gradNorm: number;
   learningRate: number;
   lossTokens: number;
@@ -187,6 +190,7 @@ export class LoraLearner {
       kl: this.#hasReference ? done.sums.kl : null,
       clipFraction: lossTokens === 0 ? 0 : done.sums.clipped / lossTokens,
       truncatedFraction: lossTokens === 0 ? 0 : done.sums.truncated / lossTokens,
+      mismatch: logprobMismatch(samples, prox ?? [], lossConfig.importanceCap),
       gradNorm: done.report.gradNorm,
       learningRate: done.report.learningRate,
       lossTokens,
@@ -212,6 +216,7 @@ export class LoraLearner {
       kl: null,
       clipFraction: null,
       truncatedFraction: null,
+      mismatch: null,
       gradNorm: report.gradNorm,
       learningRate: report.learningRate,
       lossTokens: lossTokenCount(weights),

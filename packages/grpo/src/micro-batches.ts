@@ -20,15 +20,24 @@ export interface PolicySample extends SequenceSample {
   advantage: number;
   /** Temperature the log-probs are taken at (the sampling temperature). */
   temperature: number;
+  /**
+   * Per token, how many updates the weights that sampled it are behind the learner's current ones
+   * (0: sampled with the very weights the learner holds). Optional: it only splits the mismatch
+   * figures (`MismatchReport.fresh`), the loss does not read it.
+   */
+  behaviourLag?: readonly number[];
 }
 
 /** Check one sample's arrays line up and hold what the graph can take. */
-export function checkSample(sample: SequenceSample & Partial<Pick<PolicySample, 'behaviourLogprobs'>>, label: string): void {
+export function checkSample(sample: SequenceSample & Partial<Pick<PolicySample, 'behaviourLogprobs' | 'behaviourLag'>>, label: string): void {
   const n = sample.inputIds.length;
   if (n < 2) throw new AppError(ErrorCode.VALIDATION, `${label}: needs at least 2 tokens, got ${n}`);
   if (sample.lossMask.length !== n) throw new AppError(ErrorCode.VALIDATION, `${label}: loss_mask has ${sample.lossMask.length} entries for ${n} tokens`);
   if (sample.behaviourLogprobs !== undefined && sample.behaviourLogprobs.length !== n) {
     throw new AppError(ErrorCode.VALIDATION, `${label}: ${sample.behaviourLogprobs.length} log-probs for ${n} tokens`);
+  }
+  if (sample.behaviourLag !== undefined && sample.behaviourLag.length !== n) {
+    throw new AppError(ErrorCode.VALIDATION, `${label}: ${sample.behaviourLag.length} behaviour lags for ${n} tokens`);
   }
   if (sample.lossMask[0] === 1) throw new AppError(ErrorCode.VALIDATION, `${label}: the first token cannot be a target (nothing predicts it)`);
 }

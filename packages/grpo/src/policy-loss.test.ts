@@ -1,4 +1,4 @@
-import { createSession, Graph, tensor } from '@sqlenv/onnx-graph';
+import { createSession, Graph, gradients, tensor } from '@sqlenv/onnx-graph';
 import { describe, expect, it } from 'vitest';
 import { PolicyLossConfigSchema, type PolicyLossConfig } from './config.ts';
 import { planMicroBatches, tokenWeights } from './micro-batches.ts';
@@ -9,21 +9,23 @@ async function lossOf(values: { logp: number[]; prox: number[]; behaviour: numbe
   const g = new Graph();
   const T = values.logp.length;
   const input = (name: string): ReturnType<Graph['input']> => g.input(name, 'float64', [1, T]);
+  const logp = input('logp');
   const out = policyLoss(
     g,
-    { logprobs: input('logp'), proxLogprobs: input('prox'), behaviourLogprobs: input('behaviour'), advantages: input('adv'), tokenWeights: input('w'), ...(values.ref ? { refLogprobs: input('ref') } : {}) },
+    { logprobs: logp, proxLogprobs: input('prox'), behaviourLogprobs: input('behaviour'), advantages: input('adv'), tokenWeights: input('w'), ...(values.ref ? { refLogprobs: input('ref') } : {}) },
     config,
   );
   g.output('loss', out.loss);
   g.output('clipped', out.clippedTokens);
   g.output('truncated', out.truncatedTokens);
   g.output('kl', out.kl);
+  g.output('dlogp', gradients(out.loss, [logp])[0]!);
   const session = await createSession(g.toModel(), { mode: 'direct' });
   const feed = (v: number[]) => tensor('float64', [1, T], Float64Array.from(v));
   const result = await session.run({ logp: feed(values.logp), prox: feed(values.prox), behaviour: feed(values.behaviour), adv: feed(values.adv), w: feed(values.w), ...(values.ref ? { ref: feed(values.ref) } : {}) });
   await session.close();
   const scalar = (k: string): number => (result[k]!.data as Float64Array)[0]!;
-  return { loss: scalar('loss'), clipped: scalar('clipped'), truncated: scalar('truncated'), kl: scalar('kl') };
+  return { loss: scalar('loss'), clipped: scalar('clipped'), truncated: scalar('truncated'), kl: scalar('kl'), dlogp: [...(result['dlogp']!.data as Float64Array)] };
 }
 
 const ln = Math.log;
@@ -57,6 +59,37 @@ describe('policy loss against hand-computed values', () => {
     const r = await lossOf({ logp, prox, behaviour, adv, w }, config);
     expect(r.loss).toBeCloseTo(-(1 / 3) * (2 * 1 + 0.5 * 1 + 1.5 * -1), 12);
     expect(r.truncated).toBe(1);
+  });
+
+  it('truncated IS: the weight equals the cap where π_prox/π_behaviour exceeds it, and is a constant in the gradient', async () => {
+    // ρ = 1 (π_θ = π_prox, the first pass of an update), so ℓ = IS·A and dℓ/dlogπ_θ = IS·ρ·A = IS·A:
+    // the gradient sees IS as a factor only, never differentiates it.
+    const logp = [-1, -2, -0.5, -3];
+    const behaviour = [-1 - ln(5), -2 - ln(1.25), -0.5 + ln(4), -3 - ln(2)]; // ratios 5 (→ 2), 1.25, 0.25, 2 (not above the cap)
+    const adv = [1, -2, 0.5, 1];
+    const w = [0.25, 0.25, 0.25, 0.25];
+    const is = [2, 1.25, 0.25, 2];
+    const r = await lossOf({ logp, prox: logp, behaviour, adv, w }, config);
+    expect(r.loss).toBeCloseTo(-0.25 * (2 * 1 + 1.25 * -2 + 0.25 * 0.5 + 2 * 1), 12);
+    r.dlogp.forEach((d, t) => expect(d).toBeCloseTo(-w[t]! * is[t]! * adv[t]!, 12));
+    expect(r.truncated).toBe(1);
+  });
+
+  it('cap 0 turns the weight off (IS = 1 on every token, nothing truncated); sampler and learner agreeing make the default cap a no-op', async () => {
+    const logp = [-1, -2, -0.5];
+    const behaviour = [-1 - ln(3), -2 + ln(2), -0.5];
+    const adv = [1, 1, -1];
+    const w = [1 / 3, 1 / 3, 1 / 3];
+    const off = await lossOf({ logp, prox: logp, behaviour, adv, w }, PolicyLossConfigSchema.parse({ importanceCap: 0 }));
+    const plain = -(1 / 3) * (1 + 1 - 1);
+    expect(off.loss).toBeCloseTo(plain, 12);
+    expect(off.truncated).toBe(0);
+    off.dlogp.forEach((d, t) => expect(d).toBeCloseTo(-w[t]! * adv[t]!, 12));
+    const agreeing = await lossOf({ logp, prox: logp, behaviour: logp, adv, w }, PolicyLossConfigSchema.parse({}));
+    expect(agreeing.loss).toBe(off.loss);
+    expect(agreeing.dlogp).toEqual(off.dlogp);
+    expect(PolicyLossConfigSchema.safeParse({ importanceCap: Number.POSITIVE_INFINITY }).success).toBe(false);
+    expect(PolicyLossConfigSchema.safeParse({ importanceCap: -1 }).success).toBe(false);
   });
 
   it('subtracts β·k3 with k3 = exp(ref − logp) − (ref − logp) − 1, and reports Σ w·k3', async () => {

@@ -34,7 +34,7 @@ export interface PolicyLossOutputs {
  * Per loss token (Schulman et al. 2017, PPO; Shao et al. 2024, GRPO; Yu et al. 2025, DAPO clip-higher;
  * Fu et al. 2025, AReaL's decoupled objective for stale samples):
  *   ρ   = π_θ / π_prox                          (the trust-region ratio)
- *   IS  = min(π_prox / π_behaviour, cap)         (corrects for the policy that actually sampled)
+ *   IS  = min(π_prox / π_behaviour, cap)         (truncated IS: corrects for the sampler, stale or numerically off; cap 0 = off, IS = 1)
  *   ℓ   = IS · min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A) − β · k3
  *   k3  = exp(ref − logπ_θ) − (ref − logπ_θ) − 1  (Schulman's unbiased, non-negative KL estimator)
  * and the loss is −Σ w·ℓ, where w carries both the loss mask and the batch normalisation, so the
@@ -56,9 +56,8 @@ export function policyLoss(g: Graph, inputs: PolicyLossInputs, config: PolicyLos
   const cut = g.mul(clipped, adv); // (B, T)
   const takeCut = g.less(cut, plain); // (B, T): min picks the clipped term (ties go to the plain one)
   const surrogate = g.where(takeCut, cut, plain); // (B, T)
-  const importance = g.stopGradient(g.exp(onActive(g.sub(proxLogprobs, behaviourLogprobs)))); // (B, T)
-  const capped = g.greater(importance, config.importanceCap); // (B, T)
-  let perToken = g.mul(g.where(capped, g.scalar(config.importanceCap, dtype), importance), surrogate); // (B, T)
+  const { perToken: weighted, capped } = truncatedImportance(g, { proxLogprobs, behaviourLogprobs, onActive }, surrogate, config.importanceCap);
+  let perToken = weighted;
   let kl = g.scalar(0, dtype);
   if (inputs.refLogprobs !== undefined && config.klBeta > 0) {
     const d = onActive(g.sub(inputs.refLogprobs, logprobs)); // (B, T)
@@ -70,9 +69,25 @@ export function policyLoss(g: Graph, inputs: PolicyLossInputs, config: PolicyLos
   return {
     loss: g.neg(g.reduceSum(g.mul(w, perToken))), // ()
     clippedTokens: count(takeCut),
-    truncatedTokens: count(capped),
+    truncatedTokens: capped === null ? g.scalar(0, dtype) : count(capped),
     kl,
   };
+}
+
+/**
+ * IS · surrogate with IS = min(exp(log π_prox − log π_behaviour), cap), a constant in the gradient
+ * (stop-gradient), and which tokens the cap cut. cap 0: no weight at all (IS = 1, nothing cut).
+ */
+function truncatedImportance(
+  g: Graph,
+  inputs: { proxLogprobs: Tensor; behaviourLogprobs: Tensor; onActive: (x: Tensor) => Tensor },
+  surrogate: Tensor,
+  cap: number,
+): { perToken: Tensor; capped: Tensor | null } {
+  if (cap === 0) return { perToken: surrogate, capped: null };
+  const importance = g.stopGradient(g.exp(inputs.onActive(g.sub(inputs.proxLogprobs, inputs.behaviourLogprobs)))); // (B, T)
+  const capped = g.greater(importance, cap); // (B, T)
+  return { perToken: g.mul(g.where(capped, g.scalar(cap, surrogate.dtype), importance), surrogate), capped }; // (B, T)
 }
 
 /** Supervised fine-tuning: −Σ w·log π_θ (w = loss mask ÷ masked tokens of the batch: a token mean). */

@@ -1,4 +1,4 @@
-import type { LoraLearner, PolicySample, UpdateReport } from '@sqlenv/grpo';
+import type { LoraLearner, MismatchReport, PolicySample, UpdateReport } from '@sqlenv/grpo';
 import { parseLearnerConfig, type LearnerConfig } from '@sqlenv/grpo/config';
 import type { ModelConfig } from '@sqlenv/model';
 import { trainingSequence, type RolloutRunSpec, type RunModelSpec } from '@sqlenv/protocol';
@@ -37,7 +37,7 @@ export class GrpoPolicyUpdater implements PolicyUpdater {
    * as workers do): the run's LoRA shape, its initial adapter (or PEFT's init: the base policy) and
    * its learner settings.
    */
-  static async create(spec: RunModelSpec, modelDir: string, options: { logger?: Logger; session?: SessionConfig; seed?: number } = {}): Promise<GrpoPolicyUpdater> {
+  static async create(spec: RunModelSpec, modelDir: string, options: { logger?: Logger; session?: SessionConfig; seed?: number } & LearnerOverrides = {}): Promise<GrpoPolicyUpdater> {
     const model = await import('@sqlenv/model');
     const { LoraLearner } = await import('@sqlenv/grpo');
     const fingerprint = model.modelFingerprint(modelDir);
@@ -50,7 +50,7 @@ export class GrpoPolicyUpdater implements PolicyUpdater {
     const learner = await LoraLearner.create(config, weights, {
       lora,
       objective: 'policy',
-      config: learnerConfigOf(spec),
+      config: learnerConfigOf(spec, options),
       seed: options.seed ?? 0,
       ...(init === undefined ? {} : { init }),
       ...(options.session === undefined ? {} : { session: options.session }),
@@ -79,7 +79,11 @@ export class GrpoPolicyUpdater implements PolicyUpdater {
     const samples = policySamples(batch);
     const report = await this.#learner.policyUpdate(samples);
     this.#last = report;
-    this.#logger.info({ version: batch.version, loss: report.loss, gradNorm: report.gradNorm, clipFraction: report.clipFraction, lossTokens: report.lossTokens, ms: Math.round(report.forwardBackwardMs) }, 'policy updated');
+    const mismatch = report.mismatch?.all;
+    this.#logger.info(
+      { version: batch.version, loss: report.loss, gradNorm: report.gradNorm, clipFraction: report.clipFraction, mismatchK3: mismatch?.k3Mean, truncatedFraction: report.truncatedFraction, lossTokens: report.lossTokens, ms: Math.round(report.forwardBackwardMs) },
+      'policy updated',
+    );
     const encoded = encodeLearnerState(this.#modelConfig, this.#learner.lora, this.#learner.state(), { policy_version: String(batch.version) });
     return { weights: encoded.adapter, parts: { [OPTIMIZER_PART]: encoded.optimizer } };
   }
@@ -87,7 +91,18 @@ export class GrpoPolicyUpdater implements PolicyUpdater {
   lastUpdateStats(): UpdateStats | null {
     const r = this.#last;
     if (r === null) return null;
-    return { loss: r.loss, kl: r.kl, clip_fraction: r.clipFraction, grad_norm: r.gradNorm, learning_rate: r.learningRate, truncated_fraction: r.truncatedFraction, loss_tokens: r.lossTokens, update_ms: r.forwardBackwardMs + r.optimizerMs };
+    return {
+      loss: r.loss,
+      kl: r.kl,
+      clip_fraction: r.clipFraction,
+      grad_norm: r.gradNorm,
+      learning_rate: r.learningRate,
+      truncated_fraction: r.truncatedFraction,
+      ...mismatchStats(r.mismatch),
+      tis_cap: this.#learner.config.loss.importanceCap,
+      loss_tokens: r.lossTokens,
+      update_ms: r.forwardBackwardMs + r.optimizerMs,
+    };
   }
 
   /** The adapter now (tests, evaluation). */
@@ -108,18 +123,48 @@ export type ClosablePolicyUpdater = PolicyUpdater & { close(): Promise<void> };
  * GRPO on the LoRA adapter for a model run (this process's model directory must be the run's: the
  * same one the workers use), the statistics-only updater for oracle and random runs.
  */
-export async function policyUpdaterFor(spec: RolloutRunSpec, modelDir: string | undefined, logger: Logger, execution?: ModelExecution): Promise<ClosablePolicyUpdater> {
+export async function policyUpdaterFor(spec: RolloutRunSpec, modelDir: string | undefined, logger: Logger, execution?: ModelExecution, overrides: LearnerOverrides = {}): Promise<ClosablePolicyUpdater> {
   if (spec.model === undefined) return Object.assign(new StatsPolicyUpdater(), { close: () => Promise.resolve() });
   if (modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id} trains a model: give the trainer --model DIR (SQLENV_MODEL_DIR), the same model directory the workers use`);
-  return GrpoPolicyUpdater.create(spec.model, modelDir, { logger, session: { ...execution, logger: logger.child({ role: 'learner' }) } });
+  return GrpoPolicyUpdater.create(spec.model, modelDir, { logger, session: { ...execution, logger: logger.child({ role: 'learner' }) }, ...overrides });
 }
 
-/** The run's learner settings (the spec's `learner` section, validated by the grpo package's schema). */
-export function learnerConfigOf(spec: RunModelSpec): LearnerConfig {
-  return parseLearnerConfig(spec.learner);
+/**
+ * Learner settings a trainer process may set over the run spec's: the truncated-IS cap depends on
+ * how far the sampler's numerics are from the learner's (an ONNX Runtime worker, a vLLM server), which
+ * is the deployment's business. The value used is in every metrics line (`tis_cap`).
+ */
+export interface LearnerOverrides {
+  /** loss.importanceCap (`--tis-cap`; 0 = no importance weight). */
+  tisCap?: number | undefined;
 }
 
-/** One policy sample per trajectory: its token-exact sequence and its group's advantage. */
+/** The run's learner settings (the spec's `learner` section, validated by the grpo package's schema), with a trainer's overrides on top. */
+export function learnerConfigOf(spec: RunModelSpec, overrides: LearnerOverrides = {}): LearnerConfig {
+  const config = parseLearnerConfig(spec.learner);
+  if (overrides.tisCap === undefined) return config;
+  return parseLearnerConfig({ ...config, loss: { ...config.loss, importanceCap: overrides.tisCap } });
+}
+
+/**
+ * The mismatch figures of an update as metrics-line numbers (UpdateStats extras): over every loss
+ * token (staleness included), and over the tokens sampled with the learner's own weights (`fresh`:
+ * the sampler-vs-learner numerics alone; null when there were none).
+ */
+export function mismatchStats(mismatch: MismatchReport | null): Record<string, number | null> {
+  if (mismatch === null) return {};
+  const { all, fresh } = mismatch;
+  return {
+    mismatch_abs_logprob: all.absLogprobMean,
+    mismatch_k3: all.k3Mean,
+    is_weight_mean: all.importanceWeightMean,
+    mismatch_fresh_abs_logprob: fresh?.absLogprobMean ?? null,
+    mismatch_fresh_k3: fresh?.k3Mean ?? null,
+    fresh_token_fraction: all.tokens === 0 ? null : (fresh?.tokens ?? 0) / all.tokens,
+  };
+}
+
+/** One policy sample per trajectory: its token-exact sequence, its group's advantage and each token's lag behind the learner. */
 export function policySamples(batch: TrainingBatch): PolicySample[] {
   const samples: PolicySample[] = [];
   batch.groups.forEach((group, g) => {
@@ -128,7 +173,9 @@ export function policySamples(batch: TrainingBatch): PolicySample[] {
       const advantage = group.advantages[i];
       if (advantage === undefined) throw new AppError(ErrorCode.INTERNAL, `group ${group.group_id} has no advantage for episode ${i}`);
       const sequence = trainingSequence(trajectory);
-      samples.push({ inputIds: sequence.input_ids, lossMask: sequence.loss_mask, behaviourLogprobs: sequence.logprobs, advantage, temperature: sequence.temperature });
+      // The learner holds version − 1 while it makes `version`; prompt tokens (version −1) have no lag.
+      const behaviourLag = sequence.policy_versions.map((v) => (v < 0 ? -1 : batch.version - 1 - v));
+      samples.push({ inputIds: sequence.input_ids, lossMask: sequence.loss_mask, behaviourLogprobs: sequence.logprobs, behaviourLag, advantage, temperature: sequence.temperature });
     });
   });
   return samples;

@@ -53,6 +53,19 @@ describe('metrics line', () => {
   });
 });
 
+describe('mismatch in the report', () => {
+  it('draws the mismatch and importance-weight curves from the metrics lines and states the last and the largest figures', () => {
+    const update = (v: number) => ({ loss: 1, kl: null, clip_fraction: 0, grad_norm: 1, learning_rate: 1e-5, truncated_fraction: v === 2 ? 0.25 : 0, mismatch_abs_logprob: 0.01 * v, mismatch_k3: [0.002, 0.03, 0.001][v - 1]!, is_weight_mean: 1.01, mismatch_fresh_abs_logprob: null, mismatch_fresh_k3: v === 3 ? 0.0005 : null, fresh_token_fraction: 0.5, tis_cap: 2 });
+    const metrics = [1, 2, 3].map((v) => runMetricsLine({ stats: stats(v), trajectories: [], updateStats: update(v), phaseSeconds: {}, timeMs: v, intervalSeconds: 1 }));
+    expect(metrics[1]!.extra).toMatchObject({ mismatch_k3: 0.03, truncated_fraction: 0.25, tis_cap: 2 });
+    expect(metrics[1]!.extra).not.toHaveProperty('mismatch_fresh_k3'); // null: not recorded
+    const html = renderRunReport({ title: 'r', metrics, evals: [] });
+    for (const id of ['mismatch_abs_logprob', 'mismatch_fresh_abs_logprob', 'mismatch_k3', 'mismatch_fresh_k3', 'is_weight_mean', 'truncated_fraction']) expect(html, id).toContain(`data-series="${id}"`);
+    expect(html).toContain('Last update (v3): mean |Δ log-prob| 0.0300, k3 0.00100 (fresh tokens 0.00050), mean weight 1.0100 with cap C = 2.00 (0: off), 0.0 % of tokens at C. Largest k3 of the run: 0.03000 at v2.');
+    expect(renderRunReport({ title: 'r', metrics: [], evals: [] })).toContain('No mismatch recorded');
+  });
+});
+
 describe('svg charts', () => {
   it('picks round ticks and labels them exactly', () => {
     expect(niceTicks(0, 1, 4)).toEqual([0, 0.25, 0.5, 0.75, 1]);

@@ -96,6 +96,25 @@ export function renderRunReport(input: RunReportInput): string {
     learner('clip_fraction', 'Clip fraction', COLORS.c),
     learner('grad_norm', 'Gradient norm', COLORS.d),
     learner('learning_rate', 'Learning rate', COLORS.e),
+    `</div></section><section><h2>Sampler vs learner</h2>${mismatchNote(metrics)}<div class="grid">`,
+    ...(['abs_logprob', 'k3'] as const).map((figure) =>
+      lineChart({
+        id: `mismatch_${figure}`,
+        yMin: 0,
+        title: figure === 'k3' ? 'k3: KL(sampler ‖ learner) estimate' : 'Mean |Δ log-prob| (loss tokens)',
+        xLabel: x,
+        yLabel: 'nats',
+        series: [series(`mismatch_${figure}`, 'all tokens', COLORS.a, extraOf(`mismatch_${figure}`)), series(`mismatch_fresh_${figure}`, 'fresh tokens', COLORS.c, extraOf(`mismatch_fresh_${figure}`))],
+      }),
+    ),
+    lineChart({
+      id: 'importance',
+      yMin: 0,
+      title: 'Truncated importance weights',
+      xLabel: x,
+      yLabel: 'weight / fraction',
+      series: [series('is_weight_mean', 'mean weight min(π_learner/π_sampler, C)', COLORS.d, extraOf('is_weight_mean')), series('truncated_fraction', 'share of tokens at C', COLORS.e, extraOf('truncated_fraction'))],
+    }),
     `</div></section><section><h2>Throughput and staleness</h2><div class="grid">`,
     lineChart({ id: 'episodes_per_s', yMin: 0, title: 'Episodes per second', xLabel: x, yLabel: 'episodes/s', series: [series('episodes_per_s', 'trained episodes/s', COLORS.reward, (m) => m.episodes_per_s)] }),
     lineChart({ id: 'tokens_per_s', yMin: 0, title: 'Completion tokens per second', xLabel: x, yLabel: 'tokens/s', series: [series('tokens_per_s', 'tokens/s', COLORS.c, (m) => m.tokens_per_s)] }),
@@ -152,6 +171,21 @@ function header(input: RunReportInput): string {
     evals.length > 0 ? `Held-out evaluations: ${evals.map((v) => `${e(v.name)} (v${v.version}, ${v.episodes_count} episodes, success ${pct(v.success_rate)} ${ci(v)}${goldRows(v)}${passAtK(v)})`).join(', ')}` : 'No saved evaluations (evals/ is empty): sqlenv eval … --save-eval RUN_DIR --eval-name NAME adds one.',
   ].filter((f) => f !== null);
   return `<header><h1>Run report: ${e(input.title)}</h1>${facts.map((f) => `<p>${f}</p>`).join('')}</header>`;
+}
+
+const extraOf = (name: string) => (m: RunMetricsLine): number | null => m.extra[name] ?? null;
+
+/** The mismatch in words: what r is, the last update's figures and the run's worst k3. */
+function mismatchNote(metrics: readonly RunMetricsLine[]): string {
+  const measured = metrics.filter((m) => m.extra['mismatch_k3'] !== undefined);
+  const last = measured.at(-1);
+  if (last === undefined) return `<p class="note">No mismatch recorded (a policy without a learner, or a run directory written before it was measured).</p>`;
+  const worst = measured.reduce((a, b) => ((b.extra['mismatch_k3'] ?? 0) > (a.extra['mismatch_k3'] ?? 0) ? b : a));
+  const fresh = last.extra['mismatch_fresh_k3'];
+  return (
+    `<p class="note">r = log π_learner − log π_sampler per loss token, the learner at the weights its update started from (a token an older version sampled carries its staleness too; "fresh" tokens were sampled with those very weights). k3 = mean of exp(r) − 1 − r estimates KL(sampler ‖ learner). docs/async-rl.md explains the weight.</p>` +
+    `<p data-mismatch="last">Last update (v${last.version}): mean |Δ log-prob| ${num(extraOf('mismatch_abs_logprob')(last), 4)}, k3 ${num(extraOf('mismatch_k3')(last), 5)}${fresh === undefined ? '' : ` (fresh tokens ${num(fresh, 5)})`}, mean weight ${num(extraOf('is_weight_mean')(last), 4)} with cap C = ${num(extraOf('tis_cap')(last), 2)} (0: off), ${pct(extraOf('truncated_fraction')(last) ?? 0)} of tokens at C. Largest k3 of the run: ${num(extraOf('mismatch_k3')(worst), 5)} at v${worst.version}.</p>`
+  );
 }
 
 function nonFiniteNote(metrics: readonly RunMetricsLine[]): string {

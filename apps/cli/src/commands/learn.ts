@@ -48,6 +48,8 @@ const LearnFlags = DatasetFlags.extend({
   advantage: z.enum(['grpo', 'dr_grpo']).optional(),
   'negative-weight': number.min(0).max(1).optional(),
   reward: z.string().min(1).optional(),
+  /** Cap C of the truncated importance weight (sqlenv train's --tis-cap; 0 = no weight). */
+  'tis-cap': number.min(0).optional(),
   /** The learner's settings as JSON (sqlenv train's --learner: PPO epochs, loss normalisation, KL β, optimizer); --lr on top. */
   learner: z.string().min(1).optional(),
   /** Held-out evaluation: every dev question this many times (each its own seed), at the GRPO temperature. */
@@ -113,6 +115,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       advantage: { type: 'string' },
       'negative-weight': { type: 'string' },
       reward: { type: 'string' },
+      'tis-cap': { type: 'string' },
       learner: { type: 'string' },
       'eval-seeds': { type: 'string' },
       'eval-questions': { type: 'string' },
@@ -261,6 +264,7 @@ function grpoOptions(flags: LearnOptions, model: string, adapter: string | undef
     ...(flags['negative-weight'] === undefined ? {} : { negative_advantage_weight: flags['negative-weight'] }),
     ...(flags.reward === undefined ? {} : { reward: flags.reward }),
     ...(flags.learner === undefined ? {} : { learner: flags.learner }),
+    ...(flags['tis-cap'] === undefined ? {} : { tisCap: flags['tis-cap'] }),
     runDir,
     evalEpisodes: flags['eval-questions'],
     evalSeeds: flags['eval-seeds'],

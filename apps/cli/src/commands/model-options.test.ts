@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { initLoraWeights, parseLoraConfig, presetConfig, saveAdapterDir } from '@sqlenv/model';
-import { modelSpecFrom } from './model-options.ts';
+import { modelSpecFrom, ModelSpecOptionsSchema } from './model-options.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'model-options-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -38,10 +38,18 @@ describe('modelSpecFrom with an initial adapter (--adapter DIR)', () => {
   });
 });
 
-describe('modelSpecFrom learner settings (--lr, --loss, --kl-beta, --micro-batch-tokens, --learner)', () => {
+describe('modelSpecFrom learner settings (--lr, --loss, --kl-beta, --tis-cap, --micro-batch-tokens, --learner)', () => {
   it('writes the validated settings into the spec, the flags over the JSON', () => {
     const spec = modelSpecFrom({ learningRate: 2e-5, lossNormalisation: 'dr_grpo', learner: '{"optimizer":{"learningRate":1,"warmupSteps":3},"loss":{"epsHigh":0.3}}' }, 'sha256:x');
     expect(spec.learner).toMatchObject({ optimizer: { learningRate: 2e-5, warmupSteps: 3 }, loss: { normalisation: 'dr_grpo', epsHigh: 0.3, epsLow: 0.2 } });
+  });
+
+  it('--tis-cap sets loss.importanceCap over the JSON; 0 (no importance weight) is a value, Infinity and negatives are refused', () => {
+    expect(modelSpecFrom({}, 'sha256:x').learner).toMatchObject({ loss: { importanceCap: 2 } });
+    expect(modelSpecFrom({ tisCap: 5, learner: '{"loss":{"importanceCap":3}}' }, 'sha256:x').learner).toMatchObject({ loss: { importanceCap: 5 } });
+    expect(modelSpecFrom(ModelSpecOptionsSchema.parse({ tisCap: '0' }), 'sha256:x').learner).toMatchObject({ loss: { importanceCap: 0 } });
+    expect(ModelSpecOptionsSchema.safeParse({ tisCap: 'Infinity' }).success).toBe(false);
+    expect(ModelSpecOptionsSchema.safeParse({ tisCap: '-1' }).success).toBe(false);
   });
 
   it('refuses bad settings before the run starts, naming what is wrong', () => {

@@ -33,6 +33,7 @@ export const modelSpecOptionSpecs: Record<string, FlagSpec> = {
   lr: { key: 'learningRate', env: 'SQLENV_LR' },
   loss: { key: 'lossNormalisation', env: 'SQLENV_LOSS' },
   'kl-beta': { key: 'klBeta', env: 'SQLENV_KL_BETA' },
+  'tis-cap': { key: 'tisCap', env: 'SQLENV_TIS_CAP' },
   'micro-batch-tokens': { key: 'microBatchTokens', env: 'SQLENV_MICRO_BATCH_TOKENS' },
   learner: { key: 'learner', env: 'SQLENV_LEARNER' },
 };
@@ -58,10 +59,12 @@ export const ModelSpecOptionsSchema = z.object({
   /** Comma-separated projection names (q_proj,v_proj,...). */
   loraTargets: z.string().optional(),
   thinking: z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]).optional(),
-  /** Learner settings (the trainer's): peak learning rate, loss normalisation, KL β, micro-batch size. */
+  /** Learner settings (the trainer's): peak learning rate, loss normalisation, KL β, truncated-IS cap, micro-batch size. */
   learningRate: num.positive().optional(),
   lossNormalisation: z.string().optional(),
   klBeta: num.nonnegative().optional(),
+  /** C of the truncated importance weight min(π_learner/π_sampler, C) (loss.importanceCap); 0 = no weight. */
+  tisCap: num.nonnegative().optional(),
   microBatchTokens: num.int().positive().optional(),
   /** Any other learner setting as JSON (LearnerConfigSchema of the grpo package); the flags above win. */
   learner: z.string().optional(),
@@ -146,6 +149,7 @@ function learnerSettings(options: ModelSpecOptions): Record<string, unknown> {
     ...record(base['loss']),
     ...(options.lossNormalisation === undefined ? {} : { normalisation: options.lossNormalisation }),
     ...(options.klBeta === undefined ? {} : { klBeta: options.klBeta }),
+    ...(options.tisCap === undefined ? {} : { importanceCap: options.tisCap }),
   };
   const settings = { ...base, optimizer, loss, ...(options.microBatchTokens === undefined ? {} : { microBatchTokens: options.microBatchTokens }) };
   return { ...parseLearnerConfig(settings) };

@@ -6,6 +6,7 @@ import { parseFlags } from '../flags.ts';
 import { RuntimeOptionsSchema, runtimeOptionSpecs } from './transport-options.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { coordinatorCommand } from './coordinator.ts';
+import { trainerCommand } from './trainer.ts';
 
 describe('parseFlags + runSpecFrom', () => {
   it('takes the command line over the environment and leaves defaults to the spec schema', () => {
@@ -44,6 +45,16 @@ describe('parseFlags + runSpecFrom', () => {
     expect(() => runSpecFrom(parseFlags(['--episodes', 'many'], specOptionSpecs, SpecOptionsSchema, { env: {} }).flags, () => 'r')).toThrow(/episodes/);
     expect(() => parseFlags(['--no-such-flag', '1'], specOptionSpecs, SpecOptionsSchema, { env: {} }).flags).toThrow(AppError);
     expect(() => runSpecFrom(parseFlags(['--run', 'bad id!', '--episodes', '4'], specOptionSpecs, SpecOptionsSchema, { env: {} }).flags, () => 'r')).toThrow(/run id/);
+  });
+
+  it('refuses a trainer --tis-cap that is not a finite number ≥ 0 (flag or SQLENV_TIS_CAP) before touching Redis, exit code 2', async () => {
+    for (const [argv, env] of [[['--tis-cap=-1'], {}], [['--tis-cap', 'Infinity'], {}], [[], { SQLENV_TIS_CAP: 'off' }]] as const) {
+      let err = '';
+      const stderr = new Writable({ write: (chunk: Buffer, _enc, done) => ((err += chunk.toString()), done()) });
+      const code = await trainerCommand([...argv, '--redis', 'redis://127.0.0.1:1'], { stdout: new Writable({ write: (_c, _e, d) => d() }), stderr, env });
+      expect(code, err).toBe(2);
+      expect(err).toMatch(/tisCap|SQLENV_TIS_CAP/);
+    }
   });
 
   it('fails a coordinator with a bad spec before touching Redis, exit code 2', async () => {

@@ -23,6 +23,7 @@ export const trainerOptionSpecs: Record<string, FlagSpec> = {
   'run-retention-s': { key: 'runRetentionS', env: 'SQLENV_RUN_RETENTION_S' },
   'run-dir': { key: 'runDir', env: 'SQLENV_RUN_DIR' },
   'save-every': { key: 'saveEvery', env: 'SQLENV_SAVE_EVERY' },
+  'tis-cap': { key: 'tisCap', env: 'SQLENV_TIS_CAP' },
 };
 
 const TrainerOptionsSchema = z
@@ -47,6 +48,11 @@ const TrainerOptionsSchema = z
     runDir: z.string().min(1).optional(),
     /** Save the adapter of every N-th version too (0 = only the final one). */
     saveEvery: z.coerce.number().int().nonnegative().default(0),
+    /**
+     * Cap C of the truncated importance weight min(π_learner/π_sampler, C), over the run spec's
+     * loss.importanceCap (0 = no weight); unset: the spec's.
+     */
+    tisCap: z.coerce.number().nonnegative().optional(),
   })
   .extend(TransportOptionsSchema.shape)
   .extend(ExecutionOptionsSchema.shape)
@@ -56,13 +62,14 @@ const TrainerOptionsSchema = z
 async function withUpdater<T>(
   transport: BullmqTransport,
   runId: string,
-  options: { runWaitMs: number; pollMs: number; modelDir?: string | undefined; execution: ModelExecution },
+  options: { runWaitMs: number; pollMs: number; modelDir?: string | undefined; execution: ModelExecution; tisCap?: number | undefined },
   logger: Logger,
   signal: AbortSignal | undefined,
   use: (updater: PolicyUpdater) => Promise<T>,
 ): Promise<T> {
   const spec = await waitForRun(transport, runId, options.runWaitMs, options.pollMs, signal);
-  const updater = await policyUpdaterFor(spec, options.modelDir, logger, options.execution);
+  if (options.tisCap !== undefined) logger.info({ runId, tisCap: options.tisCap }, 'truncated-IS cap of this trainer, over the run spec\'s');
+  const updater = await policyUpdaterFor(spec, options.modelDir, logger, options.execution, { tisCap: options.tisCap });
   try {
     return await use(updater);
   } finally {

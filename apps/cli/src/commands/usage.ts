@@ -21,7 +21,7 @@ export const learnUsage =
   `sqlenv learn [--model DIR] [--dataset builtin-heldout|builtin|DIR [--skip-missing-dbs]] [--run-dir DIR] [--seed S]
             [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
             [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--temperature T] [--lr X] [--lora-rank R]
-            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--learner JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]
+            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--tis-cap C] [--learner JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]
             ${executionUsage}`;
 
 export const modelUsage =
@@ -54,10 +54,10 @@ export const sftUsage =
             [--execution-provider cpu|cuda|webgpu] [--device-id D] [--threads N]`;
 
 export const trainUsage =
-  'sqlenv train [--dataset builtin|DIR [--skip-missing-dbs]] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--concurrency C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--redis URL [--local-worker true|false]] [--progress auto|bar|lines|off] [--json]';
+  'sqlenv train [--dataset builtin|DIR [--skip-missing-dbs]] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--tis-cap C] [--concurrency C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--redis URL [--local-worker true|false]] [--progress auto|bar|lines|off] [--json]';
 
 export const trainerUsage =
-  'sqlenv trainer --redis URL [--run ID] [--model DIR] [--execution-provider cpu|cuda|webgpu] [--threads N] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
+  'sqlenv trainer --redis URL [--run ID] [--model DIR] [--tis-cap C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
 
 export const workerUsage =
   'sqlenv worker --redis URL [--run ID] [--concurrency C] [--skip-missing-dbs] [--model DIR] [--execution-provider cpu|cuda|webgpu] [--threads N] [--env-url ws://HOST:8000] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
