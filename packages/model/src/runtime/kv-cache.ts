@@ -72,17 +72,20 @@ export class RowKvCache {
   ranges: [number, number][];
   /** Real slots held. */
   length: number;
+  /** Its arrays are its own compact ones (nothing else reads or moves them). */
+  readonly #own: boolean;
 
-  constructor(arrays: SlotArrays, row: number, ranges: [number, number][]) {
+  constructor(arrays: SlotArrays, row: number, ranges: [number, number][], own = false) {
     this.arrays = arrays;
     this.row = row;
     this.ranges = ranges;
     this.length = ranges.reduce((n, [s, e]) => n + e - s, 0);
+    this.#own = own;
   }
 
   /** A cache of its own compact per-layer (Hkv, length, D) arrays. */
   static compact(config: Pick<ModelConfig, 'numKvHeads' | 'headDim'>, length: number, keys: Float32Array[], values: Float32Array[]): RowKvCache {
-    return new RowKvCache({ keys, values, width: length, heads: config.numKvHeads, headDim: config.headDim }, 0, length === 0 ? [] : [[0, length]]);
+    return new RowKvCache({ keys, values, width: length, heads: config.numKvHeads, headDim: config.headDim }, 0, length === 0 ? [] : [[0, length]], true);
   }
 
   /** Row `b` of a run's present cache: its real slots (mask 1) in the outputs, not copied. */
@@ -104,9 +107,9 @@ export class RowKvCache {
     return new RowKvCache({ keys, values, width: S, heads: config.numKvHeads, headDim: config.headDim }, b, ranges);
   }
 
-  /** Whether its arrays are its own compact ones (nothing else is kept alive through it). */
+  /** Whether its arrays are its own compact ones (nothing else is kept alive through it, and no one else moves them). */
   get isCompact(): boolean {
-    return this.row === 0 && this.arrays.width === this.length && this.ranges.length <= 1 && this.arrays !== RELEASED;
+    return this.#own;
   }
 
   /** Per layer, its (Hkv, length, D) keys: its own arrays when compact, else copied. */
@@ -135,11 +138,13 @@ export class RowKvCache {
 
   /** Let go of the arrays (their owner reuses them): any later read throws. */
   release(): void {
+    if (this.#own) throw new AppError(ErrorCode.INTERNAL, 'a compact cache has no owner to release it');
     this.arrays = RELEASED;
     this.ranges = [];
   }
 
   #copyAll(which: 'key' | 'value', length: number): Float32Array[] {
+    if (this.arrays === RELEASED) throw new AppError(ErrorCode.INTERNAL, 'this row has left its resident batch: its cache is gone');
     return Array.from({ length: this.arrays.keys.length }, (_, l) => this.copyLayer(which, l, length));
   }
 }
