@@ -144,22 +144,24 @@ export class EngineCore {
         continue;
       }
       const turn = this.#waiting.shift() as Turn;
-      rows.push(this.#claim(turn, step.claim, step.generation));
+      rows.push(this.#claim(turn, step.claim, step.dropStale, step.generation));
       this.#recorder.evicted(this.#store.evict(step.evict));
     }
     return rows;
   }
 
-  #claim(turn: Turn, claim: Claim, generation: number): Row {
+  #claim(turn: Turn, claim: Claim, dropStale: boolean, generation: number): Row {
     const { promptIds, cacheKey } = turn.request;
     const row: Row = { turn, ids: [...promptIds], cachedLength: 0, cache: undefined, source: undefined, startedFrom: 0, generated: { tokens: [], logprobs: [], sampleLogprobs: [] }, policyVersion: this.#epochs.version, generation, lora: this.#epochs.lora, stopped: false, failed: false };
+    // A cache that does not match the prompt (a truncated or rewritten context) is dropped.
+    if (dropStale) this.#store.take(cacheKey as string);
     if (claim.kind === 'own') {
       row.cache = this.#store.take(cacheKey as string);
       row.source = 'own';
     } else if (claim.kind === 'prefix') {
       row.cache = this.#store.prefix(claim.id, claim.length);
       row.source = 'shared';
-    } else if (claim.dropStale) this.#store.take(cacheKey as string);
+    }
     if (claim.kind !== 'none') row.cachedLength = row.startedFrom = claim.length;
     return row;
   }

@@ -52,11 +52,15 @@ export interface SchedulerState {
   kept: readonly KeptCacheView[];
 }
 
-/** What an admitted turn starts from: nothing (dropping its episode's stale cache), its episode's cache, or a shared prefix. */
-export type Claim = { kind: 'none'; dropStale: boolean } | { kind: 'own'; length: number } | { kind: 'prefix'; id: number; length: number };
+/** What an admitted turn starts from: nothing, its episode's cache, or the first `length` tokens of a shared prefix. */
+export type Claim = { kind: 'none' } | { kind: 'own'; length: number } | { kind: 'prefix'; id: number; length: number };
 
-/** In order: apply the next pending swap, or admit the next waiting turn (after evicting `evict`). */
-export type PlanStep = { kind: 'swap' } | { kind: 'admit'; claim: Claim; generation: number; evict: CacheRef[] };
+/**
+ * In order: apply the next pending swap, or admit the next waiting turn under adapter `generation`,
+ * starting from `claim` (`dropStale`: its episode's cache does not match its prompt and goes), after
+ * evicting `evict`.
+ */
+export type PlanStep = { kind: 'swap' } | { kind: 'admit'; claim: Claim; dropStale: boolean; generation: number; evict: CacheRef[] };
 
 export interface AdmissionPlan {
   steps: PlanStep[];
@@ -126,19 +130,25 @@ interface Admitted {
   generation: number;
 }
 
+interface Claimed {
+  claim: Claim;
+  cachedLength: number;
+  dropStale: boolean;
+}
+
 /** The cache a turn would start from in `kept` (which it updates: an episode's cache is taken, a stale one dropped). */
-function claimFor(turn: WaitingTurnView, kept: KeptCacheView[], policy: SchedulerPolicy): { claim: Claim; cachedLength: number } {
-  const none = { claim: { kind: 'none', dropStale: false } as Claim, cachedLength: 0 };
+function claimFor(turn: WaitingTurnView, kept: KeptCacheView[], policy: SchedulerPolicy): Claimed {
+  const none: Claimed = { claim: { kind: 'none' }, cachedLength: 0, dropStale: false };
   if (!policy.reuseKv) return none;
   const { promptIds, cacheKey } = turn;
   const at = cacheKey === undefined ? -1 : kept.findIndex((k) => k.ref.kind === 'episode' && k.ref.key === cacheKey);
   const own = kept[at];
   if (own !== undefined) {
     kept.splice(at, 1);
-    if (own.ids.length < promptIds.length && own.ids.every((id, i) => promptIds[i] === id)) return { claim: { kind: 'own', length: own.ids.length }, cachedLength: own.ids.length };
+    if (own.ids.length < promptIds.length && own.ids.every((id, i) => promptIds[i] === id)) return { claim: { kind: 'own', length: own.ids.length }, cachedLength: own.ids.length, dropStale: false };
   }
   // A prompt that does not extend the cached ids (a truncated or rewritten context) re-prefills; the stale cache is dropped.
-  const stale = { claim: { kind: 'none', dropStale: own !== undefined } as Claim, cachedLength: 0 };
+  const stale: Claimed = { ...none, dropStale: own !== undefined };
   if (!policy.sharePrefixes) return stale;
   // At least the prompt's last token is fed: the run samples from its position. Ties: the least recently used.
   let best: { id: number; length: number } | undefined;
@@ -148,7 +158,7 @@ function claimFor(turn: WaitingTurnView, kept: KeptCacheView[], policy: Schedule
     if (length > (best?.length ?? 0)) best = { id: k.ref.id, length };
   }
   if (best === undefined || best.length < MIN_SHARED_PREFIX_TOKENS) return stale;
-  return { claim: { kind: 'prefix', id: best.id, length: best.length }, cachedLength: best.length };
+  return { claim: { kind: 'prefix', id: best.id, length: best.length }, cachedLength: best.length, dropStale: stale.dropStale };
 }
 
 /** A turn whose prompt cache is kept as a shared prefix after its prefill run: it had no cache of its own. */
@@ -205,7 +215,7 @@ export function planAdmission(state: SchedulerState, policy: SchedulerPolicy): A
     // Every earlier turn is admitted: a swap it waits for can apply now.
     if (turn.epoch !== applied) applySwaps(turn);
     if (turn.epoch !== applied) break;
-    const { claim, cachedLength } = claimFor(turn, kept, policy);
+    const { claim, cachedLength, dropStale } = claimFor(turn, kept, policy);
     // Shares more with a prompt prefilled in this run than with any kept prefix: start it from that prompt next run.
     if (sharesMore(turn, claim, cachedLength, admitted, policy)) {
       morePrefill = true;
@@ -230,7 +240,7 @@ export function planAdmission(state: SchedulerState, policy: SchedulerPolicy): A
       const at = kept.findIndex((k) => k.ref.kind === 'prefix' && k.ref.id === claim.id);
       kept.push(...kept.splice(at, 1));
     }
-    steps.push({ kind: 'admit', claim, generation, evict: evict ?? [] });
+    steps.push({ kind: 'admit', claim, dropStale, generation, evict: evict ?? [] });
     admitted.push({ turn, claim, cachedLength, generation });
     reserved += bytes;
     widest = nextWidest;
