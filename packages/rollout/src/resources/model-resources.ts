@@ -1,5 +1,5 @@
 import { EngineCompletionSource, LlmPolicy, loadAgentPrompt, parseAgentPrompt } from '@sqlenv/agents';
-import type { ExperimentalEngineOptions, InferenceEngine, LoraConfig } from '@sqlenv/model';
+import type { ExperimentalEngineOptions, InferenceEngine, LoraConfig, PublicEngineOptions } from '@sqlenv/model';
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
@@ -23,7 +23,7 @@ export interface ModelResources {
 
 export interface ModelResourcesOptions {
   /** Most turns batched into one generation run (the worker's concurrency). */
-  maxBatchSize: number;
+  maxBatchSize: NonNullable<PublicEngineOptions['maxBatchSize']>;
   /** The engine's measurement knobs (InferenceEngine `experimentalEngineOptionsSchema`: the bench sets them); default: the engine's. */
   experimental?: ExperimentalEngineOptions;
   /**
@@ -34,7 +34,7 @@ export interface ModelResourcesOptions {
   /** Provider and threads of the engine's session (`--execution-provider`, `--threads`); default: the engine's (CPU, one thread). */
   execution?: ModelExecution;
   /** Engine replicas, splitting `execution`'s threads; default: `replicaPlan` (several for a small model on the CPU). */
-  replicas?: number;
+  replicas?: PublicEngineOptions['replicas'];
   logger?: Logger;
 }
 
