@@ -66,7 +66,7 @@ export class StatsRecorder {
     this.stats.returns++;
   }
 
-  /** A run of `rows` rows started: each row starting its turn waited since it arrived. */
+  /** A run started at `startedMs`: each row starting its turn in it waited since it arrived (`firstRunArrivals`); `uncopied`: it feeds the resident decode batch. */
   runStarted(startedMs: number, firstRunArrivals: readonly number[], uncopied: boolean): void {
     for (const arrived of firstRunArrivals) this.stats.queueMs += startedMs - arrived;
     if (uncopied) this.stats.uncopiedRuns++;
