@@ -25,7 +25,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { InferenceEngine, modelFingerprint, presetConfig, readModelConfig, writeRandomCheckpoint, type InferenceEngineOptions } from '@sqlenv/model';
+import { InferenceEngine, modelFingerprint, presetConfig, readModelConfig, writeRandomCheckpoint, type ExperimentalEngineOptions, type PublicEngineOptions } from '@sqlenv/model';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { createModelResources, InProcessTransport, RolloutWorker, runCoordinator, runTrainer, RuntimeCache, scheduledQuestions, StatsPolicyUpdater } from '@sqlenv/rollout';
 
@@ -39,10 +39,8 @@ const ENGINES = {
   'as-filed': { reuseKv: false, chunkSteps: Infinity, replicas: 1, lengthBucketTokens: 128, threads: 1 },
   continuous: { sharePrefixes: false },
   'shared-prefix': {},
-  'return-wait': { returnWaitMs: 50 },
   // The default engine as one replica with all of BENCH_THREADS (the default splits a small model's threads over replicas).
   'one-replica': { replicas: 1 },
-  'one-replica-return-wait': { replicas: 1, returnWaitMs: 50 },
   'bucket-16': { lengthBucketTokens: 16 },
   'bucket-8': { lengthBucketTokens: 8 },
   'stop-half': { chunkStopShare: 0.5 },
@@ -50,7 +48,7 @@ const ENGINES = {
   'chunk-8': { chunkSteps: 8 },
   'chunk-4': { chunkSteps: 4 },
   'one-replica-chunk-8': { replicas: 1, chunkSteps: 8 },
-  // The defaults with the decode batch assembled anew for every run whose rows changed (before the resident batch).
+  // The defaults with the decode batch copied into new arrays for every chunk (what keeping it resident saves).
   'copied-batch': { residentBatch: false },
   // Fixed decode chunks of 16 steps (a run ends only when all its rows stop), with and without the resident batch:
   // the latter is the default before runs ended early and the batch stayed in place.
@@ -59,7 +57,7 @@ const ENGINES = {
   // The defaults with a decode run ending once any one of its rows has stopped.
   'stop-one': { chunkStopShare: 0.01 },
 } as const satisfies Record<string, EngineSetting>;
-type EngineSetting = Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'returnWaitMs' | 'replicas' | 'lengthBucketTokens' | 'residentBatch' | 'chunkStopShare'> & { threads?: number };
+type EngineSetting = ExperimentalEngineOptions & Pick<PublicEngineOptions, 'replicas'> & { threads?: number };
 /** ORT threads of the process (the commands' `--threads`), split over replicas as the commands do. Default 1. */
 const THREADS = Number(process.env['BENCH_THREADS'] ?? 1);
 type EngineName = keyof typeof ENGINES;
@@ -100,7 +98,6 @@ interface Row {
   agentThreadBusy?: number;
   rowStepsPerToken: number;
   /** Share of the wall time the engine waited for returning episodes between runs (absent in rows measured before that wait). */
-  returnWaitShare?: number;
   runs: number;
   peakRssMiB: number;
   /** CPU time of the benchmark's process (all its threads: engine replicas, agents, environments) per episode, in milliseconds (absent in rows measured before). */
@@ -170,7 +167,6 @@ function statsRow(model: string, spec: ChildSpec, episodes: number, seconds: num
     turnMs: { inRuns: Math.round(d('rowMs') / d('turns')), stalled: Math.round(d('stalledRowMs') / d('turns')), queued: Math.round(d('queueMs') / d('turns')), away: d('returns') === 0 ? 0 : Math.round(d('awayMs') / d('returns')) },
     admitShare: d('busyMs') === 0 ? 0 : round(d('admitMs') / d('busyMs'), 2),
     rowStepsPerToken: round(d('rowSteps') / d('generatedTokens'), 2),
-    returnWaitShare: round(d('returnWaitMs') / (seconds * 1000), 3),
     runs: d('runs'),
     peakRssMiB,
     cpuMsPerEpisode: Math.round(cpuMs / episodes),
@@ -196,11 +192,10 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
       model: { fingerprint: modelFingerprint(spec.modelDir), lora: { rank: 8 }, sampling: { temperature: 1 }, max_new_tokens: TINY_MAX_NEW_TOKENS, context_tokens: TINY_CONTEXT_TOKENS },
     });
   const episodes = Math.max(8, Math.ceil((spec.concurrency * EPISODES_PER_SLOT) / 4) * 4);
-  const { replicas, lengthBucketTokens, threads, ...turnScheduling } = ENGINES[spec.engine] as EngineSetting;
+  const { replicas, threads, ...experimental } = ENGINES[spec.engine] as EngineSetting;
   const model = await createModelResources(runSpec('warm-up', 8).model!, spec.modelDir, {
     maxBatchSize: spec.concurrency,
-    ...(lengthBucketTokens === undefined ? {} : { lengthBucketTokens }),
-    turnScheduling,
+    experimental,
     execution: { provider: 'cpu', deviceId: 0, intraOpThreads: threads ?? THREADS, interOpThreads: 1 },
     ...(replicas === undefined ? {} : { replicas }),
   });
@@ -353,9 +348,9 @@ const speedup = (r: Row): string => {
   return base === undefined || base === r ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}× ${base.engine})`;
 };
 const table = [
-  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | episodes in flight | turns in a run (all replicas) | ms per turn: in runs / stalled / queued / away | share of run time in prefill runs | agent thread busy | row-steps ÷ returned tokens | waiting for returns | runs | peak RSS (MiB) | CPU ms per episode |',
-  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.episodesInFlight ?? '—'} | ${r.rowsInRuns ?? '—'} | ${r.turnMs === undefined ? '—' : `${r.turnMs.inRuns} / ${r.turnMs.stalled ?? '—'} / ${r.turnMs.queued} / ${r.turnMs.away}`} | ${r.admitShare === undefined ? '—' : `${Math.round(100 * r.admitShare)} %`} | ${r.agentThreadBusy === undefined ? '—' : `${Math.round(100 * r.agentThreadBusy)} %`} | ${r.rowStepsPerToken} | ${r.returnWaitShare === undefined ? '—' : `${round(100 * r.returnWaitShare, 1)} %`} | ${r.runs} | ${r.peakRssMiB} | ${r.cpuMsPerEpisode ?? '—'} |`),
+  '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | episodes in flight | turns in a run (all replicas) | ms per turn: in runs / stalled / queued / away | share of run time in prefill runs | agent thread busy | row-steps ÷ returned tokens | runs | peak RSS (MiB) | CPU ms per episode |',
+  '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.episodesInFlight ?? '—'} | ${r.rowsInRuns ?? '—'} | ${r.turnMs === undefined ? '—' : `${r.turnMs.inRuns} / ${r.turnMs.stalled ?? '—'} / ${r.turnMs.queued} / ${r.turnMs.away}`} | ${r.admitShare === undefined ? '—' : `${Math.round(100 * r.admitShare)} %`} | ${r.agentThreadBusy === undefined ? '—' : `${Math.round(100 * r.agentThreadBusy)} %`} | ${r.rowStepsPerToken} | ${r.runs} | ${r.peakRssMiB} | ${r.cpuMsPerEpisode ?? '—'} |`),
 ];
 const markdown = `# LLM rollout benchmark (CPU): static batches vs continuous batching with per-episode KV caches
 
@@ -367,22 +362,19 @@ ${table.join('\n')}
   its longest row stops, every turn re-prefilling its whole context. *continuous*: \`{ sharePrefixes: false }\`
   (per-episode KV caches, decode runs of at most 32 steps that end once a quarter of their rows has stopped, turns join and
   leave between runs; each episode's first turn prefilled from scratch). *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix.
-  *return-wait*: \`{ returnWaitMs: 50 }\`, the same with the next chunk waiting (≤ 50 ms, ≤ half an iteration) for the episodes
-  whose turns just ended (docs/inference.md). *static-one-replica*: the static engine as one engine thread with all the
+  *static-one-replica*: the static engine as one engine thread with all the
   process's ORT threads and prompt widths padded to multiples of 128 tokens (as the commands ran it before replicas and
   width-grouped prefill runs). *as-filed*: the same on one ORT thread (the engine as the commands ran it before this work:
   one intra-op thread, static batches, 128-token buckets). The other engines pad to multiples of 32 (the default). *one-replica*: the defaults as one engine thread with all the process's ORT
   threads (the default runs a small model as replicas splitting them, \`replicaPlan\`). The same turns, seeds and sampling.
   *chunk-8*, *chunk-4*, *one-replica-chunk-8*: the defaults (or *one-replica*) with decode runs of at most 8 or 4 steps instead of 32.
-  *copied-batch*: the defaults with \`residentBatch: false\`: the decode batch's cache assembled anew (copied) for every run
-  whose rows changed, and every run's added slots appended to a copy of its past. *chunks-16*: fixed decode chunks of 16 steps
+  *copied-batch*: the defaults with \`residentBatch: false\`: the decode batch's cache copied into new arrays for every chunk. *chunks-16*: fixed decode chunks of 16 steps
   (\`chunkStopShare: 1\`: a run ends only when all its rows have stopped); *previous-default*: the same with
   \`residentBatch: false\`, the default before the resident batch and early-ending runs. *stop-one*: the defaults with a run
   ending once any one of its rows has stopped (\`chunkStopShare: 0.01\`); *stop-half*: once half of them has
   (\`chunkStopShare: 0.5\`). *bucket-8*, *bucket-16*: the defaults with prompt widths padded to multiples of 8 or 16
-  tokens instead of 32. *one-replica-return-wait*: *one-replica* with \`returnWaitMs: 50\`. (The defaults: chunks of at most 32 steps, a run
+  tokens instead of 32. (The defaults: chunks of at most 32 steps, a run
   ending once a quarter of its rows has stopped, the decode batch kept in place.)
-  *Waiting for returns*: share of the wall time spent in that wait.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
   ${TINY_MAX_NEW_TOKENS} new tokens per turn, ${TINY_CONTEXT_TOKENS}-token contexts, ${EPISODES_PER_SLOT} episodes per slot in flight (at least 8); an untimed pass of up

@@ -74,9 +74,20 @@ export { leftPad, uniformsForSeed, type PaddedBatch } from './runtime/batch.ts';
 export { Generator, type GenerateOptions, type GenerationRequest, type GenerationResult, type GeneratorOptions, type RowInput, type RowOutput, type RunRowsOptions } from './runtime/generator.ts';
 export { kvBytesPerToken, type RowKvCache } from './runtime/kv-cache.ts';
 export { prepackingDecision, PREPACKING_MAX_WEIGHT_BYTES, weightBytes, type PrepackingDecision } from './runtime/prepacking.ts';
-export { type SchedulerStats } from './runtime/turn-scheduler.ts';
+export { type SchedulerStats } from './runtime/scheduler-stats.ts';
 export { Scorer, LogitsModel, type ScorerOptions } from './runtime/scorer.ts';
-export { InferenceEngine, engineOptionsSchema, replicaPlan, REPLICA_MAX_WEIGHT_BYTES, REPLICA_MIN_ROWS, turnSchedulingDefaults, type InferenceEngineOptions, type TurnRequest, type TurnResult, type EngineStats } from './runtime/inference-engine.ts';
+export { InferenceEngine, replicaPlan, REPLICA_MAX_WEIGHT_BYTES, REPLICA_MIN_ROWS, type EngineStats } from './runtime/inference-engine.ts';
+export {
+  engineOptionsSchema,
+  experimentalEngineOptionsSchema,
+  publicEngineOptionsSchema,
+  turnSchedulingDefaults,
+  type EngineOptions,
+  type ExperimentalEngineOptions,
+  type InferenceEngineOptions,
+  type PublicEngineOptions,
+} from './runtime/engine-options.ts';
+export type { TurnRequest, TurnResult } from './runtime/executor.ts';
 export {
   modelInit,
   modelLogits,

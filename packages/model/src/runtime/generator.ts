@@ -6,10 +6,10 @@ import type { ModelConfig } from '../io/config.ts';
 import { leftPad, loraFeeds, uniformsForSeed } from './batch.ts';
 import { buildGenerationGraph, GEN_IO } from '../graphs/generation-graph.ts';
 import { IO } from '../graphs/forward-graphs.ts';
-import { appendAlong, assembleBatchCache, extractRowCache, kvBytesPerToken, type RowKvCache } from './kv-cache.ts';
+import { appendAlong, assembleBatchCache, kvBytesPerToken, RowKvCache } from './kv-cache.ts';
 import { loraTensorSpecs, zeroLoraWeights, type LoraConfig, type LoraWeights } from '../graphs/lora.ts';
 import type { ModelWeights } from '../io/weights.ts';
-import { residentBatchOf } from './resident-batch.ts';
+import type { ResidentBatch } from './resident-batch.ts';
 import { isBigModel, prepackingDecision, weightBytes, type PrepackingDecision } from './prepacking.ts';
 
 /** One sequence to continue. */
@@ -111,6 +111,12 @@ export interface RunRowsOptions extends Omit<GenerateOptions, 'maxNewTokens'> {
    * can be collected while it runs (the caller must hold no other reference). Default false.
    */
   releaseCaches?: boolean;
+  /**
+   * The resident batch whose rows the inputs' caches are, in its order: its arrays are the run's past
+   * as they are and the slots the run adds are written into them. Default: the caches are copied
+   * into new batch arrays (`assembleBatchCache`) and each row comes back as a view of the outputs.
+   */
+  batch?: ResidentBatch;
 }
 
 export interface RowOutput {
@@ -269,9 +275,8 @@ export class Generator {
     // A row with fewer uniforms than steps (its own token budget ends inside the run) reads zeros past them:
     // those tokens are cut by the caller.
     rows.forEach((r, b) => uniforms.set(r.uniforms.subarray(0, N), b * N));
-    // Rows that are exactly a resident batch's, in its order, feed its arrays as they are and the run's
-    // added slots are written into them; any other rows are assembled into a new batch (copied).
-    const resident = residentBatchOf(rows.map((r) => r.cache));
+    const resident = options.batch;
+    if (resident !== undefined && !resident.holdsExactly(rows.map((r) => r.cache))) throw new AppError(ErrorCode.INTERNAL, 'a run over a resident batch must feed exactly its rows, in its order');
     const past = resident?.feeds() ?? assembleBatchCache(this.config, rows.map((r) => r.cache));
     if (options.releaseCaches === true) {
       for (const r of rows) delete (r as { cache?: RowKvCache }).cache;
@@ -322,7 +327,7 @@ export class Generator {
           break;
         }
       }
-      if (options.keepCache) result.cache = resident === undefined ? extractRowCache(this.config, out, b) : resident.row(b);
+      if (options.keepCache) result.cache = resident === undefined ? RowKvCache.ofOutputs(this.config, out, b) : resident.row(b);
       return result;
     });
   }

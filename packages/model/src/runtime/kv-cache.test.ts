@@ -1,7 +1,8 @@
 import { tensor, type TensorData } from '@sqlenv/onnx-graph';
 import { describe, expect, it } from 'vitest';
 import { GEN_IO } from '../graphs/generation-graph.ts';
-import { appendAlong, assembleBatchCache, compactRowCache, extractRowCache, KvCacheStore, kvBytesPerToken, RowCacheView, truncateRowCache, type RowKvCache } from './kv-cache.ts';
+import { appendAlong, assembleBatchCache, kvBytesPerToken, RowKvCache } from './kv-cache.ts';
+import { evictionsFor, KvStore } from './kv-store.ts';
 import { presetConfig } from '../io/presets.ts';
 
 const config = { ...presetConfig('tiny-llama'), numLayers: 2, numKvHeads: 2, headDim: 3 };
@@ -15,8 +16,12 @@ function rowCache(length: number, tag: number): RowKvCache {
       const s = Math.floor(i / D) % length;
       return tag * 10_000 + layer * 1000 + which * 100 + h * 10 + s + (i % D) / 10;
     });
-  return { length, keys: [fill(0, 0), fill(1, 0)], values: [fill(0, 1), fill(1, 1)] };
+  return RowKvCache.compact(config, length, [fill(0, 0), fill(1, 0)], [fill(0, 1), fill(1, 1)]);
 }
+
+/** What a cache holds, compact: comparable whatever arrays it lives in. */
+const plain = (c: RowKvCache | undefined): unknown => (c === undefined ? undefined : { length: c.length, keys: c.keys, values: c.values });
+const extractRowCache = (outputs: Record<string, TensorData>, b: number): RowKvCache => RowKvCache.ofOutputs(config, outputs, b);
 
 describe('host KV caches', () => {
   it('assembles rows left-padded and extracts each back, compacted over the holes a run leaves', () => {
@@ -43,19 +48,19 @@ describe('host KV caches', () => {
         outputs[present] = tensor('float32', [3, Hkv, S, D], data);
       }
     }
-    const first = extractRowCache(config, outputs, 0);
+    const first = extractRowCache(outputs, 0);
     expect(first.length).toBe(5);
-    expect(truncateRowCache(config, first, 3)).toEqual(rows[0]);
-    const second = extractRowCache(config, outputs, 1);
+    expect(plain(first.truncate(3))).toEqual(plain(rows[0]));
+    const second = extractRowCache(outputs, 1);
     expect(second.length).toBe(2);
     expect(Array.from(second.keys[1]!.subarray(0, D))).toEqual([2.5, 2.5, 2.5]); // batch 1, head 0: bh = 2
-    const third = extractRowCache(config, outputs, 2);
+    const third = extractRowCache(outputs, 2);
     expect(third.length).toBe(2);
-    expect(truncateRowCache(config, third, 1)).toEqual(rows[2]);
+    expect(plain(third.truncate(1))).toEqual(plain(rows[2]));
   });
 
   it('gives a batch without any cache one masked slot, never an empty past (WebGPU crashes on a MatMul over an empty axis)', () => {
-    const feeds = assembleBatchCache(config, [undefined, { length: 0, keys: [], values: [] }]);
+    const feeds = assembleBatchCache(config, [undefined, RowKvCache.compact(config, 0, [], [])]);
     expect(feeds[GEN_IO.pastMask]?.dims).toEqual([2, 1]);
     expect(Array.from(feeds[GEN_IO.pastMask]!.data as BigInt64Array, Number)).toEqual([0, 0]);
     for (let layer = 0; layer < config.numLayers; layer++) {
@@ -66,7 +71,7 @@ describe('host KV caches', () => {
     }
   });
 
-  it('keeps a run\'s rows as views of its outputs: fed back uncopied to the same rows in order, copied once otherwise', () => {
+  it('keeps a run\'s rows as slot ranges of its outputs: read through them, copied only when assembled or truncated', () => {
     // Outputs of a run of two rows, S = 4: row 0 has a hole at slot 1, row 1 left padding at 0–1.
     const S = 4;
     const outputs: Record<string, TensorData> = { [GEN_IO.presentMask]: tensor('int64', [2, S], [1, 0, 1, 1, 0, 0, 1, 1]) };
@@ -78,75 +83,71 @@ describe('host KV caches', () => {
         outputs[name] = tensor('float32', [2, Hkv, S, D], Float32Array.from({ length: 2 * Hkv * S * D }, (_, i) => layer * 1000 + which * 100 + i));
       }
     }
-    const views = [extractRowCache(config, outputs, 0), extractRowCache(config, outputs, 1)];
+    const views = [extractRowCache(outputs, 0), extractRowCache(outputs, 1)];
     expect(views.map((v) => v.length)).toEqual([3, 2]);
-    // The same rows in the same order: the outputs themselves, holes and all.
-    const same = assembleBatchCache(config, views);
-    expect(same[GEN_IO.pastKey(1)]).toBe(outputs[GEN_IO.presentKey(1)]);
-    expect(same[GEN_IO.pastValue(0)]).toBe(outputs[GEN_IO.presentValue(0)]);
-    expect(same[GEN_IO.pastMask]).toBe(outputs[GEN_IO.presentMask]);
-    // Another order, or beside another row: copied from the views, equal to assembling their compact forms.
-    const compacts = views.map((v) => ({ length: v.length, keys: v.keys.map((k) => k.slice()), values: v.values.map((x) => x.slice()) }));
-    const fresh = [extractRowCache(config, outputs, 0), extractRowCache(config, outputs, 1)];
-    for (const [mixed, plain] of [
-      [[fresh[1], fresh[0]], [compacts[1], compacts[0]]],
-      [[rowCache(5, 7), fresh[0], undefined], [rowCache(5, 7), compacts[0], undefined]],
+    expect(views.map((v) => v.ranges)).toEqual([[[0, 1], [2, 4]], [[2, 4]]]);
+    expect(views[0]!.arrays.keys[1]).toBe(outputs[GEN_IO.presentKey(1)]!.data);
+    // Assembled in any order or beside another row: copied from the outputs, equal to assembling their compact forms.
+    const compacts = views.map((v) => RowKvCache.compact(config, v.length, v.keys, v.values));
+    for (const [mixed, compact] of [
+      [[views[1], views[0]], [compacts[1], compacts[0]]],
+      [[rowCache(5, 7), views[0], undefined], [rowCache(5, 7), compacts[0], undefined]],
     ] as const) {
       const got = assembleBatchCache(config, mixed);
-      const want = assembleBatchCache(config, plain);
+      const want = assembleBatchCache(config, compact);
       expect(Object.keys(got).sort()).toEqual(Object.keys(want).sort());
       for (const name of Object.keys(want)) expect(got[name]).toEqual(want[name]);
     }
     // Row 0's compact keys: slots 0, 2, 3 of its first head, then of its second.
     const first = compacts[0] as RowKvCache;
+    expect(first.isCompact).toBe(true);
     expect(Array.from((first.keys[0] as Float32Array).subarray(0, 3 * D))).toEqual([0, 1, 2, 6, 7, 8, 9, 10, 11]);
-    // Truncating copies the first real slots; compacting lets go of the outputs.
-    const view = fresh[0] as RowCacheView;
-    expect(truncateRowCache(config, view, 2)).toEqual(truncateRowCache(config, first, 2));
-    expect(view.source).toBe(outputs);
-    const compact = compactRowCache(view);
-    expect(compact).not.toBeInstanceOf(RowCacheView);
-    expect(compact).toEqual(first);
-    expect(view.source).toBeUndefined();
-    // Once compacted, a view no longer counts as its run's row.
-    expect(assembleBatchCache(config, fresh)[GEN_IO.pastKey(0)]).not.toBe(outputs[GEN_IO.presentKey(0)]);
+    // Truncating copies the first real slots into arrays of its own; a compact cache truncated to its length is itself.
+    const cut = views[0]!.truncate(2);
+    expect(cut.isCompact).toBe(true);
+    expect(plain(cut)).toEqual(plain(first.truncate(2)));
+    expect(first.truncate(3)).toBe(first);
+    // A released cache (a row that left the resident batch) cannot be read.
+    views[1]!.release();
+    expect(() => views[1]!.truncate(1)).toThrow(/left its resident batch/);
   });
 
   it('keeps parked caches by key, least recently parked evicted first, counting their bytes', () => {
-    const store = new KvCacheStore(config);
-    store.park('a', { ids: [1, 2], cache: rowCache(2, 1) });
-    store.park('b', { ids: [3], cache: rowCache(1, 2) });
-    store.park('a', { ids: [1, 2, 3, 4], cache: rowCache(4, 1) }); // re-parked: now the newest
+    const store = new KvStore(config, 0);
+    store.park('a', [1, 2], rowCache(2, 1));
+    store.park('b', [3], rowCache(1, 2));
+    store.park('a', [1, 2, 3, 4], rowCache(4, 1)); // re-parked: now the newest
     expect(store.sizeBytes).toBe(5 * kvBytesPerToken(config));
-    expect(store.evictOldest()).toBe(true);
+    expect(store.makeRoom(0, 4 * kvBytesPerToken(config))).toBe(1);
     expect(store.take('b')).toBeUndefined();
-    expect(store.take('a')?.ids).toEqual([1, 2, 3, 4]);
+    expect(store.take('a')?.length).toBe(4);
     expect(store.sizeBytes).toBe(0);
-    expect(store.evictOldest()).toBe(false);
+    expect(store.makeRoom(0, 0)).toBe(0);
+    // More active bytes than the budget: nothing evicted, it does not fit.
+    expect(store.makeRoom(1, 0)).toBeUndefined();
   });
 
-  it('keeps shared prefixes beside the episode caches: the longest common start wins, one LRU order over both', () => {
-    const store = new KvCacheStore(config);
-    store.parkPrefix({ ids: [1, 2, 3, 4], cache: rowCache(4, 1) });
-    store.park('a', { ids: [9], cache: rowCache(1, 2) });
-    store.parkPrefix({ ids: [1, 2, 5], cache: rowCache(3, 3) });
-    expect(store.size).toBe(1);
-    expect(store.prefixCount).toBe(2);
+  it('keeps shared prefixes beside the episode caches in one LRU order; a used prefix moves to the end', () => {
+    const store = new KvStore(config, 0);
+    store.parkPrefix([1, 2, 3, 4], rowCache(4, 1));
+    store.park('a', [9], rowCache(1, 2));
+    store.parkPrefix([1, 2, 5], rowCache(3, 3));
+    expect([store.episodeCount, store.prefixCount]).toEqual([1, 2]);
     expect(store.sizeBytes).toBe(8 * kvBytesPerToken(config));
-    expect(store.longestPrefix([7, 1], 5)).toBeUndefined();
-    const hit = store.longestPrefix([1, 2, 3, 4, 8], 5);
-    expect(hit?.length).toBe(4);
-    expect(hit?.cache).toEqual(rowCache(4, 1));
-    // At most `limit` tokens of it.
-    expect(store.longestPrefix([1, 2, 3, 4], 3)?.length).toBe(3);
-    // [1, 2, 3, 4] was used last: the episode cache goes first, then [1, 2, 5].
-    expect(store.evictOldest()).toBe(true);
-    expect(store.size).toBe(0);
-    expect(store.evictOldest()).toBe(true);
-    expect(store.longestPrefix([1, 2, 5], 3)?.length).toBe(2);
-    expect(store.sizeBytes).toBe(4 * kvBytesPerToken(config));
+    const [p0, episode, p1] = store.view();
+    expect([p0?.ref, episode?.ref, p1?.ref]).toEqual([{ kind: 'prefix', id: 0 }, { kind: 'episode', key: 'a' }, { kind: 'prefix', id: 1 }]);
+    // A row continues the first 3 tokens of prefix 0: a compact copy, the prefix kept and now the most recently used.
+    expect(plain(store.prefix(0, 3))).toEqual(plain(rowCache(4, 1).truncate(3)));
+    expect(store.view().map((k) => k.ref)).toEqual([{ kind: 'episode', key: 'a' }, { kind: 'prefix', id: 1 }, { kind: 'prefix', id: 0 }]);
+    // The plan the scheduler makes and the store's own eviction agree: oldest first, until the rest fits.
+    const bpt = kvBytesPerToken(config);
+    expect(evictionsFor(store.view(), 2 * bpt, 6 * bpt, bpt)).toEqual([{ kind: 'episode', key: 'a' }, { kind: 'prefix', id: 1 }]);
+    expect(store.makeRoom(2 * bpt, 6 * bpt)).toBe(2);
+    expect(store.view().map((k) => k.ref)).toEqual([{ kind: 'prefix', id: 0 }]);
+    expect(store.trimPrefixes(0)).toBe(1);
+    store.park('b', [1], rowCache(1, 4));
     store.clear();
-    expect([store.prefixCount, store.sizeBytes, store.evictOldest()]).toEqual([0, 0, false]);
+    expect([store.prefixCount, store.episodeCount, store.sizeBytes]).toEqual([0, 0, 0]);
   });
 });
 

@@ -2,9 +2,8 @@ import { tensor, type TensorData } from '@sqlenv/onnx-graph';
 import { describe, expect, it } from 'vitest';
 import { GEN_IO } from '../graphs/generation-graph.ts';
 import { presetConfig } from '../io/presets.ts';
-import { compactRowCache, truncateRowCache, type RowKvCache } from './kv-cache.ts';
-import type { ResidentRow } from './resident-batch.ts';
-import { ResidentBatch, residentBatchOf } from './resident-batch.ts';
+import { RowKvCache } from './kv-cache.ts';
+import { ResidentBatch } from './resident-batch.ts';
 
 const config = { ...presetConfig('tiny-llama'), numLayers: 2, numKvHeads: 2, headDim: 3 };
 const { numKvHeads: Hkv, headDim: D } = config;
@@ -18,11 +17,14 @@ function rowCache(length: number, tag: number): RowKvCache {
     for (let h = 0; h < Hkv; h++) for (let s = 0; s < length; s++) for (let d = 0; d < D; d++) out[(h * length + s) * D + d] = value(tag, layer, which, h, s, d);
     return out;
   };
-  return { length, keys: [fill(0, 0), fill(1, 0)], values: [fill(0, 1), fill(1, 1)] };
+  return RowKvCache.compact(config, length, [fill(0, 0), fill(1, 0)], [fill(0, 1), fill(1, 1)]);
 }
 
+/** What a cache holds, compact: comparable whatever arrays it lives in. */
+const plain = (c: RowKvCache | undefined): unknown => (c === undefined ? undefined : { length: c.length, keys: c.keys, values: c.values });
+
 /** What the feeds say row b holds: its real slots, in order, as a compact cache (checks the mask marks slots 0 … length). */
-function fedRow(feeds: Record<string, TensorData>, b: number): RowKvCache {
+function fedRow(feeds: Record<string, TensorData>, b: number): unknown {
   const maskT = feeds[GEN_IO.pastMask] as TensorData;
   const S = maskT.dims[1] as number;
   const mask = Array.from((maskT.data as BigInt64Array).subarray(b * S, (b + 1) * S), Number);
@@ -70,7 +72,7 @@ function extended(cache: RowKvCache, n: number, tag: number): RowKvCache {
     }
     return out;
   };
-  return { length: cache.length + n, keys: cache.keys.map((k, l) => cat(k, add.keys[l]!)), values: cache.values.map((v, l) => cat(v, add.values[l]!)) };
+  return RowKvCache.compact(config, cache.length + n, cache.keys.map((k, l) => cat(k, add.keys[l]!)), cache.values.map((v, l) => cat(v, add.values[l]!)));
 }
 
 describe('ResidentBatch: a decode batch kept in place between runs', () => {
@@ -78,64 +80,76 @@ describe('ResidentBatch: a decode batch kept in place between runs', () => {
     const batch = new ResidentBatch(config, 4);
     const caches = [rowCache(3, 1), rowCache(5, 2), rowCache(1, 3)];
     const rows = batch.hold(caches);
-    expect(rows.map((r) => r.index)).toEqual([0, 1, 2]);
+    expect(rows.map((r) => r.row)).toEqual([0, 1, 2]);
     expect(batch.capacity).toBe(5 + 4);
-    expect(residentBatchOf(rows)).toBe(batch);
+    expect(batch.holdsExactly(rows)).toBe(true);
     const feeds = batch.feeds();
     expect(feeds[GEN_IO.pastKey(0)]!.dims).toEqual([3, Hkv, 9, D]);
-    caches.forEach((c, b) => expect(fedRow(feeds, b)).toEqual(c));
+    caches.forEach((c, b) => expect(fedRow(feeds, b)).toEqual(plain(c)));
     // A decode chunk: 3 slots each, row 1's first one masked (left padding of its input).
     batch.append(runOutputs(3, [3, 2, 3], [0, 1, 0]));
     expect(rows.map((r) => r.length)).toEqual([6, 7, 4]);
     expect(batch.capacity).toBe(9); // 7 fits: no copy of the rows
     const want = [extended(caches[0]!, 3, 100), extended(caches[1]!, 2, 101), extended(caches[2]!, 3, 102)];
-    want.forEach((w, b) => expect(fedRow(batch.feeds(), b)).toEqual(w));
-    // Reading a row out copies its slots (parking a finished turn's cache).
-    expect(truncateRowCache(config, rows[1]!, 7)).toEqual(want[1]);
-    expect(compactRowCache(rows[2]!)).toEqual(want[2]);
-    expect(truncateRowCache(config, rows[0]!, 4)).toEqual(truncateRowCache(config, want[0]!, 4));
+    want.forEach((w, b) => expect(fedRow(batch.feeds(), b)).toEqual(plain(w)));
+    // Reading a row out copies its slots (parking a finished turn's cache), whatever its length: the arrays stay the batch's.
+    expect(plain(rows[1]!.truncate(7))).toEqual(plain(want[1]));
+    expect(rows[1]!.truncate(7)).not.toBe(rows[1]);
+    expect(plain(rows[2]!.truncate(4))).toEqual(plain(want[2]));
+    expect(plain(rows[0]!.truncate(4))).toEqual(plain(want[0]!.truncate(4)));
     // The next chunk does not fit in 9 slots: the arrays grow to the longest + the margin, every row kept.
     batch.append(runOutputs(3, [3, 3, 3], [0, 0, 0]));
     expect(batch.capacity).toBe(10 + 4);
     expect(batch.counters.reshapes).toBe(2);
-    [extended(want[0]!, 3, 100), extended(want[1]!, 3, 101), extended(want[2]!, 3, 102)].forEach((w, b) => expect(fedRow(batch.feeds(), b)).toEqual(w));
+    [extended(want[0]!, 3, 100), extended(want[1]!, 3, 101), extended(want[2]!, 3, 102)].forEach((w, b) => expect(fedRow(batch.feeds(), b)).toEqual(plain(w)));
   });
 
   it('a row that leaves is filled by the last one (one row moved), a joining cache is copied into a new last row, and a row that left cannot be read', () => {
     const batch = new ResidentBatch(config, 8);
     const caches = [rowCache(3, 1), rowCache(5, 2), rowCache(4, 3), rowCache(2, 4)];
-    const [a, b, c, d] = batch.hold(caches) as [ResidentRow, ResidentRow, ResidentRow, ResidentRow];
+    const [a, b, c, d] = batch.hold(caches) as [RowKvCache, RowKvCache, RowKvCache, RowKvCache];
     const joining = rowCache(6, 5);
     // b leaves; d takes its place; the joining cache is row 3.
     const held = batch.hold([a, c, d, joining]);
     expect(held.slice(0, 3)).toEqual([a, c, d]);
-    expect([a.index, c.index, d.index, held[3]!.index]).toEqual([0, 2, 1, 3]);
+    expect([a.row, c.row, d.row, held[3]!.row]).toEqual([0, 2, 1, 3]);
     expect(batch.counters).toEqual({ rowsCopiedIn: 5, rowsMoved: 1, reshapes: 1 });
-    expect(b.alive).toBe(false);
-    expect(() => truncateRowCache(config, b, 2)).toThrow(/left its resident batch/);
+    expect(() => b.truncate(2)).toThrow(/left its resident batch/);
     const feeds = batch.feeds();
-    expect(fedRow(feeds, 0)).toEqual(caches[0]);
-    expect(fedRow(feeds, 1)).toEqual(caches[3]);
-    expect(fedRow(feeds, 2)).toEqual(caches[2]);
-    expect(fedRow(feeds, 3)).toEqual(joining);
+    expect(fedRow(feeds, 0)).toEqual(plain(caches[0]));
+    expect(fedRow(feeds, 1)).toEqual(plain(caches[3]));
+    expect(fedRow(feeds, 2)).toEqual(plain(caches[2]));
+    expect(fedRow(feeds, 3)).toEqual(plain(joining));
     // A run over the rows in another order, or over some of them, is not the batch's: it is assembled (copied) instead.
-    expect(residentBatchOf([a, c, d, held[3]])).toBeUndefined();
-    expect(residentBatchOf([a, d, c])).toBeUndefined();
-    expect(residentBatchOf([a, d, c, held[3]])).toBe(batch);
+    expect(batch.holdsExactly([a, c, d, held[3]])).toBe(false);
+    expect(batch.holdsExactly([a, d, c])).toBe(false);
+    expect(batch.holdsExactly([a, d, c, held[3]])).toBe(true);
+  });
+
+  it('a row as long as the capacity, alone in the batch, is still copied out when parked (its arrays stay the batch\'s)', () => {
+    const batch = new ResidentBatch(config, 4);
+    const [row] = batch.hold([rowCache(1, 1)]) as [RowKvCache];
+    batch.append(runOutputs(4, [4], [0]));
+    expect([row.length, batch.capacity]).toEqual([5, 5]);
+    const parked = row.truncate(5);
+    expect(parked).not.toBe(row);
+    expect(parked.isCompact).toBe(true);
+    batch.clear();
+    expect(plain(parked)).toEqual(plain(extended(rowCache(1, 1), 4, 100)));
   });
 
   it('shrinks once the longest row is more than twice the margin below the capacity, and lets go of everything on clear', () => {
     const batch = new ResidentBatch(config, 2);
-    const [short, long] = batch.hold([rowCache(2, 1), rowCache(12, 2)]) as [ResidentRow, ResidentRow];
+    const [short, long] = batch.hold([rowCache(2, 1), rowCache(12, 2)]) as [RowKvCache, RowKvCache];
     expect(batch.capacity).toBe(14);
     batch.hold([short]);
     expect(batch.capacity).toBe(4);
-    expect(long.alive).toBe(false);
-    expect(fedRow(batch.feeds(), 0)).toEqual(rowCache(2, 1));
+    expect(() => long.truncate(1)).toThrow(/left its resident batch/);
+    expect(fedRow(batch.feeds(), 0)).toEqual(plain(rowCache(2, 1)));
     batch.clear();
     expect(batch.rowCount).toBe(0);
     expect(batch.sizeBytes).toBe(0);
-    expect(short.alive).toBe(false);
+    expect(() => short.truncate(1)).toThrow(/left its resident batch/);
     expect(() => batch.feeds()).toThrow(/without rows/);
   });
 });

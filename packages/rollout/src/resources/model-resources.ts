@@ -1,5 +1,5 @@
 import { EngineCompletionSource, LlmPolicy, loadAgentPrompt, parseAgentPrompt } from '@sqlenv/agents';
-import type { InferenceEngine, InferenceEngineOptions, LoraConfig } from '@sqlenv/model';
+import type { ExperimentalEngineOptions, InferenceEngine, LoraConfig, PublicEngineOptions } from '@sqlenv/model';
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
@@ -23,16 +23,9 @@ export interface ModelResources {
 
 export interface ModelResourcesOptions {
   /** Most turns batched into one generation run (the worker's concurrency). */
-  maxBatchSize: number;
-  /**
-   * Prompt widths are padded to a multiple of this (InferenceEngine `lengthBucketTokens`, default
-   * 32). With the KV cache kept across turns a turn feeds only what was appended since its last one
-   * (~25 tokens in agent episodes), so coarse buckets were mostly padding: at 128, prefill runs
-   * computed 5 positions per token fed (docs/inference.md, "Prefill runs").
-   */
-  lengthBucketTokens?: number;
-  /** Per-turn engine settings (InferenceEngine `reuseKv`, `sharePrefixes`, `chunkSteps`, `kvCacheBytes`, `returnWaitMs`, `residentBatch`, `chunkStopShare`); default: the engine's. */
-  turnScheduling?: Pick<InferenceEngineOptions, 'reuseKv' | 'sharePrefixes' | 'chunkSteps' | 'kvCacheBytes' | 'returnWaitMs' | 'residentBatch' | 'chunkStopShare'>;
+  maxBatchSize: NonNullable<PublicEngineOptions['maxBatchSize']>;
+  /** The engine's measurement knobs (InferenceEngine `experimentalEngineOptionsSchema`: the bench sets them); default: the engine's. */
+  experimental?: ExperimentalEngineOptions;
   /**
    * `null`: build the graphs without LoRA inputs (plain evaluation of the base model, no
    * adapter work per token); weights blobs can then not be applied. Default: the spec's LoRA.
@@ -41,7 +34,7 @@ export interface ModelResourcesOptions {
   /** Provider and threads of the engine's session (`--execution-provider`, `--threads`); default: the engine's (CPU, one thread). */
   execution?: ModelExecution;
   /** Engine replicas, splitting `execution`'s threads; default: `replicaPlan` (several for a small model on the CPU). */
-  replicas?: number;
+  replicas?: PublicEngineOptions['replicas'];
   logger?: Logger;
 }
 
@@ -69,8 +62,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
       modelDir,
       ...(lora === null ? {} : { lora }),
       maxBatchSize: Math.max(1, options.maxBatchSize),
-      ...(options.lengthBucketTokens === undefined ? {} : { lengthBucketTokens: options.lengthBucketTokens }),
-      ...options.turnScheduling,
+      ...options.experimental,
       topK: spec.sampling.top_k,
       stopIds: [...new Set([...chat.stopIds, ...config.eosTokenIds])],
       ...options.execution,
