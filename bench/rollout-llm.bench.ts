@@ -9,7 +9,7 @@
  *   the engine alone sustains), and a Qwen3-0.6B-shaped random checkpoint the same way (8 in flight,
  *   a 1,536-token first prompt, observations appended between turns).
  *
- * Engines: `static` = `{ reuseKv: false, chunkSteps: Infinity }` (one batch at a time until its
+ * Engines: `static` = `{ reuseKv: false, batching: 'static' }` (one batch at a time until its
  * longest row stops, every turn re-prefills its context: the engine before per-turn caches),
  * `continuous` = `{ sharePrefixes: false }` (per-episode KV caches, decode chunks of `chunkSteps`,
  * every episode's first turn prefilled from scratch) and `shared-prefix` = the defaults (the same,
@@ -30,13 +30,13 @@ import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { createModelResources, InProcessTransport, RolloutWorker, runCoordinator, runTrainer, RuntimeCache, scheduledQuestions, StatsPolicyUpdater } from '@sqlenv/rollout';
 
 const ENGINES = {
-  static: { reuseKv: false, chunkSteps: Infinity },
+  static: { reuseKv: false, batching: 'static' },
   // The static engine as one replica with all of BENCH_THREADS and prompt widths padded to multiples of 128 tokens:
   // the engine as the commands ran it before replicas and width-grouped prefill runs.
-  'static-one-replica': { reuseKv: false, chunkSteps: Infinity, replicas: 1, lengthBucketTokens: 128 },
+  'static-one-replica': { reuseKv: false, batching: 'static', replicas: 1, lengthBucketTokens: 128 },
   // The same on one ORT thread whatever BENCH_THREADS says: the engine as the commands ran it before this
   // round's work (one intra-op thread, static batches, widths padded to 128).
-  'as-filed': { reuseKv: false, chunkSteps: Infinity, replicas: 1, lengthBucketTokens: 128, threads: 1 },
+  'as-filed': { reuseKv: false, batching: 'static', replicas: 1, lengthBucketTokens: 128, threads: 1 },
   continuous: { sharePrefixes: false },
   'shared-prefix': {},
   // The default engine as one replica with all of BENCH_THREADS (the default splits a small model's threads over replicas).
@@ -48,12 +48,8 @@ const ENGINES = {
   'chunk-8': { chunkSteps: 8 },
   'chunk-4': { chunkSteps: 4 },
   'one-replica-chunk-8': { replicas: 1, chunkSteps: 8 },
-  // The defaults with the decode batch copied into new arrays for every chunk (what keeping it resident saves).
-  'copied-batch': { residentBatch: false },
-  // Fixed decode chunks of 16 steps (a run ends only when all its rows stop), with and without the resident batch:
-  // the latter is the default before runs ended early and the batch stayed in place.
+  // Fixed decode chunks of 16 steps (a run ends only when all its rows stop).
   'chunks-16': { chunkSteps: 16, chunkStopShare: 1 },
-  'previous-default': { chunkSteps: 16, chunkStopShare: 1, residentBatch: false },
   // The defaults with a decode run ending once any one of its rows has stopped.
   'stop-one': { chunkStopShare: 0.01 },
 } as const satisfies Record<string, EngineSetting>;
@@ -358,7 +354,7 @@ ${new Date().toISOString()} · ${machine}
 
 ${table.join('\n')}
 
-- *static*: \`{ reuseKv: false, chunkSteps: Infinity }\`, the engine before per-turn caches: one batch at a time, decoded until
+- *static*: \`{ reuseKv: false, batching: 'static' }\`, the engine before per-turn caches: one batch at a time, decoded until
   its longest row stops, every turn re-prefilling its whole context. *continuous*: \`{ sharePrefixes: false }\`
   (per-episode KV caches, decode runs of at most 32 steps that end once a quarter of their rows has stopped, turns join and
   leave between runs; each episode's first turn prefilled from scratch). *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix.

@@ -107,7 +107,7 @@ describe('every model session of a command gets its provider and threads', () =>
   it('the inference engine\'s disablePrepacking reaches its session and the `session created` record', async () => {
     for (const disablePrepacking of [true, false]) {
       const c = capture();
-      const engine = await InferenceEngine.start({ modelDir, disablePrepacking }, c.io.logger as Logger);
+      const engine = await InferenceEngine.start({ modelDir, experimental: { disablePrepacking } }, c.io.logger as Logger);
       await engine.close();
       const [record] = sessions(c);
       expect(record?.['sessionConfig']).toEqual({ 'session.disable_prepacking': disablePrepacking ? '1' : '0' });

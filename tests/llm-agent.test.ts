@@ -11,7 +11,7 @@ import {
   ScriptedCompletionSource,
   type EvaluationReport,
 } from '@sqlenv/agents';
-import type { ChatFormat } from '@sqlenv/model';
+import type { ChatFormat, ExperimentalEngineOptions } from '@sqlenv/model';
 import { InferenceEngine, loadChatFormat, loadModel, modelInit, presetConfig, Scorer, writeRandomCheckpoint } from '@sqlenv/model';
 import { sequenceFromTurns, type SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type SqlEnvRuntime } from '@sqlenv/sql-env';
@@ -165,8 +165,8 @@ describe('the LLM agent on SQLEnv', () => {
 
   it('episodes played with KV cache reuse and continuous batching record exactly the turns of the static re-prefilling engine', async () => {
     const sampling = { temperature: 1, topP: 1, topK: 0 };
-    const play = async (options: { reuseKv: boolean; chunkSteps: number }): Promise<{ report: EvaluationReport; stats: InferenceEngine['stats'] }> => {
-      const engine = await InferenceEngine.start({ modelDir, maxBatchSize: 4, stopIds: chat.stopIds, ...options });
+    const play = async (knobs: ExperimentalEngineOptions): Promise<{ report: EvaluationReport; stats: InferenceEngine['stats'] }> => {
+      const engine = await InferenceEngine.start({ modelDir, maxBatchSize: 4, stopIds: chat.stopIds, experimental: knobs });
       try {
         const policy = new LlmPolicy({ chat, prompt, source: new EngineCompletionSource(engine, sampling), maxNewTokens: 24, contextTokens: 1800 });
         const report = await evaluate(() => runtime.createEnvironment(), policy, { questionIds: trainIds().slice(0, 4), seed: 11, concurrency: 4 });
@@ -176,7 +176,7 @@ describe('the LLM agent on SQLEnv', () => {
       }
     };
     const reused = await play({ reuseKv: true, chunkSteps: 8 });
-    const plain = await play({ reuseKv: false, chunkSteps: Infinity });
+    const plain = await play({ reuseKv: false, batching: 'static' });
     expect(reused.report.errors).toBe(0);
     const turns = (report: EvaluationReport) => report.records.map((r) => r.turns.map((t) => ({ prompt: t.prompt_ids, completion: t.completion_ids })));
     expect(turns(reused.report)).toEqual(turns(plain.report));

@@ -28,10 +28,11 @@ beforeAll(async () => {
 afterAll(() => generator.close());
 
 function core(options: ExperimentalEngineOptions & { maxBatchSize?: number }): EngineCore {
+  const { maxBatchSize, ...knobs } = options;
   runs = [];
   onRun = undefined;
   // A window far longer than any test: a batch starts when it is full (maxBatchSize turns), never by the clock.
-  return new EngineCore(generator, schedulerPolicy(engineOptionsSchema.parse({ modelDir: 'unused', stopIds: [], batchWindowMs: 60_000, ...options }), config));
+  return new EngineCore(generator, schedulerPolicy(engineOptionsSchema.parse({ modelDir: 'unused', stopIds: [], ...(maxBatchSize === undefined ? {} : { maxBatchSize }), experimental: { batchWindowMs: 60_000, ...knobs } }), config));
 }
 
 const prompt = (n: number, from: number): number[] => Array.from({ length: n }, (_, i) => (from + i * 7) % config.vocabSize);
@@ -42,7 +43,7 @@ describe('EngineCore: the runs it makes', () => {
       [{ chunkStopShare: 0.25 }, 8 - 2],
       [{ chunkStopShare: 0.01 }, 8 - 1],
       [{ chunkStopShare: 1 }, 0],
-      [{ chunkSteps: Infinity, reuseKv: false }, undefined],
+      [{ batching: 'static', reuseKv: false }, undefined],
     ] as const) {
       const c = core({ maxBatchSize: 8, chunkSteps: 4, ...options });
       await Promise.all(Array.from({ length: 8 }, (_, i) => c.submit({ promptIds: prompt(4, i), maxNewTokens: 2, seed: i })));

@@ -177,10 +177,7 @@ export class EngineCore {
 
   /** One decode chunk over every active row, in the resident decode batch, one run per adapter generation. */
   async #decode(): Promise<void> {
-    const { batch, rows: held } = this.#store.holdDecodeBatch(
-      this.#active.map((r) => r.cache),
-      !this.#policy.residentBatch,
-    );
+    const { batch, rows: held } = this.#store.holdDecodeBatch(this.#active.map((r) => r.cache));
     this.#active.forEach((r, i) => {
       r.cache = held[i];
     });

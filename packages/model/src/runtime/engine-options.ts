@@ -6,11 +6,11 @@ import { kvBytesPerToken } from './kv-cache.ts';
 
 /**
  * The inference engine's options, defined once: what a user sets (`publicEngineOptionsSchema`) and the
- * measurement knobs only the bench and tests set (`experimentalEngineOptionsSchema`), one flat object
- * (`engineOptionsSchema`). Everything else (the worker's setup, the scheduler's policy, the rollout's
+ * measurement knobs only the bench and tests set (`experimentalEngineOptionsSchema`, under the
+ * `experimental` key of `engineOptionsSchema`). Everything else (the worker's setup, the scheduler's policy, the rollout's
  * model resources, the CLI, the bench) takes these types.
  */
-export const publicEngineOptionsSchema = z.object({
+export const publicEngineOptionsSchema = z.strictObject({
   /** Checkpoint directory (config.json + safetensors), loaded inside the worker thread. */
   modelDir: z.string().min(1),
   /** Build LoRA inputs (rank, alpha, targets); default: no adapter support. */
@@ -51,7 +51,7 @@ export const publicEngineOptionsSchema = z.object({
   cpuMemArena: z.boolean().default(true),
 });
 
-export const experimentalEngineOptionsSchema = z.object({
+export const experimentalEngineOptionsSchema = z.strictObject({
   /**
    * Keep each episode's KV cache between its turns (requests carry `cacheKey`), so the next turn
    * prefills only the tokens appended since. Default: per execution provider (`turnSchedulingDefaults`).
@@ -63,23 +63,22 @@ export const experimentalEngineOptionsSchema = z.object({
    */
   sharePrefixes: z.boolean().optional(),
   /**
-   * Decode steps per run of continuous batching: between runs finished turns leave and waiting turns
-   * join. `Infinity` is static batching: a batch is admitted only when none is running and decodes in
-   * one run until its longest row stops. Default: per execution provider (`turnSchedulingDefaults`).
+   * How turns are batched. `continuous`: turns join and leave between decode runs of at most
+   * `chunkSteps` steps. `static`: a batch is admitted only when none is running and decodes in one run
+   * until its longest row stops. Default: per execution provider (`turnSchedulingDefaults`).
    */
-  chunkSteps: z.union([z.number().int().positive(), z.literal(Infinity)]).optional(),
+  batching: z.enum(['continuous', 'static']).optional(),
+  /**
+   * Continuous batching: most decode steps per run; between runs finished turns leave and waiting
+   * turns join (bench/results/rollout-llm-stop-series.md). Default: per execution provider.
+   */
+  chunkSteps: z.number().int().positive().optional(),
   /**
    * Continuous batching: a decode run ends early once this share of its rows has stopped (at least
    * one), so finished turns leave and waiting ones join; 1: only when all have stopped or after
    * `chunkSteps` steps. Default: per execution provider (`turnSchedulingDefaults`).
    */
   chunkStopShare: z.number().gt(0).lte(1).optional(),
-  /**
-   * Continuous batching: keep the decode batch's cache in place between chunks (resident-batch.ts).
-   * False drops it after every chunk, so the next copies every row in again: what keeping it saves
-   * (bench/results/rollout-llm-resident-pairs.md). Default true.
-   */
-  residentBatch: z.boolean().default(true),
   /** Prompt widths are rounded up to a multiple of this (bench/results/rollout-llm-variants.md). Default 32 tokens. */
   lengthBucketTokens: z.number().int().positive().default(32),
   /** After the first request arrives at an idle engine, wait this long for more. Default 2 ms. */
@@ -105,7 +104,10 @@ export const experimentalEngineOptionsSchema = z.object({
   loadViaFile: z.boolean().optional(),
 });
 
-export const engineOptionsSchema = publicEngineOptionsSchema.extend(experimentalEngineOptionsSchema.shape);
+export const engineOptionsSchema = publicEngineOptionsSchema.extend({
+  /** Measurement knobs: only the bench and tests set them; every field has its default. */
+  experimental: experimentalEngineOptionsSchema.prefault({}),
+});
 
 /** What a caller passes (defaults unapplied). */
 export type InferenceEngineOptions = z.input<typeof engineOptionsSchema>;
@@ -117,10 +119,10 @@ export type ExperimentalEngineOptions = z.input<typeof experimentalEngineOptions
 export type EngineOptions = z.output<typeof engineOptionsSchema>;
 
 /** How turns are batched: continuous (turns join and leave between decode chunks) or static (one batch at a time, to its end). */
-export type Batching = 'continuous' | 'static';
+export type Batching = NonNullable<ExperimentalEngineOptions['batching']>;
 
 /** The scheduler's policy: the engine options it reads, every default resolved, and the model facts its bounds need. */
-export interface SchedulerPolicy extends Pick<EngineOptions, 'maxBatchSize' | 'kvCacheBytes' | 'maxPrefillScoresBytes' | 'lengthBucketTokens' | 'batchWindowMs' | 'topK' | 'residentBatch'> {
+export interface SchedulerPolicy extends Pick<EngineOptions, 'maxBatchSize' | 'kvCacheBytes' | 'topK'>, Pick<EngineOptions['experimental'], 'maxPrefillScoresBytes' | 'lengthBucketTokens' | 'batchWindowMs'> {
   batching: Batching;
   /** Continuous batching: most decode steps per run. */
   chunkSteps: number;
@@ -149,25 +151,23 @@ export function turnSchedulingDefaults(provider: string): Pick<SchedulerPolicy, 
   return { reuseKv: false, sharePrefixes: false, batching: 'static', chunkSteps: 32, chunkStopShare: 1 };
 }
 
-/** The scheduler's policy from parsed options: the provider's defaults, then what the options set; `chunkSteps: Infinity` is static batching. */
+/** The scheduler's policy from parsed options: the provider's defaults, then what the experimental options set. */
 export function schedulerPolicy(options: EngineOptions, config: ModelConfig): SchedulerPolicy {
   const defaults = turnSchedulingDefaults(options.provider);
-  const reuseKv = options.reuseKv ?? defaults.reuseKv;
-  const chunkSteps = options.chunkSteps ?? defaults.chunkSteps;
-  const finite = Number.isFinite(chunkSteps);
+  const knobs = options.experimental;
+  const reuseKv = knobs.reuseKv ?? defaults.reuseKv;
   return {
     maxBatchSize: options.maxBatchSize,
     kvCacheBytes: options.kvCacheBytes,
-    maxPrefillScoresBytes: options.maxPrefillScoresBytes,
-    lengthBucketTokens: options.lengthBucketTokens,
-    batchWindowMs: options.batchWindowMs,
+    maxPrefillScoresBytes: knobs.maxPrefillScoresBytes,
+    lengthBucketTokens: knobs.lengthBucketTokens,
+    batchWindowMs: knobs.batchWindowMs,
     topK: options.topK,
-    residentBatch: options.residentBatch,
-    batching: options.chunkSteps === undefined ? defaults.batching : finite ? 'continuous' : 'static',
-    chunkSteps: finite ? chunkSteps : defaults.chunkSteps,
-    chunkStopShare: options.chunkStopShare ?? defaults.chunkStopShare,
+    batching: knobs.batching ?? defaults.batching,
+    chunkSteps: knobs.chunkSteps ?? defaults.chunkSteps,
+    chunkStopShare: knobs.chunkStopShare ?? defaults.chunkStopShare,
     reuseKv,
-    sharePrefixes: options.sharePrefixes ?? (options.reuseKv === undefined ? defaults.sharePrefixes : reuseKv),
+    sharePrefixes: knobs.sharePrefixes ?? (knobs.reuseKv === undefined ? defaults.sharePrefixes : reuseKv),
     stopIds: options.stopIds ?? config.eosTokenIds,
     numHeads: config.numHeads,
     bytesPerToken: kvBytesPerToken(config),

@@ -46,10 +46,10 @@ if (port !== null) {
   let fileDir: string | undefined;
   try {
     const { config, weights } = loadModel(options.modelDir);
-    if (options.loadViaFile ?? isBigModel(weightBytes(weights))) fileDir = mkdtempSync(join(tmpdir(), 'sqlenv-engine-model-'));
+    if (options.experimental.loadViaFile ?? isBigModel(weightBytes(weights))) fileDir = mkdtempSync(join(tmpdir(), 'sqlenv-engine-model-'));
     generator = await Generator.create(config, weights, {
       ...(options.lora === undefined ? {} : { lora: options.lora }),
-      ...(options.disablePrepacking === undefined ? {} : { disablePrepacking: options.disablePrepacking }),
+      ...(options.experimental.disablePrepacking === undefined ? {} : { disablePrepacking: options.experimental.disablePrepacking }),
       session: { provider: options.provider, deviceId: options.deviceId, intraOpThreads: options.intraOpThreads, interOpThreads: options.interOpThreads, cpuMemArena: options.cpuMemArena, mode: 'direct' },
       ...(fileDir === undefined ? {} : { modelFile: join(fileDir, 'generation.onnx'), releaseWeights: true }),
     });

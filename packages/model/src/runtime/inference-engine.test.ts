@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Logger } from '@sqlenv/shared';
 import { DEFAULT_PREFILL_CHUNK_TOKENS } from '../graphs/generation-graph.ts';
 import { Generator } from './generator.ts';
-import { InferenceEngine, replicaPlan } from './inference-engine.ts';
+import { InferenceEngine, replicaPlan, type InferenceEngineOptions } from './inference-engine.ts';
 import { initLoraWeights, parseLoraConfig, zeroLoraWeights } from '../graphs/lora.ts';
 import { presetConfig } from '../io/presets.ts';
 import { writeRandomCheckpoint } from '../io/random-checkpoint.ts';
@@ -23,7 +23,7 @@ beforeAll(async () => {
   [engine, direct] = await Promise.all([
     // Without pre-packing (one weight copy) and loaded through a model file, the engine must sample
     // exactly what the default in-memory session does.
-    InferenceEngine.start({ modelDir: dir, lora, batchWindowMs: 20, lengthBucketTokens: 8, topK: 30, disablePrepacking: true, loadViaFile: true }),
+    InferenceEngine.start({ modelDir: dir, lora, topK: 30, experimental: { batchWindowMs: 20, lengthBucketTokens: 8, disablePrepacking: true, loadViaFile: true } }),
     Generator.create(config, weights, { lora }),
   ]);
 });
@@ -71,7 +71,7 @@ describe('InferenceEngine', () => {
   });
 
   it('tags each batch with the version the worker thread used, even while a swap is in flight', async () => {
-    const racing = await InferenceEngine.start({ modelDir: dir, lora, batchWindowMs: 0, topK: 30 });
+    const racing = await InferenceEngine.start({ modelDir: dir, lora, topK: 30, experimental: { batchWindowMs: 0 } });
     try {
       const turn = { ...turns[3]!, maxNewTokens: 8 };
       const adapter = initLoraWeights(config, lora, { seed: 9, bStd: 0.5 });
@@ -99,7 +99,7 @@ describe('InferenceEngine', () => {
   it('splits pending turns into runs whose prefill attention scores fit the memory bound', async () => {
     // tiny-llama: 4 heads; 16-token prompts in 8-token buckets: 4 × 16² × 4 B = 4 KiB of scores per row.
     // The static engine (one batch at a time, no cache kept): each batch is one prefill run.
-    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 8192, reuseKv: false, chunkSteps: Infinity });
+    const bounded = await InferenceEngine.start({ modelDir: dir, experimental: { lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 8192, reuseKv: false, batching: 'static' } });
     try {
       const six = Array.from({ length: 6 }, (_, i) => ({ promptIds: Array.from({ length: 16 }, (_, t) => (t * 5 + i) % 256), seed: i, temperature: 0.8, maxNewTokens: 5 }));
       const results = await Promise.all(six.map((t) => bounded.generate(t)));
@@ -127,7 +127,7 @@ describe('InferenceEngine', () => {
     // A 700,000-byte bound takes two rows a run (640 KiB); counting width² it would take one.
     expect(DEFAULT_PREFILL_CHUNK_TOKENS).toBe(128);
     // Static scheduling (one run per admitted batch) makes the run count the number of prefill batches.
-    const bounded = await InferenceEngine.start({ modelDir: dir, lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 700_000, reuseKv: false, chunkSteps: Infinity });
+    const bounded = await InferenceEngine.start({ modelDir: dir, experimental: { lengthBucketTokens: 8, batchWindowMs: 20, maxPrefillScoresBytes: 700_000, reuseKv: false, batching: 'static' } });
     try {
       const four = Array.from({ length: 4 }, (_, i) => ({ promptIds: Array.from({ length: 160 }, (_, t) => (t * 3 + i) % 256), seed: i, maxNewTokens: 2 }));
       await Promise.all(four.map((t) => bounded.generate(t)));
@@ -139,7 +139,7 @@ describe('InferenceEngine', () => {
   });
 
   it('replicas: episodes spread over engine threads, each keeping its cache, with the tokens of one engine', async () => {
-    const two = await InferenceEngine.start({ modelDir: dir, lora, replicas: 2, batchWindowMs: 5, lengthBucketTokens: 8, topK: 30 });
+    const two = await InferenceEngine.start({ modelDir: dir, lora, replicas: 2, topK: 30, experimental: { batchWindowMs: 5, lengthBucketTokens: 8 } });
     try {
       expect(two.replicas).toBe(2);
       const adapter = initLoraWeights(config, lora, { seed: 7, bStd: 0.5 });
@@ -200,9 +200,11 @@ describe('InferenceEngine', () => {
     }
     await expect(InferenceEngine.start({ modelDir: dir, cpuMemArena: 'off' as unknown as boolean })).rejects.toThrow(/invalid inference engine options: .*cpuMemArena/);
     // The continuous-batching options are checked the same way, before any thread starts.
-    await expect(InferenceEngine.start({ modelDir: dir, chunkStopShare: 1.5 })).rejects.toThrow(/invalid inference engine options: .*chunkStopShare/);
-    await expect(InferenceEngine.start({ modelDir: dir, chunkStopShare: 0 })).rejects.toThrow(/invalid inference engine options: .*chunkStopShare/);
-    await expect(InferenceEngine.start({ modelDir: dir, residentBatch: 'yes' as unknown as boolean })).rejects.toThrow(/invalid inference engine options: .*residentBatch/);
+    await expect(InferenceEngine.start({ modelDir: dir, experimental: { chunkStopShare: 1.5 } })).rejects.toThrow(/invalid inference engine options: .*chunkStopShare/);
+    await expect(InferenceEngine.start({ modelDir: dir, experimental: { chunkStopShare: 0 } })).rejects.toThrow(/invalid inference engine options: .*chunkStopShare/);
+    await expect(InferenceEngine.start({ modelDir: dir, experimental: { batching: 'fifo' as 'static' } })).rejects.toThrow(/invalid inference engine options: .*batching/);
+    // A measurement knob outside `experimental` (or any unknown key) is refused, not silently dropped.
+    await expect(InferenceEngine.start({ modelDir: dir, chunkSteps: 4 } as InferenceEngineOptions)).rejects.toThrow(/invalid inference engine options: .*chunkSteps/);
   });
 
   it('fails fast on bad requests and after close', async () => {

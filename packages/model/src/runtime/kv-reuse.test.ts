@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Generator } from './generator.ts';
-import { InferenceEngine, type InferenceEngineOptions, type TurnResult } from './inference-engine.ts';
+import { InferenceEngine, type ExperimentalEngineOptions, type InferenceEngineOptions, type TurnResult } from './inference-engine.ts';
 import { initLoraWeights, parseLoraConfig, type LoraWeights } from '../graphs/lora.ts';
 import { presetConfig } from '../io/presets.ts';
 import { writeRandomCheckpoint } from '../io/random-checkpoint.ts';
@@ -20,8 +20,11 @@ const lora = parseLoraConfig({ rank: 2, alpha: 4 });
 writeRandomCheckpoint(dir, config, { seed: 8, initStd: 0.2 });
 // Common ids of this random model as stop tokens, so turns end at different steps inside chunks.
 const stopIds = [3, 7, 11, 40, 41, 42, 43];
-const common = { modelDir: dir, lora, topK: 0, stopIds, batchWindowMs: 5, lengthBucketTokens: 8 } satisfies InferenceEngineOptions;
-const staticEngineOptions = { ...common, reuseKv: false, chunkSteps: Infinity } satisfies InferenceEngineOptions;
+const common = { modelDir: dir, lora, topK: 0, stopIds } satisfies InferenceEngineOptions;
+const commonKnobs = { batchWindowMs: 5, lengthBucketTokens: 8 } satisfies ExperimentalEngineOptions;
+/** The common options with these measurement knobs (and public options) on top. */
+const engineWith = (knobs: ExperimentalEngineOptions, options: Partial<InferenceEngineOptions> = {}): InferenceEngineOptions => ({ ...common, ...options, experimental: { ...commonKnobs, ...knobs } });
+const staticEngineOptions = engineWith({ reuseKv: false, batching: 'static' });
 
 interface Episode {
   key: string;
@@ -99,7 +102,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('KV cache reuse across turns and continuous batching', () => {
   it('plays the same tokens and log-probs as re-prefilling every turn, prefilling only the appended tokens', async () => {
-    const engine = await InferenceEngine.start({ ...common, chunkSteps: 3 });
+    const engine = await InferenceEngine.start(engineWith({ chunkSteps: 3 }));
     try {
       const results = await play(engine);
       expectSameTurns(results, reference);
@@ -119,7 +122,7 @@ describe('KV cache reuse across turns and continuous batching', () => {
 
   it('re-prefills exactly after an eviction (a budget of a few tokens) and after a prompt that does not extend the cache', async () => {
     // tiny-qwen3: 2 layers × 2 (k, v) × 2 kv heads × 24 × 4 B = 768 B per token.
-    const engine = await InferenceEngine.start({ ...common, chunkSteps: 2, kvCacheBytes: 768 * 60 });
+    const engine = await InferenceEngine.start(engineWith({ chunkSteps: 2 }, { kvCacheBytes: 768 * 60 }));
     try {
       expectSameTurns(await play(engine), reference);
       expect(engine.stats.evictions).toBeGreaterThan(0);
@@ -139,7 +142,7 @@ describe('KV cache reuse across turns and continuous batching', () => {
       if (turn < adapters.length) await engine.setLora(adapters[turn] as LoraWeights, turn + 1);
     };
     const plain = await InferenceEngine.start(staticEngineOptions);
-    const reusing = await InferenceEngine.start({ ...common, chunkSteps: 4 });
+    const reusing = await InferenceEngine.start(engineWith({ chunkSteps: 4 }));
     try {
       const expected = await play(plain, swapAfter(plain));
       const before = reusing.stats;
@@ -156,7 +159,7 @@ describe('KV cache reuse across turns and continuous batching', () => {
   }, 120_000);
 
   it('an adapter swap while a turn decodes: that turn ends under the old adapter, one submitted after it runs under the new one, each as alone', async () => {
-    const engine = await InferenceEngine.start({ ...common, chunkSteps: 2, batchWindowMs: 0, stopIds: [] });
+    const engine = await InferenceEngine.start(engineWith({ chunkSteps: 2, batchWindowMs: 0 }, { stopIds: [] }));
     const { weights } = loadModel(dir);
     const alone = await Generator.create(config, weights, { lora });
     const next = initLoraWeights(config, lora, { seed: 33, bStd: 0.5 });
@@ -183,8 +186,8 @@ describe('KV cache reuse across turns and continuous batching', () => {
     // tiny-qwen3: 4 heads; 64-token prompts: 4 × 64 × 64 × 4 B = 64 KiB of scores per row, the bound lets one through.
     const bound = { maxPrefillScoresBytes: 100_000 };
     const turns = Array.from({ length: 8 }, (_, i) => ({ promptIds: Array.from({ length: 64 }, (_, t) => (t * 11 + i * 5) % 256), maxNewTokens: 12, seed: 40 + i, temperature: 1 }));
-    const staticEngine = await InferenceEngine.start({ ...staticEngineOptions, ...bound, stopIds: [] });
-    const engine = await InferenceEngine.start({ ...common, ...bound, stopIds: [], chunkSteps: 16 });
+    const staticEngine = await InferenceEngine.start(engineWith({ reuseKv: false, batching: 'static', ...bound }, { stopIds: [] }));
+    const engine = await InferenceEngine.start(engineWith({ ...bound, chunkSteps: 16 }, { stopIds: [] }));
     try {
       const expected = await Promise.all(turns.map((t) => staticEngine.generate(t)));
       const results = await Promise.all(turns.map((t) => engine.generate(t)));
@@ -198,11 +201,10 @@ describe('KV cache reuse across turns and continuous batching', () => {
   }, 120_000);
 
   it.each([
-    ['the batch cache kept in place between chunks (resident batch)', true, 1, 2],
-    ['the batch cache assembled anew for each chunk', false, 1, 2],
-    ['runs of up to 6 steps that end once any row stops', true, 0.01, 6],
-  ])('continuous batching, %s: turns that join and leave between chunks get what each alone gets', async (_, residentBatch, chunkStopShare, chunkSteps) => {
-    const engine = await InferenceEngine.start({ ...common, chunkSteps, batchWindowMs: 0, residentBatch, chunkStopShare });
+    ['the batch cache kept in place between chunks (resident batch)', 1, 2],
+    ['runs of up to 6 steps that end once any row stops', 0.01, 6],
+  ])('continuous batching, %s: turns that join and leave between chunks get what each alone gets', async (_, chunkStopShare, chunkSteps) => {
+    const engine = await InferenceEngine.start(engineWith({ chunkSteps, batchWindowMs: 0, chunkStopShare }));
     const { weights } = loadModel(dir);
     const alone = await Generator.create(config, weights, { lora });
     try {
@@ -271,8 +273,8 @@ describe('shared prompt prefixes across episodes', () => {
   }, 120_000);
 
   it('starts first turns from the shared prefix: the same tokens and log-probs as prefilling from scratch', async () => {
-    const engine = await InferenceEngine.start({ ...common, chunkSteps: 3 });
-    const unshared = await InferenceEngine.start({ ...common, chunkSteps: 3, sharePrefixes: false });
+    const engine = await InferenceEngine.start(engineWith({ chunkSteps: 3 }));
+    const unshared = await InferenceEngine.start(engineWith({ chunkSteps: 3, sharePrefixes: false }));
     try {
       expectSameTurns(await play(engine, undefined, grouped), groupedReference);
       expectSameTurns(await play(unshared, undefined, grouped), groupedReference);
@@ -293,7 +295,7 @@ describe('shared prompt prefixes across episodes', () => {
       if (turn < adapters.length) await engine.setLora(adapters[turn] as LoraWeights, turn + 1);
     };
     const plain = await InferenceEngine.start(staticEngineOptions);
-    const sharing = await InferenceEngine.start({ ...common, chunkSteps: 4 });
+    const sharing = await InferenceEngine.start(engineWith({ chunkSteps: 4 }));
     try {
       expectSameTurns(await play(sharing, swapAfter(sharing), grouped), await play(plain, swapAfter(plain), grouped));
       // One first prompt under adapter 2, then a swap to a third adapter: the next turn with that prompt starts from nothing.
@@ -316,7 +318,7 @@ describe('shared prompt prefixes across episodes', () => {
 
   it('evicts shared prefixes under the byte budget and stays exact', async () => {
     // tiny-qwen3: 768 B per token; room for about two 60-token prompts beside the active rows.
-    const engine = await InferenceEngine.start({ ...common, chunkSteps: 2, kvCacheBytes: 768 * 200, maxBatchSize: 2 });
+    const engine = await InferenceEngine.start(engineWith({ chunkSteps: 2 }, { kvCacheBytes: 768 * 200, maxBatchSize: 2 }));
     try {
       expectSameTurns(await play(engine, undefined, grouped), groupedReference);
       expect(engine.stats.evictions).toBeGreaterThan(0);

@@ -152,11 +152,11 @@ export class KvStore {
 
   /**
    * Make the decode batch hold exactly these rows' caches and return them as its rows, in the order
-   * given (`renew`: into new arrays, every row copied in).
+   * given.
    */
-  holdDecodeBatch(caches: readonly (RowKvCache | undefined)[], renew: boolean): { batch: ResidentBatch; rows: RowKvCache[] } {
+  holdDecodeBatch(caches: readonly (RowKvCache | undefined)[]): { batch: ResidentBatch; rows: RowKvCache[] } {
     if (this.#marginSlots === 0) throw new AppError(ErrorCode.INTERNAL, 'static batching keeps no decode batch');
-    if (renew || this.#decodeBatch === undefined) this.#decodeBatch = new ResidentBatch(this.#config, this.#marginSlots);
+    if (this.#decodeBatch === undefined) this.#decodeBatch = new ResidentBatch(this.#config, this.#marginSlots);
     return { batch: this.#decodeBatch, rows: this.#decodeBatch.hold(caches) };
   }
 

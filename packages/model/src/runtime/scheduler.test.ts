@@ -10,7 +10,6 @@ const policy: SchedulerPolicy = {
   chunkStopShare: 1,
   reuseKv: true,
   sharePrefixes: true,
-  residentBatch: true,
   maxBatchSize: 8,
   kvCacheBytes: 1 << 20,
   maxPrefillScoresBytes: 1 << 30,
