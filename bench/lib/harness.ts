@@ -13,13 +13,18 @@ export interface Bench {
   write(page: ResultPage): WrittenResults;
 }
 
-export function startBench(name: string): Bench {
+export interface BenchOptions {
+  /** Where results go instead of resultsDir() (a script's own `--out` flag). */
+  resultsDir?: string;
+}
+
+export function startBench(name: string, options: BenchOptions = {}): Bench {
   const machine = recordMachine();
   return {
     name,
     machine,
     write(page) {
-      const written = writeResults(name, closeMachineRecord(machine), page);
+      const written = writeResults(name, closeMachineRecord(machine), page, options.resultsDir);
       process.stderr.write(`wrote ${written.markdownPath} and ${written.jsonPath}\n`);
       return written;
     },
