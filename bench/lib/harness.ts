@@ -37,3 +37,4 @@ export { resultsDir, type ResultPage, type WrittenResults } from './results-writ
 export { interleavedRounds, resultsByVariant, roundOrder, type RoundRun } from './rounds.ts';
 export { childPayload, replyToParent, runChild, type ChildOptions } from './child-process.ts';
 export { bestWallMs, median, numberArg, runSqlenv, stringArg } from './cli-args.ts';
+export { benchSettings, positiveInt } from './bench-settings.ts';
