@@ -12,10 +12,18 @@ export interface RoundRun<V, R> extends RoundSlot<V> {
   result: R;
 }
 
+export interface RoundOptions {
+  /** Odd rounds run the variants in reverse (A B B A ...): no variant always runs right after another. */
+  mirrored?: boolean;
+}
+
 /** The order `interleavedRounds` runs in. */
-export function roundOrder<V>(variants: readonly V[], rounds: number): RoundSlot<V>[] {
+export function roundOrder<V>(variants: readonly V[], rounds: number, options: RoundOptions = {}): RoundSlot<V>[] {
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`rounds must be a positive integer, got ${rounds}`);
-  return Array.from({ length: rounds }, (_, round) => variants.map((variant) => ({ variant, round }))).flat();
+  return Array.from({ length: rounds }, (_, round) => {
+    const order = options.mirrored === true && round % 2 === 1 ? [...variants].reverse() : variants;
+    return order.map((variant) => ({ variant, round }));
+  }).flat();
 }
 
 /** Runs each variant once per round, one at a time; `onRun` sees each result as it arrives (progress lines). */
@@ -24,9 +32,10 @@ export async function interleavedRounds<V, R>(
   rounds: number,
   run: (variant: V, round: number) => R | Promise<R>,
   onRun?: (done: RoundRun<V, R>) => void,
+  options: RoundOptions = {},
 ): Promise<RoundRun<V, R>[]> {
   const runs: RoundRun<V, R>[] = [];
-  for (const slot of roundOrder(variants, rounds)) {
+  for (const slot of roundOrder(variants, rounds, options)) {
     const done = { ...slot, result: await run(slot.variant, slot.round) };
     onRun?.(done);
     runs.push(done);
