@@ -8,7 +8,7 @@
  * Uses Spider's activity_1 database when SPIDER_DIR is set, else a small
  * generated database in a temp dir. Writes <results dir>/sql-executor.md and .json.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
