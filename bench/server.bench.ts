@@ -12,7 +12,7 @@
  *   1. held:    1,000 sessions open at once, each reset once → server RSS (target ≤ 500 MB)
  *   2. active:  256 clients stepping as fast as they can → steps/s (target ≥ 3,000), p50/p99 (target p99 ≤ 50 ms)
  *   3. runaway: as 2, plus one client keeping a never-ending query in flight → p99 must move by < 2x
- *   4. paced:   the 256 clients of 2 sending at a fixed total rate (default 3,000 steps/s, the
+ *   4. paced:   the 256 clients of 2 sending at a fixed total rate (default 3,000 steps/s, the target
  *               throughput) → p99 at that load; and 5. paced + runaway → its p99 ratio. A closed loop
  *               at saturation has mean latency = clients ÷ throughput by Little's law, whatever the
  *               server does, so the latency target is also read at the target load.
