@@ -145,7 +145,7 @@ const hf = (model: string, c: ProbeCase, dtype: string): Record<string, unknown>
   rows.find((r) => r['model'] === model && r['side'] === 'transformers' && r['dtype'] === dtype && r['batch'] === c.batch && r['promptTokens'] === c.promptTokens && r['newTokens'] === c.newTokens);
 const num = (v: unknown): string => (typeof v === 'number' ? String(v) : '–');
 const bench = startBench('gpu', { resultsDir: resolve(OUT) });
-const result: BenchResult = FROM_JSON !== undefined ? (JSON.parse(readFileSync(FROM_JSON, 'utf8')) as BenchResult) : { machine: bench.machine, gpu: gpuName(), provider: PROVIDER, pythonSkip: pythonSkip ?? null, rows: [] };
+const result: BenchResult = FROM_JSON !== undefined ? readEarlier(FROM_JSON) : { machine: bench.machine, gpu: gpuName(), provider: PROVIDER, pythonSkip: pythonSkip ?? null, rows: [] };
 const { rows } = result;
 const save = (): void => {
   const { machine: measuredOn, ...data } = result;
@@ -170,6 +170,12 @@ for (const plan of FROM_JSON === undefined ? plans : []) {
     rows.push({ ...runCase(PYTHON, [`${ROOT}/bench/python/hf_generate.py`, JSON.stringify(payload)]), model: plan.model, dir, side: 'transformers', provider: 'cuda', ...c, hfRepeats: plan.hfRepeats });
     save();
   }
+}
+
+/** An earlier gpu.json; files written before the harness keep the GPU inside their machine and a `date`. */
+function readEarlier(path: string): BenchResult {
+  const earlier = JSON.parse(readFileSync(path, 'utf8')) as BenchResult & { date?: string; machine: Partial<MachineRecord> & { gpu?: string } };
+  return { ...earlier, gpu: earlier.gpu ?? earlier.machine.gpu ?? 'unknown GPU', machine: { ...earlier.machine, startedAt: earlier.machine.startedAt ?? earlier.date ?? 'unknown date' } as MachineRecord };
 }
 
 function report(): string[] {
