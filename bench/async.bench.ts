@@ -266,8 +266,7 @@ const table = [
   ),
 ].join('\n');
 process.stdout.write(`\n${table}\n\nrun directories: ${runsDir}\n`);
-{
-  const md = `A shared machine: other jobs ran at the same time. Whole bench: ${totalS.toFixed(0)} s.
+const md = `A shared machine: other jobs ran at the same time. Whole bench: ${totalS.toFixed(0)} s.
 
 Real Redis at ${redisUrl.replace(/\/\/[^@]*@/, '//')}, BullMQ transport; one coordinator, two RolloutWorker instances (${WORKER_CONCURRENCY} episodes in flight each, their own Redis connections) and the trainer, all in one Node process. ${EPISODES} episodes per run, groups of ${GROUP_SIZE}, ${GROUPS_PER_BATCH} groups per batch, the same seed (so the same questions, turn counts, turn delays and answer draws) in every run.
 
@@ -281,10 +280,9 @@ AReaL (arXiv:2505.24298) reports 2.77× the throughput of synchronous training a
 
 The two figures are not the same measurement: AReaL's is GPU clusters generating long reasoning traces with real LLM updates; ours is a synthetic workload whose shape (long-tailed turn times, a fixed-time update) is what makes the synchronous schedule wait, on ${cpus().length} shared cores. What transfers is the mechanism: with S = 0 a batch waits for its slowest episode and the rollout slots idle during the update; with S > 0 admission keeps the slots busy and the update overlaps generation.
 `;
-  bench.write({
-    title: 'bench:async — asynchronous vs synchronous training on the distributed path',
-    body: [md],
-    data: { totalSeconds: totalS, settings: { EPISODES, GROUP_SIZE, GROUPS_PER_BATCH, WORKER_CONCURRENCY, TURN_MEDIAN_MS, TURN_SIGMA, UPDATE_MS, THETA_0, LEARNING_RATE, CLIP_EPSILON, SEED }, rows: rows.map(({ runDir: _runDir, ...row }) => row) },
-  });
-}
+bench.write({
+  title: 'bench:async — asynchronous vs synchronous training on the distributed path',
+  body: [md],
+  data: { totalSeconds: totalS, settings: { EPISODES, GROUP_SIZE, GROUPS_PER_BATCH, WORKER_CONCURRENCY, TURN_MEDIAN_MS, TURN_SIGMA, UPDATE_MS, THETA_0, LEARNING_RATE, CLIP_EPSILON, SEED }, rows: rows.map(({ runDir: _runDir, ...row }) => row) },
+});
 process.exit(0);

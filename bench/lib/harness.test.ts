@@ -1,8 +1,10 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { benchFileOf, headerSummary } from './bench-index.ts';
+import { runChild } from './child-process.ts';
 import { parseEngineVariants } from './engine-variants.ts';
 import { closeMachineRecord, machineLine, recordMachine, type MachineRecord } from './machine-record.ts';
 import { resultsDir, writeResults } from './results-writer.ts';
@@ -105,5 +107,27 @@ describe('engine variants and the bench index', () => {
     expect(benchFileOf('node --import tsx bench/rollout-llm.bench.ts')).toBe('bench/rollout-llm.bench.ts');
     expect(benchFileOf('vitest run')).toBeUndefined();
     expect(headerSummary('/**\n * First line.\n * Second.\n */\nconst x = 1;')).toBe('First line.');
+  });
+});
+
+describe('child processes', () => {
+  it('passes the payload to the child and returns its result line', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bench-child-'));
+    try {
+      const harness = fileURLToPath(new URL('./child-process.ts', import.meta.url));
+      const script = join(dir, 'child.ts');
+      writeFileSync(
+        script,
+        `import { childPayload, replyToParent } from ${JSON.stringify(harness)};\n` +
+          `const { x } = childPayload() as { x: number };\n` +
+          `if (x < 0) process.exit(3);\n` +
+          `process.stdout.write('noise before the result\\n');\n` +
+          `replyToParent({ doubled: 2 * x });\n`,
+      );
+      expect(runChild(script, { x: 21 })).toEqual({ doubled: 42 });
+      expect(() => runChild(script, { x: -1 })).toThrow(/status 3/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
