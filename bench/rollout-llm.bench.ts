@@ -309,9 +309,9 @@ function shapeText(name: EngineShapeName): string {
   const s = ENGINE_EPISODES[name];
   return `a ${s.promptTokens}-token first prompt, ${s.turns} turns of at most ${s.maxNewTokens} new tokens, ${s.observationTokens} observation tokens appended after each`;
 }
-/** Against the row pair's first engine that was run (static when it ran). */
+/** Against the first engine run in the same configuration and round. */
 const speedup = (r: Row): string => {
-  const base = rows.find((o) => o.model === r.model && o.concurrency === r.concurrency);
+  const base = rows.find((o) => o.model === r.model && o.concurrency === r.concurrency && o.round === r.round);
   return base === undefined || base === r ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}× ${base.engine})`;
 };
 const table = [
