@@ -17,11 +17,10 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { loadavg } from 'node:os';
 import { relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_PREFILL_CHUNK_TOKENS, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
-import { runChild, startBench, stringArg } from './lib/harness.ts';
+import { loadAverage1mNow, runChild, startBench, stringArg } from './lib/harness.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const PYTHON = process.env['SQLENV_PYTHON'] ?? 'python3';
@@ -82,7 +81,7 @@ const ratio = (a: number, b: number | undefined): string => (b === undefined ? '
 type Row = Case & { loadAverage: number; sqlenv: SideResult; sqlenvWholePrompt: SideResult | null; transformers: SideResult | null };
 const rows: Row[] = [];
 for (const c of cases) {
-  const loadAverage = Number((loadavg()[0] ?? 0).toFixed(1));
+  const loadAverage = loadAverage1mNow();
   process.stderr.write(`${c.model} batch ${c.batch}, ${c.promptTokens} + ${c.newTokens} tokens (load ${loadAverage})\n`);
   const hf = theirs(c);
   const chunked = ours(c, DEFAULT_PREFILL_CHUNK_TOKENS);

@@ -10,11 +10,10 @@
  *                                               # (DIR: `sqlenv model init --config qwen3-0.6b --dtype BF16`)
  */
 import { execFileSync } from 'node:child_process';
-import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { Generator, JsLoopGreedyDecoder, presetConfig, randomWeights } from '@sqlenv/model';
-import { benchSettings, interleavedRounds, positiveInt, startBench } from './lib/harness.ts';
+import { benchSettings, interleavedRounds, loadAverage1mNow, positiveInt, startBench } from './lib/harness.ts';
 
 const PRESET = 'tiny-qwen3';
 const PROMPT_TOKENS = 32;
@@ -99,7 +98,7 @@ let qwen: { layout: string; loadAverage: number; result: Record<string, number> 
 if (qwenArg > 0 && process.argv[qwenArg + 1] !== undefined) {
   const script = fileURLToPath(new URL('../packages/model/src/testing/heavy-generate.ts', import.meta.url));
   qwen = QWEN_LAYOUTS.map((layout) => {
-    const loadAverage = Number((loadavg()[0] ?? 0).toFixed(1));
+    const loadAverage = loadAverage1mNow();
     const stdout = execFileSync(process.execPath, ['--import', 'tsx', script, process.argv[qwenArg + 1] as string, '1', '32', '16', layout], { encoding: 'utf8' });
     return { layout, loadAverage, result: JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, number> };
   });

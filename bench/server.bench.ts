@@ -28,7 +28,7 @@
  * Run: npm run bench:server  (options: --clients N --light-clients N --held N --duration-s S --pipeline-depth N --full-parse --paced-steps-per-s N --progress --client-cpu-prof DIR --runaways-only)
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
@@ -37,7 +37,7 @@ import WebSocket from 'ws';
 import { processCpuMs } from '@sqlenv/shared';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { createEnvServer } from '@sqlenv/env-server';
-import { startBench } from './lib/harness.ts';
+import { loadAverage1mNow, startBench } from './lib/harness.ts';
 
 /** How long after its window a run may take to finish its last requests before it is reported as stalled. */
 const STALL_GRACE_MS = 30_000;
@@ -551,7 +551,7 @@ async function runawaySeries(o: {
   child: ChildProcess; url: string; clients: number; durationMs: number; warmupMs: number; fullParse: boolean; plan: PlannedEpisode[];
   runtime: Awaited<ReturnType<typeof createSqlEnvRuntime>>; sessions: () => number;
 }): Promise<RunawaySeries> {
-  const loadAverage1mStart = Math.round((loadavg()[0] ?? 0) * 100) / 100;
+  const loadAverage1mStart = loadAverage1mNow();
   const runs: RunawaySeries['runs'] = [];
   for (const runaways of RUNAWAY_COUNTS) {
     process.stderr.write(`${o.clients} clients (new statements) + ${runaways} runaway queries for ${o.durationMs / 1000} s...\n`);
@@ -565,7 +565,7 @@ async function runawaySeries(o: {
   const { poolSize, spareChildren, maxStuckChildren, timeoutMs } = o.runtime.executor.config;
   return {
     loadAverage1mStart,
-    loadAverage1mEnd: Math.round((loadavg()[0] ?? 0) * 100) / 100,
+    loadAverage1mEnd: loadAverage1mNow(),
     dataset: o.runtime.dataset.name,
     executor: { poolSize, spareChildren, maxStuckChildren, timeoutMs },
     runs,

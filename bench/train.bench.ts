@@ -13,10 +13,9 @@
  * Qwen3-0.6B shapes allocate 2.4 GB of float32 weights plus activations: run one at a time.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { numberArg, resultsDir, runChild, startBench, type MachineRecord } from './lib/harness.ts';
+import { loadAverage1mNow, numberArg, resultsDir, runChild, startBench, type MachineRecord } from './lib/harness.ts';
 import type { ProbeSpec } from './train-probe.ts';
 
 type Row = ProbeSpec & Record<string, unknown> & { label: string; loadAverage: number };
@@ -71,7 +70,7 @@ const probe = fileURLToPath(new URL('./train-probe.ts', import.meta.url));
 const bench = startBench('train');
 const rows: Row[] = [];
 for (const [label, overrides] of render ? [] : plan) {
-  const loadAverage = Number((loadavg()[0] ?? 0).toFixed(1));
+  const loadAverage = loadAverage1mNow();
   const row = { label, loadAverage, ...(runChild(probe, { ...base, ...overrides }, { execArgv: ['--expose-gc'] }) as Record<string, unknown>) } as Row;
   rows.push(row);
   process.stderr.write(`${label}: ${JSON.stringify(row)}\n`);

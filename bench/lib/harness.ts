@@ -32,7 +32,7 @@ export function startBench(name: string, options: BenchOptions = {}): Bench {
 }
 
 export { benchDir, repoRoot, sqlenvBin } from './repo-paths.ts';
-export { machineLine, type MachineRecord } from './machine-record.ts';
+export { loadAverage1mNow, machineLine, type MachineRecord } from './machine-record.ts';
 export { resultsDir, type ResultPage, type WrittenResults } from './results-writer.ts';
 export { interleavedRounds, resultsByVariant, roundOrder, type RoundOptions, type RoundRun } from './rounds.ts';
 export { childPayload, replyToParent, runChild, type ChildOptions } from './child-process.ts';

@@ -23,6 +23,11 @@ export interface MachineRecord {
 
 const roundLoad = (load: number | undefined): number => Math.round((load ?? 0) * 100) / 100;
 
+/** The 1-minute load average now (a row's own, beside the record's start and end). */
+export function loadAverage1mNow(): number {
+  return roundLoad(loadavg()[0]);
+}
+
 function git(args: readonly string[]): string | null {
   try {
     return execFileSync('git', args, { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
