@@ -18,25 +18,25 @@
  *   no CPU), so the trainer-idle fraction is the GPU-idle fraction of such a system.
  *
  * Reports episodes/hour, trainer-idle fraction (1 − update time ÷ wall time) and final reward per
- * run, and the throughput ratios over max_staleness 0. Writes bench/results/async.md and .json, and
+ * run, and the throughput ratios over max_staleness 0. Writes <results dir>/async.md and .json, and
  * a run directory (metrics.jsonl + report.html) per run under the OS temp directory.
  *
  *   npm run bench:async                   (REDIS_URL, default redis://127.0.0.1:6379)
- *   BENCH_EPISODES=128 BENCH_STALENESS=0,4 npm run bench:async   (shorter; does not replace the results)
+ *   BENCH_EPISODES=128 BENCH_STALENESS=0,4 BENCH_RESULTS_DIR=/tmp/r npm run bench:async   (shorter, elsewhere)
+ *   BENCH_EPISODES=16 BENCH_STALENESS=0,1 BENCH_RESULTS_DIR=/tmp/r npm run bench:async    (smallest)
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { mkdtempSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type Policy, type PolicyEpisode, type TokenRecordingEpisode, type TurnTokens } from '@sqlenv/agents';
 import { RolloutRunSpecSchema, type SqlAction } from '@sqlenv/protocol';
 import { mixSeeds, mulberry32 } from '@sqlenv/shared';
 import { BullmqTransport, RolloutWorker, runCoordinator, runTrainer, type PolicyUpdater, type TrainingBatch } from '@sqlenv/rollout';
 import { readRunMetrics, RunRecorder, writeRunReport, writeRunSpec, type UpdateStats } from '@sqlenv/runs';
 import { TOY_QUESTIONS, toyEnvironments } from '@sqlenv/rollout/testing';
+import { interleavedRounds, startBench } from './lib/harness.ts';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const EPISODES = Number(process.env['BENCH_EPISODES'] ?? 256);
 const STALENESS = (process.env['BENCH_STALENESS'] ?? '0,1,2,4').split(',').map(Number);
@@ -245,22 +245,18 @@ async function runOnce(maxStaleness: number, runsDir: string): Promise<Row> {
   }
 }
 
-const loadBefore = loadavg();
+const bench = startBench('async');
 const started = Date.now();
 const runsDir = mkdtempSync(join(tmpdir(), 'sqlenv-bench-async-'));
-const rows: Row[] = [];
-for (const s of STALENESS) {
-  const row = await runOnce(s, runsDir);
-  rows.push(row);
+const runs = await interleavedRounds(STALENESS, 1, (s) => runOnce(s, runsDir), ({ variant: s, result: row }) => {
   process.stdout.write(`max_staleness ${s}: ${row.seconds.toFixed(1)} s, ${row.episodesPerHour.toFixed(0)} episodes/h, trainer idle ${(row.trainerIdleFraction * 100).toFixed(0)} %, final σ(θ) ${row.finalSuccessProbability.toFixed(3)}\n`);
-}
-const loadAfter = loadavg();
+});
+const rows: Row[] = runs.map((r) => r.result);
 const base = rows.find((r) => r.maxStaleness === 0);
 const ratio = (r: Row): string => (base === undefined ? '—' : `${(r.episodesPerHour / base.episodesPerHour).toFixed(2)}×`);
 const qualityRatio = (r: Row): string => (base?.secondsToTarget == null || r.secondsToTarget === null ? '—' : `${(base.secondsToTarget / r.secondsToTarget).toFixed(2)}×`);
 const rowOf = (s: number): Row | undefined => rows.find((r) => r.maxStaleness === s);
 const totalS = (Date.now() - started) / 1000;
-const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
 const table = [
   `| max_staleness | episodes | seconds | episodes/hour | × S=0 | versions | groups dropped (zero variance) | trainer idle | mean / max staleness | final success σ(θ) | reward, last 2 batches | seconds to σ(θ) ≥ ${TARGET_SUCCESS} | × S=0 at equal quality |`,
   '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
@@ -270,13 +266,7 @@ const table = [
   ),
 ].join('\n');
 process.stdout.write(`\n${table}\n\nrun directories: ${runsDir}\n`);
-const official = process.env['BENCH_EPISODES'] === undefined && process.env['BENCH_STALENESS'] === undefined;
-if (official) {
-  const resultsDir = join(root, 'bench', 'results');
-  mkdirSync(resultsDir, { recursive: true });
-  const md = `# bench:async — asynchronous vs synchronous training on the distributed path
-
-Run ${new Date().toISOString()} on ${machine}. Load average before/after: ${loadBefore.map((l) => l.toFixed(2)).join(' ')} / ${loadAfter.map((l) => l.toFixed(2)).join(' ')} (a shared machine: other jobs ran at the same time). Whole bench: ${totalS.toFixed(0)} s.
+const md = `A shared machine: other jobs ran at the same time. Whole bench: ${totalS.toFixed(0)} s.
 
 Real Redis at ${redisUrl.replace(/\/\/[^@]*@/, '//')}, BullMQ transport; one coordinator, two RolloutWorker instances (${WORKER_CONCURRENCY} episodes in flight each, their own Redis connections) and the trainer, all in one Node process. ${EPISODES} episodes per run, groups of ${GROUP_SIZE}, ${GROUPS_PER_BATCH} groups per batch, the same seed (so the same questions, turn counts, turn delays and answer draws) in every run.
 
@@ -290,8 +280,9 @@ AReaL (arXiv:2505.24298) reports 2.77× the throughput of synchronous training a
 
 The two figures are not the same measurement: AReaL's is GPU clusters generating long reasoning traces with real LLM updates; ours is a synthetic workload whose shape (long-tailed turn times, a fixed-time update) is what makes the synchronous schedule wait, on ${cpus().length} shared cores. What transfers is the mechanism: with S = 0 a batch waits for its slowest episode and the rollout slots idle during the update; with S > 0 admission keeps the slots busy and the update overlaps generation.
 `;
-  writeFileSync(join(resultsDir, 'async.md'), md);
-  writeFileSync(join(resultsDir, 'async.json'), `${JSON.stringify({ machine, loadBefore, loadAfter, totalSeconds: totalS, settings: { EPISODES, GROUP_SIZE, GROUPS_PER_BATCH, WORKER_CONCURRENCY, TURN_MEDIAN_MS, TURN_SIGMA, UPDATE_MS, THETA_0, LEARNING_RATE, CLIP_EPSILON, SEED }, rows: rows.map(({ runDir: _runDir, ...row }) => row) }, null, 2)}\n`);
-  process.stdout.write('wrote bench/results/async.md and async.json\n');
-}
+bench.write({
+  title: 'bench:async — asynchronous vs synchronous training on the distributed path',
+  body: [md],
+  data: { totalSeconds: totalS, settings: { EPISODES, GROUP_SIZE, GROUPS_PER_BATCH, WORKER_CONCURRENCY, TURN_MEDIAN_MS, TURN_SIGMA, UPDATE_MS, THETA_0, LEARNING_RATE, CLIP_EPSILON, SEED }, rows: rows.map(({ runDir: _runDir, ...row }) => row) },
+});
 process.exit(0);

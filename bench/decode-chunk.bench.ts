@@ -10,10 +10,12 @@
  *
  * Each (batch, threads) case: B rows of `--context` tokens are prefilled once (cache kept), then the
  * chunk of 16 steps is run `--repeats` times, each continuing the previous one's caches (the
- * engine's uncopied case); the best time counts. Writes bench/results/decode-chunk.{md,json}.
+ * engine's uncopied case); the best time counts. Writes <results dir>/decode-chunk.{md,json}.
+ *
+ *   BENCH_RESULTS_DIR=/tmp/r npm run bench:decode-chunk -- --model models/sqlenv-tiny --threads 1 --batches 1 --repeats 1   # smallest
  */
 import { loadModel, loraConfigSchema, Generator, uniformsForSeed, type RowKvCache } from '@sqlenv/model';
-import { describeMachine, machineLine, numberArg, stringArg, today, writeResultFiles } from './lib/cli-bench.ts';
+import { numberArg, startBench, stringArg } from './lib/harness.ts';
 
 const modelDir = stringArg('--model') ?? 'models/sqlenv-base';
 const context = numberArg('--context', 300);
@@ -21,7 +23,7 @@ const steps = numberArg('--steps', 16);
 const repeats = numberArg('--repeats', 6);
 const threadsList = (stringArg('--threads') ?? '1,2').split(',').map(Number);
 const batches = (stringArg('--batches') ?? '1,4,8,16,32,64').split(',').map(Number);
-const machine = describeMachine();
+const bench = startBench('decode-chunk');
 
 interface Case {
   batch: number;
@@ -65,10 +67,6 @@ for (const threads of threadsList) {
 
 const at = (batch: number, threads: number): Case | undefined => cases.find((c) => c.batch === batch && c.threads === threads);
 const lines = [
-  '# Decode chunk cost by batch size and threads',
-  '',
-  machineLine(today(), machine),
-  '',
   `${modelDir}, LoRA rank 16 (zero adapter), ${context}-token caches, chunks of ${steps} steps continuing the previous chunk's caches, best of ${repeats}.`,
   '',
   `| rows | ${threadsList.map((t) => `${t} thread${t === 1 ? '' : 's'}: chunk ms / µs per row-step`).join(' | ')} |`,
@@ -79,4 +77,4 @@ const lines = [
   '  falling: a fixed cost per step spread over more rows.',
   '',
 ];
-writeResultFiles('decode-chunk', { date: today(), machine, modelDir, context, steps, repeats, cases }, lines);
+bench.write({ title: 'Decode chunk cost by batch size and threads', body: lines, data: { modelDir, context, steps, repeats, cases } });

@@ -15,28 +15,38 @@
  * - the same simple SELECTs run directly with better-sqlite3 (a prepared
  *   statement, in-process), and the ratio direct rate ÷ env rate;
  * - RSS with 1,000 concurrent open episodes (each reset, one DESCRIBE and one QUERY done).
- * Writes bench/results/env.md and bench/results/env.json.
+ * Writes <results dir>/env.md and env.json.
+ *
+ *   BENCH_STEPS=2000 BENCH_ROUNDS=1 BENCH_OPEN_EPISODES=50 BENCH_RESULTS_DIR=/tmp/r npm run bench:env   (smallest)
  */
-import { mkdtemp, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { z } from 'zod';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import Database from 'better-sqlite3';
 import type { SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, quoteIdentifier, type SqlEnvRuntime, type SqlEnvironment } from '@sqlenv/sql-env';
+import { benchSettings, positiveInt, startBench } from './lib/harness.ts';
 
-const resultsDir = join(dirname(fileURLToPath(import.meta.url)), 'results');
+const settings = benchSettings(
+  z.object({
+    /** Steps per measured action type (after a warm-up of a tenth of it). */
+    BENCH_STEPS: positiveInt(60_000),
+    /** The QUERY rates and the direct rates are measured this many times, interleaved; the median is reported. */
+    BENCH_ROUNDS: positiveInt(3),
+    BENCH_OPEN_EPISODES: positiveInt(1_000),
+  }),
+);
+const bench = startBench('env');
 const spiderDir = process.env['SPIDER_DIR'];
 const datasetSource = spiderDir === undefined || spiderDir === '' ? 'builtin' : spiderDir;
 /** Episodes in flight during the step benchmarks. */
 const concurrency = 256;
-/** Steps per measured action type (after a warm-up of a tenth of it). */
-const stepsPerKind = 60_000;
-/** The QUERY rates and the direct rates are measured this many times, interleaved; the median is reported. */
-const rounds = 3;
-const openEpisodes = 1_000;
+const stepsPerKind = settings.BENCH_STEPS;
+const rounds = settings.BENCH_ROUNDS;
+const openEpisodes = settings.BENCH_OPEN_EPISODES;
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -267,8 +277,6 @@ async function main(): Promise<void> {
       );
 
       const report = {
-        date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', totalMemBytes: totalmem(), node: process.version, loadAverage1m: loadavg()[0] ?? 0 },
         dataset: { source: datasetSource === 'builtin' ? 'builtin' : 'SPIDER_DIR', name: dataset.name, questions: dataset.questions.length, failures: dataset.failures.length, databases: dataset.databases.size },
         load: { coldSeconds: cold.seconds, warmSeconds },
         setup: { dbId, table: table.name, tableRows: table.rowCount, concurrency, stepsPerKind, rounds, executorPoolSize: 'default', inProcessMaxMs: runtime.executor.config.inProcessMaxMs },
@@ -277,10 +285,8 @@ async function main(): Promise<void> {
         executorStats: { completedInChildren: fastPath.completed, inProcess: fastPath.inProcess, demoted: fastPath.demoted },
         memory,
       };
-      await mkdir(resultsDir, { recursive: true });
-      await writeFile(join(resultsDir, 'env.json'), `${JSON.stringify(report, null, 2)}\n`);
-      await writeFile(join(resultsDir, 'env.md'), renderMarkdown(report));
-      process.stdout.write(renderMarkdown(report));
+      bench.write({ title: 'bench:env: SqlEnvironment throughput and memory', body: renderMarkdown(report), data: report });
+      process.stdout.write(renderMarkdown(report).join('\n'));
     } finally {
       await runtime.close();
     }
@@ -290,8 +296,6 @@ async function main(): Promise<void> {
 }
 
 function renderMarkdown(r: {
-  date: string;
-  machine: { cpus: number; cpuModel: string; totalMemBytes: number; node: string; loadAverage1m: number };
   dataset: { source: string; name: string; questions: number; failures: number; databases: number };
   load: { coldSeconds: number; warmSeconds: number };
   setup: { dbId: string; table: string; tableRows: number; concurrency: number; stepsPerKind: number; rounds: number; inProcessMaxMs: number };
@@ -299,11 +303,8 @@ function renderMarkdown(r: {
   ratios: Ratio[];
   executorStats: { completedInChildren: number; inProcess: number; demoted: number };
   memory: { episodes: number; rssBytes: number; rssDeltaBytes: number; heapUsedDeltaBytes: number; executorChildrenRssBytes: number };
-}): string {
-  const lines = [
-    '# bench:env: SqlEnvironment throughput and memory',
-    '',
-    `Run ${r.date} on ${r.machine.cpus} × ${r.machine.cpuModel}, ${mib(r.machine.totalMemBytes)} MiB RAM, Node ${r.machine.node}; 1-minute load average at the end: ${r.machine.loadAverage1m.toFixed(1)} (other work shares the cores).`,
+}): string[] {
+  return [
     `Dataset: ${r.dataset.name} (${r.dataset.source}): ${r.dataset.questions} playable questions, ${r.dataset.failures} not playable, ${r.dataset.databases} databases.`,
     '',
     '## Dataset load',
@@ -342,7 +343,6 @@ function renderMarkdown(r: {
     `| executor child processes (separate, all of them) | ${mib(r.memory.executorChildrenRssBytes)} |`,
     '',
   ];
-  return `${lines.join('\n')}\n`;
 }
 
 await main();

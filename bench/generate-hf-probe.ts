@@ -1,8 +1,8 @@
 /**
- * Our side of bench/generate-hf.bench.ts: one case in its own process (so its peak RSS is its own).
- * Run: node --expose-gc --import tsx bench/generate-hf-probe.ts '<json>' with the fields of
- * bench/python/hf_generate.py plus `prefillChunkTokens` (a number, or null for the whole prompt at
- * once: the graph as it was before chunking). Prints one JSON line.
+ * Our side of bench/generate-hf.bench.ts: one case in its own process (so its peak RSS is its own),
+ * started by the bench through the harness's `runChild` with the fields of bench/python/hf_generate.py
+ * plus `prefillChunkTokens` (a number, or null for the whole prompt at once: the graph without
+ * chunking); answers with the harness's result line.
  *
  * The session is built the way the inference engine builds a big model's (`loadViaFile` and
  * `disablePrepacking`): ORT loads the model from a file with the float32 arrays released first and
@@ -12,6 +12,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Generator, loadModel } from '@sqlenv/model';
+import { childPayload, replyToParent } from './lib/harness.ts';
 
 interface ProbeArgs {
   dir: string;
@@ -30,7 +31,9 @@ const rss = (): { rssBytes: number; rssAnonBytes: number; rssFileBytes: number }
   return { rssBytes: kb('VmRSS'), rssAnonBytes: kb('RssAnon'), rssFileBytes: kb('RssFile') };
 };
 
-const args = JSON.parse(process.argv[2] ?? '') as ProbeArgs;
+const payload = childPayload();
+if (payload === undefined) throw new Error('bench/generate-hf-probe.ts is a child of bench/generate-hf.bench.ts: run npm run bench:generate-hf');
+const args = payload as ProbeArgs;
 const t0 = performance.now();
 const { config, weights } = loadModel(args.dir);
 const fileDir = mkdtempSync(join(tmpdir(), 'sqlenv-generate-hf-'));
@@ -68,8 +71,7 @@ else {
 const afterGenerate = rss();
 await generator.close();
 const best = Math.min(...times);
-process.stdout.write(
-  `${JSON.stringify({
+replyToParent({
     side: 'sqlenv',
     prefillChunkTokens: args.prefillChunkTokens,
     threads: args.threads,
@@ -79,6 +81,5 @@ process.stdout.write(
     loadedRssBytes: loaded.rssBytes,
     loaded,
     afterGenerate,
-    maxRssBytes: process.resourceUsage().maxRSS * 1024,
-  })}\n`,
-);
+  maxRssBytes: process.resourceUsage().maxRSS * 1024,
+});

@@ -2,27 +2,27 @@
  * Generation throughput on CPU: the in-graph decode Loop (one ORT run per
  * turn) against a per-token JavaScript loop over the same decoder with the
  * KV cache passed in and out every token, at batch 1, 8 and 32; plus prefill
- * throughput. Writes bench/results/generate.md and .json.
+ * throughput. Writes <results dir>/generate.md and .json.
  *
  *   npm run bench:generate                      # tiny model
+ *   BENCH_REPEATS=1 BENCH_RESULTS_DIR=/tmp/r npm run bench:generate   # smallest
  *   npm run bench:generate -- --qwen3-0.6b DIR  # also the Qwen3-0.6B-shaped memory/latency probe
  *                                               # (DIR: `sqlenv model init --config qwen3-0.6b --dtype BF16`)
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
 import { Generator, JsLoopGreedyDecoder, presetConfig, randomWeights } from '@sqlenv/model';
+import { benchSettings, interleavedRounds, loadAverage1mNow, positiveInt, startBench } from './lib/harness.ts';
 
 const PRESET = 'tiny-qwen3';
 const PROMPT_TOKENS = 32;
 const NEW_TOKENS = 64;
 const PREFILL_TOKENS = 256;
 const BATCHES = [1, 8, 32];
-const REPEATS = 5;
+const REPEATS = benchSettings(z.object({ BENCH_REPEATS: positiveInt(5) })).BENCH_REPEATS;
 
-// Other processes share these cores: record how busy the machine was.
-const LOAD_AT_START = Number((loadavg()[0] ?? 0).toFixed(1));
+const bench = startBench('generate');
 const config = presetConfig(PRESET);
 const weights = randomWeights(config, { seed: 1, initStd: 0.1 });
 const session = { intraOpThreads: 1 };
@@ -34,15 +34,12 @@ const prompt = (b: number, length: number): number[] => Array.from({ length }, (
  */
 async function bestOf(variants: readonly (() => Promise<void>)[]): Promise<number[]> {
   for (const run of variants) await run(); // warm-up: first-run allocations and kernel selection
-  const best = variants.map(() => Number.POSITIVE_INFINITY);
-  for (let i = 0; i < REPEATS; i++) {
-    for (const [v, run] of variants.entries()) {
-      const start = performance.now();
-      await run();
-      best[v] = Math.min(best[v] as number, performance.now() - start);
-    }
-  }
-  return best;
+  const runs = await interleavedRounds(variants, REPEATS, async (run) => {
+    const start = performance.now();
+    await run();
+    return performance.now() - start;
+  });
+  return variants.map((v) => Math.min(...runs.filter((r) => r.variant === v).map((r) => r.result)));
 }
 
 interface Row {
@@ -101,28 +98,15 @@ let qwen: { layout: string; loadAverage: number; result: Record<string, number> 
 if (qwenArg > 0 && process.argv[qwenArg + 1] !== undefined) {
   const script = fileURLToPath(new URL('../packages/model/src/testing/heavy-generate.ts', import.meta.url));
   qwen = QWEN_LAYOUTS.map((layout) => {
-    const loadAverage = Number((loadavg()[0] ?? 0).toFixed(1));
+    const loadAverage = loadAverage1mNow();
     const stdout = execFileSync(process.execPath, ['--import', 'tsx', script, process.argv[qwenArg + 1] as string, '1', '32', '16', layout], { encoding: 'utf8' });
     return { layout, loadAverage, result: JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, number> };
   });
 }
 
-const machine = {
-  cpu: cpus()[0]?.model ?? 'unknown',
-  cores: cpus().length,
-  node: process.version,
-  intraOpThreads: session.intraOpThreads,
-  loadAverageAtStart: LOAD_AT_START,
-};
-const result = { date: new Date().toISOString(), machine, model: { preset: PRESET, ...config }, promptTokens: PROMPT_TOKENS, newTokens: NEW_TOKENS, rows, prefill, qwen3_0_6b: qwen ?? null };
-const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
-mkdirSync(resultsDir, { recursive: true });
-writeFileSync(`${resultsDir}generate.json`, `${JSON.stringify(result, null, 2)}\n`);
-
+const result = { intraOpThreads: session.intraOpThreads, model: { preset: PRESET, ...config }, promptTokens: PROMPT_TOKENS, newTokens: NEW_TOKENS, rows, prefill, qwen3_0_6b: qwen ?? null };
 const md = [
-  '# Generation benchmark (CPU)',
-  '',
-  `${result.date} · ${machine.cpu} · ${machine.cores} cores (shared; 1-min load average ${machine.loadAverageAtStart} at start) · Node ${machine.node} · ORT intra-op threads ${machine.intraOpThreads}`,
+  `ORT intra-op threads ${session.intraOpThreads}.`,
   '',
   `Model: \`${PRESET}\` (${config.numLayers} layers, hidden ${config.hiddenSize}, ${config.numHeads}/${config.numKvHeads} heads × ${config.headDim}, vocab ${config.vocabSize}), random weights, float32.`,
   `Decode: ${PROMPT_TOKENS}-token prompts, ${NEW_TOKENS} new tokens per row, greedy, no stop tokens; best of ${REPEATS} alternating runs after a warm-up (shared cores: the minimum is the least disturbed run).`,
@@ -170,6 +154,6 @@ const md = [
         'larger GEMMs (prefill, big batches), which this single run does not measure.',
       ].join('\n'),
   '',
-].join('\n');
-writeFileSync(`${resultsDir}generate.md`, md);
-process.stdout.write(md);
+];
+bench.write({ title: 'Generation benchmark (CPU)', body: md, data: result });
+process.stdout.write(md.join('\n'));

@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Generator, kvBytesPerToken, loadModel, uniformsForSeed, type RowInput, type RowKvCache } from '@sqlenv/model';
-import { bestWallMs } from './lib/cli-bench.ts';
+import { bestWallMs } from './lib/harness.ts';
 
 /** One case of a probe; bench/gpu.bench.ts builds the lists (a type-only import: nothing of this file runs there). */
 export interface ProbeCase {

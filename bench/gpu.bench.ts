@@ -9,20 +9,21 @@
  *
  *   npm run bench:gpu                                   # sqlenv-tiny, provider webgpu
  *   npm run bench:gpu -- --qwen3-0.6b [DIR]             # also Qwen3-0.6B shapes (random weights)
- *   npm run bench:gpu -- --provider cuda --out DIR      # results to DIR (default bench/results)
+ *   npm run bench:gpu -- --provider cuda --out DIR      # results to DIR (default: BENCH_RESULTS_DIR or bench/results)
+ *   npm run bench:gpu -- --from-json OLD.json           # the report of an earlier run's gpu.json, nothing run
  *
  * Each side of each model runs in its own process with a time limit (SQLENV_BENCH_CASE_TIMEOUT_S,
  * default 240 s); what finished is written after every step. Without a GPU the provider's sessions
  * cannot be created and the bench says so. Writes gpu.md and gpu.json.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
 import type { ProbeCase } from './gpu-probe.ts';
-import { stringArg } from './lib/cli-bench.ts';
+import { resultsDir, startBench, stringArg, type MachineRecord } from './lib/harness.ts';
 
 const HERE = fileURLToPath(new URL('./', import.meta.url));
 // Bundled (a GPU host without node_modules: `.mjs` files run from the repository root) or from source through tsx.
@@ -31,7 +32,7 @@ const ROOT = BUNDLED ? process.cwd() : resolve(HERE, '..');
 const PYTHON = process.env['SQLENV_PYTHON'] ?? 'python3';
 const CASE_TIMEOUT_MS = Number(process.env['SQLENV_BENCH_CASE_TIMEOUT_S'] ?? 240) * 1000;
 const PROVIDER = stringArg('--provider') ?? 'webgpu';
-const OUT = resolve(stringArg('--out') ?? `${ROOT}/bench/results`);
+const OUT = stringArg('--out') ?? (BUNDLED && process.env['BENCH_RESULTS_DIR'] === undefined ? `${ROOT}/bench/results` : resultsDir());
 /** Re-render the report of an earlier run's gpu.json (nothing runs). */
 const FROM_JSON = stringArg('--from-json');
 /** `ours` or `transformers`: run one side only (default both). */
@@ -96,8 +97,11 @@ const pythonCheck = FROM_JSON === undefined && ONLY !== 'ours' ? spawnSync(PYTHO
 const pythonSkip = pythonCheck === undefined ? (ONLY === 'ours' ? 'transformers side not run (--only ours)' : undefined) : pythonCheck.status === 0 ? undefined : `transformers side skipped: ${PYTHON} has no torch, transformers or CUDA device (${(pythonCheck.stderr.trim().split('\n').at(-1) ?? '').slice(0, 200)})`;
 if (pythonSkip !== undefined) process.stderr.write(`${pythonSkip}\n`);
 
-/** The last JSON line a child printed, or why there is none (exit code, signal, time limit). */
-const runChild = (command: string, args: string[]): Record<string, unknown> => {
+/**
+ * The last JSON line a child printed, or why there is none (exit code, signal, time limit) with the
+ * steps it finished: the harness's runChild has no time limit with partial results, which a GPU case needs.
+ */
+const runCase = (command: string, args: string[]): Record<string, unknown> => {
   const started = performance.now();
   const child = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 1 << 26, timeout: CASE_TIMEOUT_MS, stdio: ['ignore', 'pipe', 'inherit'] });
   const lines = (child.stdout ?? '')
@@ -124,21 +128,29 @@ const gpuName = (): string => {
   }
 };
 interface BenchResult {
-  date: string;
-  machine: { cpu: string; cores: number; node: string; gpu: string };
+  /** The machine record of the run that measured the rows (another run's with --from-json). */
+  machine: MachineRecord;
+  gpu: string;
   provider: string;
   pythonSkip: string | null;
   rows: Record<string, unknown>[];
   /** Where the rows came from, when they were merged from several runs. */
   note?: string;
 }
-mkdirSync(OUT, { recursive: true });
-const result: BenchResult =
-  FROM_JSON !== undefined
-    ? (JSON.parse(readFileSync(FROM_JSON, 'utf8')) as BenchResult)
-    : { date: new Date().toISOString(), machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version, gpu: gpuName() }, provider: PROVIDER, pythonSkip: pythonSkip ?? null, rows: [] };
-const { machine, rows } = result;
-const save = (): void => writeFileSync(`${OUT}/gpu.json`, `${JSON.stringify(result, null, 2)}\n`);
+
+// ---- Report (functions of `rows`, read when the report is written)
+type Case = ProbeCase & Record<string, unknown>;
+const ours = (model: string, provider: string): Record<string, unknown> | undefined => rows.find((r) => r['model'] === model && r['side'] === 'ours' && r['provider'] === provider);
+const hf = (model: string, c: ProbeCase, dtype: string): Record<string, unknown> | undefined =>
+  rows.find((r) => r['model'] === model && r['side'] === 'transformers' && r['dtype'] === dtype && r['batch'] === c.batch && r['promptTokens'] === c.promptTokens && r['newTokens'] === c.newTokens);
+const num = (v: unknown): string => (typeof v === 'number' ? String(v) : '–');
+const bench = startBench('gpu', { resultsDir: resolve(OUT) });
+const result: BenchResult = FROM_JSON !== undefined ? readEarlier(FROM_JSON) : { machine: bench.machine, gpu: gpuName(), provider: PROVIDER, pythonSkip: pythonSkip ?? null, rows: [] };
+const { rows } = result;
+const save = (): void => {
+  const { machine: measuredOn, ...data } = result;
+  bench.write({ title: 'Generation on a GPU', body: report(), data: { ...data, ...(FROM_JSON === undefined ? {} : { renderedFrom: FROM_JSON, measuredOn }) } });
+};
 
 for (const plan of FROM_JSON === undefined ? plans : []) {
   const dir = relative(ROOT, plan.dir) || '.';
@@ -147,7 +159,7 @@ for (const plan of FROM_JSON === undefined ? plans : []) {
   if (plan.cpuBaseline) sides.push(['cpu', cpus().length]);
   for (const [provider, threads] of ONLY === 'transformers' ? [] : sides) {
     process.stderr.write(`${plan.model}: ours on ${provider}\n`);
-    const out = runChild(process.execPath, [...probeCommand, JSON.stringify({ dir: plan.dir, provider, threads, repeats: plan.repeats, cases: plan.cases })]);
+    const out = runCase(process.execPath, [...probeCommand, JSON.stringify({ dir: plan.dir, provider, threads, repeats: plan.repeats, cases: plan.cases })]);
     rows.push({ ...out, model: plan.model, dir, side: 'ours', provider, threads });
     save();
   }
@@ -155,67 +167,69 @@ for (const plan of FROM_JSON === undefined ? plans : []) {
   for (const c of plan.hf) {
     process.stderr.write(`${plan.model}: transformers on cuda, ${c.dtype}, batch ${c.batch}, ${c.promptTokens} + ${c.newTokens}\n`);
     const payload = { dir: plan.dir, ...c, threads: 1, repeats: plan.hfRepeats, device: 'cuda' };
-    rows.push({ ...runChild(PYTHON, [`${ROOT}/bench/python/hf_generate.py`, JSON.stringify(payload)]), model: plan.model, dir, side: 'transformers', provider: 'cuda', ...c, hfRepeats: plan.hfRepeats });
+    rows.push({ ...runCase(PYTHON, [`${ROOT}/bench/python/hf_generate.py`, JSON.stringify(payload)]), model: plan.model, dir, side: 'transformers', provider: 'cuda', ...c, hfRepeats: plan.hfRepeats });
     save();
   }
 }
 
-// ---- Report
-type Case = ProbeCase & Record<string, unknown>;
-const ours = (model: string, provider: string): Record<string, unknown> | undefined => rows.find((r) => r['model'] === model && r['side'] === 'ours' && r['provider'] === provider);
-const hf = (model: string, c: ProbeCase, dtype: string): Record<string, unknown> | undefined =>
-  rows.find((r) => r['model'] === model && r['side'] === 'transformers' && r['dtype'] === dtype && r['batch'] === c.batch && r['promptTokens'] === c.promptTokens && r['newTokens'] === c.newTokens);
-const num = (v: unknown): string => (typeof v === 'number' ? String(v) : '–');
-const lines = [
-  '# Generation on a GPU',
-  '',
-  `${result.date} · ${machine.gpu} · ${machine.cpu}, ${machine.cores} cores · Node ${machine.node} · our provider: ${result.provider}`,
-  '',
-  result.pythonSkip ?? 'transformers: PyTorch CUDA on the same GPU, `generate` with T = 1 sampling, top-k and top-p off, no stop token; best of the timed runs after a warm-up; GPU memory = `torch.cuda.max_memory_allocated`.',
-  '',
-  ...(result.note === undefined ? [] : [`Runs: ${result.note}.`, '']),
-  'Ours: the generation graph (prefill + in-graph decode loop, one ONNX Runtime run per turn), float32. Tokens/s = rows × new tokens ÷ the turn',
-  '(prefill included); prefill = the same batch with one new token; decode tokens/s = rows × (new − 1) ÷ (turn − prefill).',
-  '',
-  '| model | provider | batch | prompt + new | tokens/s | prefill tokens/s | decode tokens/s | transformers fp32 tokens/s | transformers fp32 GPU memory | transformers bf16 tokens/s |',
-  '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-];
-const turnLines: string[] = [];
-for (const plan of plans) {
-  for (const provider of [result.provider, ...(plan.cpuBaseline ? ['cpu'] : [])]) {
-    const side = ours(plan.model, provider);
-    if (side === undefined) continue;
-    if (typeof side['failed'] === 'string') lines.push(`| ${plan.model} | ${provider} | – | – | stopped: ${side['failed']} (the cases it finished follow) | | | | | |`);
-    for (const c of (side['cases'] as Case[] | undefined) ?? []) {
-      if (c.kind === 'turns') {
-        turnLines.push(
-          `| ${plan.model} | ${provider} | ${c.batch} | ${c.promptTokens} + ${c.newTokens}, then + ${num(c['appendTokens'])} | ${num(c['cachedSlotsPerRow'])} | ${((c['cacheBytes'] as number) / 1e6).toFixed(0)} MB | ${num(c['reusedMs'])} | ${num(c['reprefilledMs'])} | ${num(c['reuseSpeedup'])}× | ${num(c['sameTokens'])}/${c.batch} |`,
+/** An earlier gpu.json; files written before the harness keep the GPU inside their machine and a `date`. */
+function readEarlier(path: string): BenchResult {
+  const earlier = JSON.parse(readFileSync(path, 'utf8')) as BenchResult & { date?: string; machine: Partial<MachineRecord> & { gpu?: string } };
+  return { ...earlier, gpu: earlier.gpu ?? earlier.machine.gpu ?? 'unknown GPU', machine: { ...earlier.machine, startedAt: earlier.machine.startedAt ?? earlier.date ?? 'unknown date' } as MachineRecord };
+}
+
+function report(): string[] {
+  const lines = [
+    `${result.gpu} · our provider: ${result.provider}${FROM_JSON === undefined ? '' : ` · rows measured ${result.machine.startedAt} (${FROM_JSON})`}`,
+    '',
+    result.pythonSkip ?? 'transformers: PyTorch CUDA on the same GPU, `generate` with T = 1 sampling, top-k and top-p off, no stop token; best of the timed runs after a warm-up; GPU memory = `torch.cuda.max_memory_allocated`.',
+    '',
+    ...(result.note === undefined ? [] : [`Runs: ${result.note}.`, '']),
+    'Ours: the generation graph (prefill + in-graph decode loop, one ONNX Runtime run per turn), float32. Tokens/s = rows × new tokens ÷ the turn',
+    '(prefill included); prefill = the same batch with one new token; decode tokens/s = rows × (new − 1) ÷ (turn − prefill).',
+    '',
+    '| model | provider | batch | prompt + new | tokens/s | prefill tokens/s | decode tokens/s | transformers fp32 tokens/s | transformers fp32 GPU memory | transformers bf16 tokens/s |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  const turnLines: string[] = [];
+  for (const plan of plans) {
+    for (const provider of [result.provider, ...(plan.cpuBaseline ? ['cpu'] : [])]) {
+      const side = ours(plan.model, provider);
+      if (side === undefined) continue;
+      if (typeof side['failed'] === 'string') lines.push(`| ${plan.model} | ${provider} | – | – | stopped: ${side['failed']} (the cases it finished follow) | | | | | |`);
+      for (const c of (side['cases'] as Case[] | undefined) ?? []) {
+        if (c.kind === 'turns') {
+          turnLines.push(
+            `| ${plan.model} | ${provider} | ${c.batch} | ${c.promptTokens} + ${c.newTokens}, then + ${num(c['appendTokens'])} | ${num(c['cachedSlotsPerRow'])} | ${((c['cacheBytes'] as number) / 1e6).toFixed(0)} MB | ${num(c['reusedMs'])} | ${num(c['reprefilledMs'])} | ${num(c['reuseSpeedup'])}× | ${num(c['sameTokens'])}/${c.batch} |`,
+          );
+          continue;
+        }
+        const fp32 = provider === result.provider ? hf(plan.model, c, 'float32') : undefined;
+        const bf16 = provider === result.provider ? hf(plan.model, c, 'bfloat16') : undefined;
+        lines.push(
+          `| ${plan.model} | ${provider} | ${c.batch} | ${c.promptTokens} + ${c.newTokens} | ${num(c['tokensPerS'])} | ${num(c['prefillTokensPerS'])} | ${num(c['decodeTokensPerS'])} | ${num(fp32?.['tokensPerS'] ?? fp32?.['failed'])} | ${typeof fp32?.['maxGpuAllocatedBytes'] === 'number' ? `${(fp32['maxGpuAllocatedBytes'] / 1e9).toFixed(2)} GB` : '–'} | ${num(bf16?.['tokensPerS'] ?? bf16?.['failed'])} |`,
         );
-        continue;
       }
-      const fp32 = provider === result.provider ? hf(plan.model, c, 'float32') : undefined;
-      const bf16 = provider === result.provider ? hf(plan.model, c, 'bfloat16') : undefined;
-      lines.push(
-        `| ${plan.model} | ${provider} | ${c.batch} | ${c.promptTokens} + ${c.newTokens} | ${num(c['tokensPerS'])} | ${num(c['prefillTokensPerS'])} | ${num(c['decodeTokensPerS'])} | ${num(fp32?.['tokensPerS'] ?? fp32?.['failed'])} | ${typeof fp32?.['maxGpuAllocatedBytes'] === 'number' ? `${(fp32['maxGpuAllocatedBytes'] / 1e9).toFixed(2)} GB` : '–'} | ${num(bf16?.['tokensPerS'] ?? bf16?.['failed'])} |`,
-      );
     }
   }
+  lines.push(
+    '',
+    '## A kept cache against a re-prefill',
+    '',
+    'Turn 1 decodes and keeps each row\'s cache; turn 2 appends tokens and decodes the same number again, fed against the kept cache',
+    '(which crosses host → device and back) or with the whole context re-prefilled. Same seeds: the tokens should agree.',
+    '',
+    '| model | provider | batch | turns | cached slots per row | cache | turn 2, kept cache (ms) | turn 2, re-prefilled (ms) | kept ÷ re-prefilled speed | same tokens |',
+    '| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...turnLines,
+    '',
+    '## Sessions',
+    '',
+    ...rows.filter((r) => r['side'] === 'ours').map((r) => `- ${String(r['model'])} on ${String(r['provider'])}: load ${num(r['loadMs'])} ms, placement ${JSON.stringify((r['session'] as Record<string, unknown> | undefined)?.['placement'] ?? r['failed'] ?? null)}`),
+    '',
+  );
+  return lines;
 }
-lines.push(
-  '',
-  '## A kept cache against a re-prefill',
-  '',
-  'Turn 1 decodes and keeps each row\'s cache; turn 2 appends tokens and decodes the same number again, fed against the kept cache',
-  '(which crosses host → device and back) or with the whole context re-prefilled. Same seeds: the tokens should agree.',
-  '',
-  '| model | provider | batch | turns | cached slots per row | cache | turn 2, kept cache (ms) | turn 2, re-prefilled (ms) | kept ÷ re-prefilled speed | same tokens |',
-  '| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ...turnLines,
-  '',
-  '## Sessions',
-  '',
-  ...rows.filter((r) => r['side'] === 'ours').map((r) => `- ${String(r['model'])} on ${String(r['provider'])}: load ${num(r['loadMs'])} ms, placement ${JSON.stringify((r['session'] as Record<string, unknown> | undefined)?.['placement'] ?? r['failed'] ?? null)}`),
-  '',
-);
-writeFileSync(`${OUT}/gpu.md`, lines.join('\n'));
-process.stdout.write(lines.join('\n'));
+
+save();
+process.stdout.write(report().join('\n'));

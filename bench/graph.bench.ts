@@ -12,17 +12,18 @@
  *   for a tiny graph (pure overhead) and for 1 MiB in/out (copy cost);
  * - peak and settled RSS of a worker-mode session over a 256 MiB weight, created from
  *   a built model (copied to the worker), SharedArrayBuffer-backed weights, or a saved
- *   model file (one child process each: `--worker-memory <source> <dir>`).
- * Writes bench/results/graph.md and bench/results/graph.json.
+ *   model file (one child process each).
+ * Writes <results dir>/graph.md and graph.json.
+ *
+ *   BENCH_BLOCK_RUNS=3 BENCH_OVERHEAD_RUNS=20 BENCH_RESULTS_DIR=/tmp/r npm run bench:graph   (smallest)
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { cpus, loadavg, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
 import { attention, causalMask, gradients, Graph, linear, rmsNorm, silu, tensor, type GraphSession, type TensorData, type Tensor, createSession, saveModel } from '@sqlenv/onnx-graph';
-
-const resultsDir = join(dirname(fileURLToPath(import.meta.url)), 'results');
+import { benchSettings, childPayload, positiveInt, replyToParent, runChild, startBench } from './lib/harness.ts';
 
 // ---- worker-session memory probe (runs in a child process: its RSS is its own) ----------------
 const MEMORY_SOURCES = ['built model (copied)', 'SharedArrayBuffer weights', 'model file'] as const;
@@ -35,9 +36,9 @@ function memoryProbeModel(data: Float32Array): ReturnType<Graph['toModel']> {
   return g.toModel({ externalData: 'all' });
 }
 
-const probeArg = process.argv.indexOf('--worker-memory');
-if (probeArg > 0) {
-  const [source, dir] = [process.argv[probeArg + 1], process.argv[probeArg + 2] as string];
+const memoryProbe = childPayload() as { source: string; dir: string } | undefined;
+if (memoryProbe !== undefined) {
+  const { source, dir } = memoryProbe;
   const n = memoryWeightSide ** 2;
   if (source === 'write') {
     await saveModel(memoryProbeModel(new Float32Array(n).fill(0.001)), join(dir, 'model.onnx'));
@@ -51,8 +52,9 @@ if (probeArg > 0) {
     for (let i = 0; i < 3; i++) await session.run({ x: tensor('float32', [1, memoryWeightSide], new Float32Array(memoryWeightSide).fill(1)) });
     const settledRssBytes = process.memoryUsage().rss;
     await session.close();
-    process.stdout.write(`${JSON.stringify({ source, peakRssBytes: process.resourceUsage().maxRSS * 1024, settledRssBytes })}\n`);
+    replyToParent({ source, peakRssBytes: process.resourceUsage().maxRSS * 1024, settledRssBytes });
   }
+  replyToParent({ source });
   process.exit(0);
 }
 /** Block sizes: batch, sequence length, model width (4 heads, MLP 4x... as SwiGLU 8/3x rounded). */
@@ -65,9 +67,16 @@ const heads = 4;
 /** ORT threads per op for the block benchmark (recorded in the results). */
 const intraOpThreads = 1;
 const warmupRuns = 3;
-/** Measured runs per configuration; the median is reported. */
-const blockRuns = 30;
-const overheadRuns = 400;
+const settings = benchSettings(
+  z.object({
+    /** Measured runs per block configuration; the median is reported. */
+    BENCH_BLOCK_RUNS: positiveInt(30),
+    BENCH_OVERHEAD_RUNS: positiveInt(400),
+  }),
+);
+const blockRuns = settings.BENCH_BLOCK_RUNS;
+const overheadRuns = settings.BENCH_OVERHEAD_RUNS;
+const bench = startBench('graph');
 
 function seeded(seed: number): () => number {
   let a = seed >>> 0;
@@ -213,18 +222,15 @@ for (const o of overhead) console.log(`run overhead (${o.payload}): direct ${o.d
 
 const memoryDir = await mkdtemp(join(tmpdir(), 'bench-graph-memory-'));
 const self = fileURLToPath(import.meta.url);
-const probe = (source: string): string => execFileSync(process.execPath, ['--import', 'tsx', self, '--worker-memory', source, memoryDir], { encoding: 'utf8' });
+const probe = (source: string): unknown => runChild(self, { source, dir: memoryDir });
 probe('write');
-const memory = MEMORY_SOURCES.map((source) => JSON.parse(probe(source).trim().split('\n').at(-1) as string) as { source: string; peakRssBytes: number; settledRssBytes: number });
+const memory = MEMORY_SOURCES.map((source) => probe(source) as { source: string; peakRssBytes: number; settledRssBytes: number });
 await rm(memoryDir, { recursive: true, force: true });
 for (const m of memory) console.log(`worker session memory (${m.source}): peak ${(m.peakRssBytes / 2 ** 20).toFixed(0)} MiB, settled ${(m.settledRssBytes / 2 ** 20).toFixed(0)} MiB`);
 
-const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', loadAverage1m: loadavg()[0] ?? 0, node: process.version };
 const fmt = (v: number, digits = 2): string => v.toFixed(digits);
 const md = [
-  '# bench:graph',
-  '',
-  `Recorded ${new Date().toISOString()} on ${machine.cpus} CPUs (${machine.cpuModel}), load ${fmt(machine.loadAverage1m)}, Node ${machine.node}, onnxruntime-node CPU provider. Total bench time ${fmt((Date.now() - started) / 1000, 1)} s.`,
+  `onnxruntime-node CPU provider. Total bench time ${fmt((Date.now() - started) / 1000, 1)} s.`,
   '',
   `## Transformer block: forward vs forward+backward`,
   '',
@@ -257,7 +263,5 @@ const md = [
   '',
   'Built model: the caller\'s weights, the copy posted to the worker and ORT\'s own. SharedArrayBuffer weights: the worker reads the caller\'s memory (no posted copy). Model file (`saveModel` + `createSession({ path })`): ORT reads the file in the worker, the creating process never holds the weights.',
   '',
-].join('\n');
-await writeFile(join(resultsDir, 'graph.md'), md);
-await writeFile(join(resultsDir, 'graph.json'), JSON.stringify({ machine, heads, intraOpThreads, blockRuns, overheadRuns, blocks, overhead, memory }, null, 2) + '\n');
-console.log(`wrote ${join('bench', 'results', 'graph.md')}`);
+];
+bench.write({ title: 'bench:graph', body: md, data: { heads, intraOpThreads, blockRuns, overheadRuns, blocks, overhead, memory } });

@@ -4,17 +4,17 @@
  * (so its peak RSS is its own), on and off alternating. What the threshold of
  * `prepackingDecision` (packages/model/src/runtime/prepacking.ts) was chosen from.
  *
- *   node --expose-gc --import tsx bench/prepacking.bench.ts
- *   BENCH_MODELS=sqlenv-tiny BENCH_ROUNDS=2 node --expose-gc --import tsx bench/prepacking.bench.ts
+ *   npm run bench:prepacking
+ *   BENCH_MODELS=sqlenv-tiny BENCH_ROUNDS=1 BENCH_RESULTS_DIR=/tmp/r npm run bench:prepacking   # smallest
  *
- * Writes bench/results/prepacking.md and .json.
+ * Writes <results dir>/prepacking.md and .json.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Generator, loadModel, presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
+import { childPayload, interleavedRounds, replyToParent, runChild, startBench } from './lib/harness.ts';
 
 interface Case {
   model: string;
@@ -36,9 +36,9 @@ interface Row extends Omit<Case, 'dir'> {
 const rssMiB = (): number => Math.round(Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0) / 1024);
 const hwmMiB = (): number => Math.round(Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0) / 1024);
 
-const child = process.env['BENCH_CHILD'];
+const child = childPayload() as Case | undefined;
 if (child !== undefined) {
-  const c = JSON.parse(child) as Case;
+  const c = child;
   const { config, weights } = loadModel(c.dir);
   let weightBytes = 0;
   for (const w of weights.values()) weightBytes += w.data.byteLength;
@@ -59,14 +59,14 @@ if (child !== undefined) {
   await generator.close();
   const { dir: _dir, ...rest } = c;
   const row: Row = { ...rest, weightMiB: Math.round(weightBytes / 2 ** 20), generateMs: Math.round(Math.min(...times)), peakRssMiB: hwmMiB(), settledRssMiB };
-  process.stdout.write(`ROW ${JSON.stringify(row)}\n`);
+  replyToParent(row);
   process.exit(0);
 }
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const MODELS = (process.env['BENCH_MODELS'] ?? 'sqlenv-tiny,smollm2-135m').split(',');
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 2);
-const LOAD_AT_START = Number((loadavg()[0] ?? 0).toFixed(2));
+const bench = startBench('prepacking');
 const root = mkdtempSync(join(tmpdir(), 'sqlenv-bench-prepacking-'));
 const cases: Omit<Case, 'prepacking'>[] = [];
 if (MODELS.includes('sqlenv-tiny')) {
@@ -81,26 +81,12 @@ if (MODELS.includes('smollm2-135m')) {
 }
 const rows: Row[] = [];
 for (const c of cases) {
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const prepacking of round % 2 === 0 ? [true, false] : [false, true]) {
-      const result = spawnSync(process.execPath, ['--expose-gc', '--import', 'tsx', fileURLToPath(import.meta.url)], {
-        env: { ...process.env, BENCH_CHILD: JSON.stringify({ ...c, prepacking }) },
-        encoding: 'utf8',
-      });
-      const line = result.stdout.split('\n').find((l) => l.startsWith('ROW '));
-      if (result.status !== 0 || line === undefined) throw new Error(`bench child failed (${result.status}): ${result.stderr.slice(-2000)}`);
-      const row = JSON.parse(line.slice(4)) as Row;
-      process.stderr.write(`${JSON.stringify(row)}\n`);
-      rows.push(row);
-    }
-  }
+  // On and off alternate, the order mirrored every other round.
+  const runs = await interleavedRounds([true, false], ROUNDS, (prepacking) => runChild(fileURLToPath(import.meta.url), { ...c, prepacking }, { execArgv: ['--expose-gc'] }) as Row, ({ result }) => process.stderr.write(`${JSON.stringify(result)}\n`), { mirrored: true });
+  rows.push(...runs.map((r) => r.result));
 }
 rmSync(root, { recursive: true, force: true });
-const LOAD_AT_END = Number((loadavg()[0] ?? 0).toFixed(2));
-const machine = `${cpus()[0]?.model.trim() ?? 'unknown CPU'} · ${cpus().length} cores (shared; 1-min load average ${LOAD_AT_START} at start, ${LOAD_AT_END} at end) · Node ${process.version} · ORT intra-op threads 1`;
-const markdown = `# ONNX Runtime weight pre-packing, on and off (generation graph, CPU)
-
-${new Date().toISOString()} · ${machine}
+const markdown = `ORT intra-op threads 1.
 
 | model | weights (MiB) | rows × prompt + new | pre-packing | generate (ms, best of ${cases[0]?.repeats ?? 0} after a warm-up) | peak RSS (MiB) | RSS after (MiB) |
 | --- | ---: | --- | --- | ---: | ---: | ---: |
@@ -110,8 +96,5 @@ ${rows.map((r) => `| ${r.model} | ${r.weightMiB} | ${r.batch} × ${r.promptToken
   one warm-up call, then the timed calls. On and off alternate, ${ROUNDS} rounds per case; the cores are shared with other
   work (load average above), so compare rows of one case, not cases.
 `;
-const dir = join(here, 'results');
-mkdirSync(dir, { recursive: true });
-writeFileSync(join(dir, 'prepacking.md'), markdown);
-writeFileSync(join(dir, 'prepacking.json'), `${JSON.stringify({ machine, rows }, null, 2)}\n`);
+bench.write({ title: 'ONNX Runtime weight pre-packing, on and off (generation graph, CPU)', body: [markdown], data: { rounds: ROUNDS, rows } });
 process.stdout.write(markdown);

@@ -7,15 +7,15 @@
  * policy plays 2 turns, DESCRIBE then ANSWER).
  * A private redis-server on a free port, so nothing else is counted.
  *   npm run bench:redis-memory    (BENCH_EPISODES=1000 by default)
- * Writes bench/results/redis-memory.md and .json.
+ *   BENCH_EPISODES=40 BENCH_RESULTS_DIR=/tmp/r npm run bench:redis-memory   (smallest)
+ * Writes <results dir>/redis-memory.md and .json.
  */
-import { writeFileSync } from 'node:fs';
-import { cpus, loadavg, totalmem } from 'node:os';
 import { Redis } from 'ioredis';
 import type { Policy, PolicyEpisode } from '@sqlenv/agents';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { BullmqTransport, RolloutWorker, runCoordinator, scoreGroup, type TurnTokens } from '@sqlenv/rollout';
 import { startPrivateRedis, TOY_QUESTIONS, ToyPolicy, toyEnvironments } from '@sqlenv/rollout/testing';
+import { startBench } from './lib/harness.ts';
 
 const EPISODES = Number(process.env['BENCH_EPISODES'] ?? 1000);
 const GROUP_SIZE = 8;
@@ -74,13 +74,10 @@ async function measure(label: string, policy: Policy): Promise<{ label: string; 
   }
 }
 
+const bench = startBench('redis-memory');
 const results = [await measure('text', new ToyPolicy()), await measure('llm-shaped', new TokenShapedPolicy())];
-const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), loadAverage: loadavg().map((x) => Math.round(x * 100) / 100), node: process.version };
 const lines = [
-  '# Redis memory per episode in flight',
-  '',
   `\`npm run bench:redis-memory\` — ${EPISODES} episodes admitted at once (no trainer), played and scored, groups of ${GROUP_SIZE}; private redis-server.`,
-  `Machine: ${machine.cpus} cores (${machine.cpu}), ${machine.memoryGiB} GiB, ${machine.node}, load average ${machine.loadAverage.join(' / ')}.`,
   '',
   '| episodes | Redis used_memory growth | per episode | per 1,000 episodes | stored trajectory (avg) |',
   '| --- | ---: | ---: | ---: | ---: |',
@@ -92,6 +89,5 @@ const lines = [
   'memory of the episodes between admission and training — bounded by the staleness bound (S + 1) × B groups.',
   '',
 ];
-writeFileSync(new URL('./results/redis-memory.md', import.meta.url), `${lines.join('\n')}`);
-writeFileSync(new URL('./results/redis-memory.json', import.meta.url), `${JSON.stringify({ machine, results }, null, 2)}\n`);
+bench.write({ title: 'Redis memory per episode in flight', body: lines, data: { episodes: EPISODES, groupSize: GROUP_SIZE, results } });
 process.stdout.write(`${lines.join('\n')}`);

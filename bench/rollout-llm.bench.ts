@@ -9,56 +9,32 @@
  *   the engine alone sustains), and a Qwen3-0.6B-shaped random checkpoint the same way (8 in flight,
  *   a 1,536-token first prompt, observations appended between turns).
  *
- * Engines: `static` = `{ reuseKv: false, batching: 'static' }` (one batch at a time until its
- * longest row stops, every turn re-prefills its context: the engine before per-turn caches),
- * `continuous` = `{ sharePrefixes: false }` (per-episode KV caches, decode chunks of `chunkSteps`,
- * every episode's first turn prefilled from scratch) and `shared-prefix` = the defaults (the same,
- * first turns started from a shared prompt prefix). Each configuration runs in a child process of
- * its own, so its peak RSS is its own. Writes bench/results/<BENCH_RESULTS, default rollout-llm>.md and .json.
+ * Engines: the variants of bench/lib/engine-variants.ts (`default` is the engine as the CLI runs it,
+ * `static` the engine before per-turn caches). Each configuration runs in a child process of its own,
+ * so its peak RSS is its own; a configuration's engines run alternately for BENCH_ROUNDS rounds.
+ * Writes <results dir>/<BENCH_RESULTS, default rollout-llm>.md and .json.
  *
  *   npm run bench:rollout-llm
  *   BENCH_MODELS=sqlenv-tiny BENCH_CONCURRENCY=8,32 BENCH_EPISODES_PER_SLOT=1 npm run bench:rollout-llm   # shorter
- *   BENCH_ENGINES=continuous,shared-prefix BENCH_RESULTS=rollout-llm-prefix …                            # some engines, another file
+ *   BENCH_ENGINES=continuous-no-prefix-share,default BENCH_ROUNDS=2 BENCH_RESULTS=rollout-llm-prefix …    # some engines, another file
+ *   BENCH_MODELS=sqlenv-tiny-engine BENCH_CONCURRENCY=1 BENCH_ENGINES=default BENCH_RESULTS_DIR=/tmp/r … # smallest
  */
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { InferenceEngine, modelFingerprint, presetConfig, readModelConfig, writeRandomCheckpoint, type ExperimentalEngineOptions, type PublicEngineOptions } from '@sqlenv/model';
+import { InferenceEngine, modelFingerprint, presetConfig, readModelConfig, writeRandomCheckpoint } from '@sqlenv/model';
 import { RolloutRunSpecSchema } from '@sqlenv/protocol';
 import { createModelResources, InProcessTransport, RolloutWorker, runCoordinator, runTrainer, RuntimeCache, scheduledQuestions, StatsPolicyUpdater } from '@sqlenv/rollout';
+import { ENGINE_VARIANTS, parseEngineVariants, type EngineSetting, type EngineVariant } from './lib/engine-variants.ts';
+import { childPayload, interleavedRounds, replyToParent, runChild, startBench } from './lib/harness.ts';
 
-const ENGINES = {
-  static: { reuseKv: false, batching: 'static' },
-  // The static engine as one replica with all of BENCH_THREADS and prompt widths padded to multiples of 128 tokens:
-  // the engine as the commands ran it before replicas and width-grouped prefill runs.
-  'static-one-replica': { reuseKv: false, batching: 'static', replicas: 1, lengthBucketTokens: 128 },
-  // The same on one ORT thread whatever BENCH_THREADS says: the engine as the commands ran it before this
-  // round's work (one intra-op thread, static batches, widths padded to 128).
-  'as-filed': { reuseKv: false, batching: 'static', replicas: 1, lengthBucketTokens: 128, threads: 1 },
-  continuous: { sharePrefixes: false },
-  'shared-prefix': {},
-  // The default engine as one replica with all of BENCH_THREADS (the default splits a small model's threads over replicas).
-  'one-replica': { replicas: 1 },
-  'bucket-16': { lengthBucketTokens: 16 },
-  'bucket-8': { lengthBucketTokens: 8 },
-  'stop-half': { chunkStopShare: 0.5 },
-  // The defaults with decode chunks of 8 steps instead of 16 (turns join and leave twice as often).
-  'chunk-8': { chunkSteps: 8 },
-  'chunk-4': { chunkSteps: 4 },
-  'one-replica-chunk-8': { replicas: 1, chunkSteps: 8 },
-  // Fixed decode chunks of 16 steps (a run ends only when all its rows stop).
-  'chunks-16': { chunkSteps: 16, chunkStopShare: 1 },
-  // The defaults with a decode run ending once any one of its rows has stopped.
-  'stop-one': { chunkStopShare: 0.01 },
-} as const satisfies Record<string, EngineSetting>;
-type EngineSetting = ExperimentalEngineOptions & Pick<PublicEngineOptions, 'replicas'> & { threads?: number };
 /** ORT threads of the process (the commands' `--threads`), split over replicas as the commands do. Default 1. */
 const THREADS = Number(process.env['BENCH_THREADS'] ?? 1);
-type EngineName = keyof typeof ENGINES;
-const RUN_ENGINES = (process.env['BENCH_ENGINES']?.split(',') ?? Object.keys(ENGINES)) as EngineName[];
-for (const e of RUN_ENGINES) if (!(e in ENGINES)) throw new Error(`BENCH_ENGINES: unknown engine ${e} (one of ${Object.keys(ENGINES).join(', ')})`);
+const RUN_ENGINES = parseEngineVariants(process.env['BENCH_ENGINES']);
+/** Each configuration's engines run alternately, this many times each. */
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 1);
+type EngineName = EngineVariant;
 
 interface ChildSpec {
   kind: 'tiny-rollout' | 'engine-turns';
@@ -72,6 +48,8 @@ interface ChildSpec {
 interface Row {
   model: string;
   engine: EngineName;
+  /** Which of the BENCH_ROUNDS rounds of its configuration (0-based; absent in rows measured before rounds). */
+  round?: number;
   concurrency: number;
   episodes: number;
   seconds: number;
@@ -93,7 +71,6 @@ interface Row {
   /** Agent rollouts: share of the wall time the process's main thread (agents, worker, transport) was busy (absent in rows measured before). */
   agentThreadBusy?: number;
   rowStepsPerToken: number;
-  /** Share of the wall time the engine waited for returning episodes between runs (absent in rows measured before that wait). */
   runs: number;
   peakRssMiB: number;
   /** CPU time of the benchmark's process (all its threads: engine replicas, agents, environments) per episode, in milliseconds (absent in rows measured before). */
@@ -188,7 +165,7 @@ async function tinyRollout(spec: ChildSpec): Promise<Row> {
       model: { fingerprint: modelFingerprint(spec.modelDir), lora: { rank: 8 }, sampling: { temperature: 1 }, max_new_tokens: TINY_MAX_NEW_TOKENS, context_tokens: TINY_CONTEXT_TOKENS },
     });
   const episodes = Math.max(8, Math.ceil((spec.concurrency * EPISODES_PER_SLOT) / 4) * 4);
-  const { replicas, threads, ...experimental } = ENGINES[spec.engine] as EngineSetting;
+  const { replicas, threads, ...experimental } = ENGINE_VARIANTS[spec.engine] as EngineSetting;
   const model = await createModelResources(runSpec('warm-up', 8).model!, spec.modelDir, {
     maxBatchSize: spec.concurrency,
     experimental,
@@ -257,7 +234,7 @@ async function engineTurns(spec: ChildSpec): Promise<Row> {
   const shape: EngineShape = ENGINE_EPISODES[spec.shape ?? 'sqlenv-tiny'];
   const vocabSize = readModelConfig(spec.modelDir).vocabSize;
   const { value, peakRssMiB } = await withPeakRss(async () => {
-    const { threads, ...engineOptions } = ENGINES[spec.engine] as EngineSetting;
+    const { threads, ...engineOptions } = ENGINE_VARIANTS[spec.engine] as EngineSetting;
     const engine = await InferenceEngine.start({ modelDir: spec.modelDir, maxBatchSize: spec.concurrency, disablePrepacking: true, ...(threads === undefined ? {} : { intraOpThreads: threads }), ...engineOptions });
     const episode = async (e: number, label: number): Promise<void> => {
       const context = Array.from({ length: shape.promptTokens - (e % 16) }, (_, t) => (t * 7919 + e * 104_729 + label) % vocabSize);
@@ -280,97 +257,81 @@ async function engineTurns(spec: ChildSpec): Promise<Row> {
   return statsRow(shape.model, spec, spec.concurrency, value.seconds, value.before, value.after, peakRssMiB, value.cpuMs);
 }
 
-// ---- child: one configuration, one JSON line ------------------------------------------------
-const childSpec = process.env['BENCH_CHILD'];
+// ---- child: one configuration, one result line --------------------------------------------
+const childSpec = childPayload() as ChildSpec | undefined;
 if (childSpec !== undefined) {
-  const spec = JSON.parse(childSpec) as ChildSpec;
-  const row = spec.kind === 'tiny-rollout' ? await tinyRollout(spec) : await engineTurns(spec);
-  process.stdout.write(`ROW ${JSON.stringify(row)}\n`);
+  replyToParent(childSpec.kind === 'tiny-rollout' ? await tinyRollout(childSpec) : await engineTurns(childSpec));
   process.exit(0);
 }
 
-// ---- parent: every configuration, each engine right after the other -------------------------
+// ---- parent: every configuration, its engines alternately for BENCH_ROUNDS rounds ------------
+const bench = startBench(process.env['BENCH_RESULTS'] ?? 'rollout-llm');
 const MODELS = (process.env['BENCH_MODELS'] ?? 'sqlenv-tiny,sqlenv-tiny-engine,qwen3-0.6b').split(',');
 const CONCURRENCIES = (process.env['BENCH_CONCURRENCY'] ?? '1,8,32,64').split(',').map(Number);
-const LOAD_AT_START = Number((loadavg()[0] ?? 0).toFixed(2));
 const root = mkdtempSync(join(tmpdir(), 'sqlenv-bench-llm-'));
 
-function runChild(spec: ChildSpec): Row {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], {
-    env: { ...process.env, BENCH_CHILD: JSON.stringify(spec) },
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  const line = result.stdout.split('\n').find((l) => l.startsWith('ROW '));
-  if (result.status !== 0 || line === undefined) throw new Error(`bench child ${JSON.stringify(spec)} failed (${result.status}): ${result.stderr.slice(-2000)}`);
-  const row = JSON.parse(line.slice(4)) as Row;
-  process.stderr.write(`${JSON.stringify(row)}\n`);
-  return row;
+/** One configuration's engines, alternately, each in a child process of its own. */
+async function runEngines(spec: Omit<ChildSpec, 'engine'>): Promise<Row[]> {
+  const runs = await interleavedRounds(RUN_ENGINES, ROUNDS, (engine, round) => ({ ...(runChild(fileURLToPath(import.meta.url), { ...spec, engine }) as Row), round }), ({ result }) => process.stderr.write(`${JSON.stringify(result)}\n`));
+  return runs.map((r) => r.result);
 }
 
 // Rows of an earlier run's rollout-llm.json to keep in the table (configurations measured separately, each pair still one run).
 const earlier = process.env['BENCH_INCLUDE'];
-const included = earlier === undefined ? undefined : (JSON.parse(readFileSync(earlier, 'utf8')) as { machine: string; rows: Row[] });
+const included = earlier === undefined ? undefined : (JSON.parse(readFileSync(earlier, 'utf8')) as { machine: unknown; rows: Row[] });
 const rows: Row[] = [...(included?.rows ?? [])];
 // Agent rollouts of the shipped checkpoints (same shape: sqlenv-tiny, and sqlenv-base that npm start uses).
 for (const [name, modelDir] of [['sqlenv-tiny', TINY_DIR], ['sqlenv-base', BASE_DIR]] as const) {
   if (!MODELS.includes(name)) continue;
   for (const concurrency of CONCURRENCIES) {
-    for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'tiny-rollout', engine, concurrency, modelDir }));
+    rows.push(...(await runEngines({ kind: 'tiny-rollout', concurrency, modelDir })));
   }
 }
 if (MODELS.includes('sqlenv-tiny-engine')) {
   for (const concurrency of CONCURRENCIES) {
-    for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'engine-turns', shape: 'sqlenv-tiny', engine, concurrency, modelDir: TINY_DIR }));
+    rows.push(...(await runEngines({ kind: 'engine-turns', shape: 'sqlenv-tiny', concurrency, modelDir: TINY_DIR })));
   }
 }
 if (MODELS.includes('qwen3-0.6b')) {
   const qwenDir = join(root, 'qwen3-0.6b');
   writeRandomCheckpoint(qwenDir, presetConfig('qwen3-0.6b'), { seed: 1, initStd: 0.02 });
-  for (const engine of RUN_ENGINES) rows.push(runChild({ kind: 'engine-turns', shape: 'qwen3-0.6b', engine, concurrency: 8, modelDir: qwenDir }));
+  rows.push(...(await runEngines({ kind: 'engine-turns', shape: 'qwen3-0.6b', concurrency: 8, modelDir: qwenDir })));
 }
 rmSync(root, { recursive: true, force: true });
 
-const LOAD_AT_END = Number((loadavg()[0] ?? 0).toFixed(2));
-const thisMachine = `${cpus()[0]?.model.trim() ?? 'unknown CPU'} · ${cpus().length} cores (shared; 1-min load average ${LOAD_AT_START} at start, ${LOAD_AT_END} at end) · Node ${process.version} · ORT threads ${THREADS} per process (agent rollouts: split over the engine replicas by replicaPlan unless the engine says one-replica)`;
-const machine = included === undefined ? thisMachine : `${included.machine} (rows ${included.rows.map((r) => `${r.model} ${r.concurrency}`).filter((v, i, a) => a.indexOf(v) === i).join(', ')}); ${new Date().toISOString()} · ${thisMachine} (the rest)`;
+const includedNote =
+  included === undefined ? [] : [`Rows ${included.rows.map((r) => `${r.model} ${r.concurrency}`).filter((v, i, a) => a.indexOf(v) === i).join(', ')} from ${earlier}, measured on the machine recorded there as \`includedMachine\`; the rest in this run.`, ''];
 function shapeText(name: EngineShapeName): string {
   const s = ENGINE_EPISODES[name];
   return `a ${s.promptTokens}-token first prompt, ${s.turns} turns of at most ${s.maxNewTokens} new tokens, ${s.observationTokens} observation tokens appended after each`;
 }
-/** Against the row pair's first engine that was run (static when it ran). */
+/** Against the first engine run in the same configuration and round. */
 const speedup = (r: Row): string => {
-  const base = rows.find((o) => o.model === r.model && o.concurrency === r.concurrency);
+  const base = rows.find((o) => o.model === r.model && o.concurrency === r.concurrency && o.round === r.round);
   return base === undefined || base === r ? '' : ` (${round(r.episodesPerS / base.episodesPerS, 2)}× ${base.engine})`;
 };
 const table = [
   '| model | in flight | engine | episodes | episodes/s | generated tokens/s | prefill tokens per turn | shared-prefix tokens per turn | mean batch | episodes in flight | turns in a run (all replicas) | ms per turn: in runs / stalled / queued / away | share of run time in prefill runs | agent thread busy | row-steps ÷ returned tokens | runs | peak RSS (MiB) | CPU ms per episode |',
   '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.episodesInFlight ?? '—'} | ${r.rowsInRuns ?? '—'} | ${r.turnMs === undefined ? '—' : `${r.turnMs.inRuns} / ${r.turnMs.stalled ?? '—'} / ${r.turnMs.queued} / ${r.turnMs.away}`} | ${r.admitShare === undefined ? '—' : `${Math.round(100 * r.admitShare)} %`} | ${r.agentThreadBusy === undefined ? '—' : `${Math.round(100 * r.agentThreadBusy)} %`} | ${r.rowStepsPerToken} | ${r.runs} | ${r.peakRssMiB} | ${r.cpuMsPerEpisode ?? '—'} |`),
+  ...rows.map((r) => `| ${r.model} | ${r.concurrency} | ${r.engine}${r.round === undefined || ROUNDS === 1 ? '' : ` (round ${r.round + 1})`} | ${r.episodes} | ${r.episodesPerS}${speedup(r)} | ${r.tokensPerS} | ${r.prefillTokensPerTurn} | ${r.sharedTokensPerTurn ?? '—'} | ${r.meanBatchSize} | ${r.episodesInFlight ?? '—'} | ${r.rowsInRuns ?? '—'} | ${r.turnMs === undefined ? '—' : `${r.turnMs.inRuns} / ${r.turnMs.stalled ?? '—'} / ${r.turnMs.queued} / ${r.turnMs.away}`} | ${r.admitShare === undefined ? '—' : `${Math.round(100 * r.admitShare)} %`} | ${r.agentThreadBusy === undefined ? '—' : `${Math.round(100 * r.agentThreadBusy)} %`} | ${r.rowStepsPerToken} | ${r.runs} | ${r.peakRssMiB} | ${r.cpuMsPerEpisode ?? '—'} |`),
 ];
-const markdown = `# LLM rollout benchmark (CPU): static batches vs continuous batching with per-episode KV caches
-
-${new Date().toISOString()} · ${machine}
+const markdown = `ORT threads ${THREADS} per process (agent rollouts: split over the engine replicas by replicaPlan unless the engine says one-replica); ${ROUNDS} round${ROUNDS === 1 ? '' : 's'} of each configuration's engines, alternating.
 
 ${table.join('\n')}
 
-- *static*: \`{ reuseKv: false, batching: 'static' }\`, the engine before per-turn caches: one batch at a time, decoded until
-  its longest row stops, every turn re-prefilling its whole context. *continuous*: \`{ sharePrefixes: false }\`
-  (per-episode KV caches, decode runs of at most 32 steps that end once a quarter of their rows has stopped, turns join and
-  leave between runs; each episode's first turn prefilled from scratch). *shared-prefix*: the defaults, the same with first turns started from a shared prompt prefix.
-  *static-one-replica*: the static engine as one engine thread with all the
-  process's ORT threads and prompt widths padded to multiples of 128 tokens (as the commands ran it before replicas and
-  width-grouped prefill runs). *as-filed*: the same on one ORT thread (the engine as the commands ran it before this work:
-  one intra-op thread, static batches, 128-token buckets). The other engines pad to multiples of 32 (the default). *one-replica*: the defaults as one engine thread with all the process's ORT
-  threads (the default runs a small model as replicas splitting them, \`replicaPlan\`). The same turns, seeds and sampling.
-  *chunk-8*, *chunk-4*, *one-replica-chunk-8*: the defaults (or *one-replica*) with decode runs of at most 8 or 4 steps instead of 32.
-  *copied-batch*: the defaults with \`residentBatch: false\`: the decode batch's cache copied into new arrays for every chunk. *chunks-16*: fixed decode chunks of 16 steps
-  (\`chunkStopShare: 1\`: a run ends only when all its rows have stopped); *previous-default*: the same with
-  \`residentBatch: false\`, the default before the resident batch and early-ending runs. *stop-one*: the defaults with a run
-  ending once any one of its rows has stopped (\`chunkStopShare: 0.01\`); *stop-half*: once half of them has
-  (\`chunkStopShare: 0.5\`). *bucket-8*, *bucket-16*: the defaults with prompt widths padded to multiples of 8 or 16
-  tokens instead of 32. (The defaults: chunks of at most 32 steps, a run
-  ending once a quarter of its rows has stopped, the decode batch kept in place.)
+- Engines (bench/lib/engine-variants.ts): *default*: the engine as the CLI runs it (per-episode KV caches, continuous batching:
+  decode runs of at most 32 steps that end once a quarter of their rows has stopped, turns joining and leaving between runs,
+  first turns started from a shared prompt prefix, prompt widths padded to multiples of 32, a small model run as replicas
+  splitting the process's ORT threads, \`replicaPlan\`). *static*: \`{ reuseKv: false, batching: 'static' }\`: one batch at a
+  time, decoded until its longest row stops, every turn re-prefilling its whole context. *static-one-replica-bucket-128*: the
+  static engine as one engine thread with all the process's ORT threads and prompt widths padded to multiples of 128 tokens;
+  *static-one-replica-bucket-128-one-thread*: the same on one ORT thread. *continuous-no-prefix-share*: \`{ sharePrefixes: false }\`,
+  each episode's first turn prefilled from scratch. *one-replica*: the defaults as one engine thread with all the ORT threads.
+  *chunk-8*, *chunk-4*, *one-replica-chunk-8*: decode runs of at most 8 or 4 steps. *chunk-16-stop-all*: fixed decode chunks
+  of 16 steps (\`chunkStopShare: 1\`: a run ends only when all its rows have stopped). *stop-one*, *stop-half*: a run ends once
+  any one (\`chunkStopShare: 0.01\`) or half (\`0.5\`) of its rows has stopped. *bucket-8*, *bucket-16*: prompt widths padded to
+  multiples of 8 or 16 tokens. The same turns, seeds and sampling for every engine. *Waiting for returns*: share of the wall
+  time the engine waited for returning episodes between runs.
 - *sqlenv-tiny*, *sqlenv-base*: models/sqlenv-tiny or models/sqlenv-base (4 layers, hidden 192, vocabulary 2,048) playing the built-in dataset's train split through
   one RolloutWorker (in-process transport, statistics-only trainer), LoRA rank 8 (zero adapter), temperature 1, at most
   ${TINY_MAX_NEW_TOKENS} new tokens per turn, ${TINY_CONTEXT_TOKENS}-token contexts, ${EPISODES_PER_SLOT} episodes per slot in flight (at least 8); an untimed pass of up
@@ -398,12 +359,12 @@ ${table.join('\n')}
   child process that ran the configuration (weights, session, caches). *CPU ms per episode*: that process's CPU time (user +
   system, all its threads: engine replicas, agents, environments) over the timed episodes, per episode: the work an episode
   costs, which moves much less than the wall time when other jobs share the cores.
-- Each configuration runs in its own process, the engines of a row pair one right after the other; the cores are shared with other
-  jobs (load average above), so compare the two engines of one row pair, not runs of different days.
+- Each configuration runs in its own process, the engines of a configuration alternately (BENCH_ROUNDS rounds); the cores are
+  shared with other jobs (load average above), so compare the engines of one configuration, not runs of different days.
 `;
-const dir = join(here, 'results');
-mkdirSync(dir, { recursive: true });
-const name = process.env['BENCH_RESULTS'] ?? 'rollout-llm';
-writeFileSync(join(dir, `${name}.md`), markdown);
-writeFileSync(join(dir, `${name}.json`), `${JSON.stringify({ machine, rows }, null, 2)}\n`);
+bench.write({
+  title: 'LLM rollout benchmark (CPU): static batches vs continuous batching with per-episode KV caches',
+  body: [...includedNote, markdown],
+  data: { threads: THREADS, rounds: ROUNDS, engines: RUN_ENGINES, ...(included === undefined ? {} : { includedFrom: earlier, includedMachine: included.machine }), rows },
+});
 process.stdout.write(markdown);

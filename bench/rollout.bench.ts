@@ -17,17 +17,18 @@
  * Queue overhead per episode = 1000 × (1/rate(BullMQ, 1 worker) − 1/rate(direct)) ms at the
  * same in-flight count. The BullMQ rows also report Redis commands per episode and CPU ms per
  * episode by component (worker process trees, this process, the Redis server): on a shared
- * machine those move far less than episodes/s. Writes bench/results/rollout.md and .json.
+ * machine those move far less than episodes/s. Writes <results dir>/rollout.md and .json.
  *
- * Profiling knobs (a run with any of the first two set prints but does not replace the results):
+ *   BENCH_EPISODES=40 BENCH_WARMUP_EPISODES=8 BENCH_REPEATS=1 BENCH_WORKERS=1 BENCH_RESULTS_DIR=/tmp/r npm run bench:rollout   (smallest)
+ *
+ * Profiling knobs (send partial runs elsewhere with BENCH_RESULTS_DIR):
  *   BENCH_CONFIGS=direct,inproc,floor,bullmq   BENCH_WORKERS=1,2,4   BENCH_TRACE=1 (admission/batch timeline)
  *   BENCH_EXECUTOR_POOL_SIZE=1|N|default       BENCH_WORKER_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'
  * For exact command counts and server CPU, point REDIS_URL at a private redis-server.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
-import { cpus, loadavg, totalmem } from 'node:os';
+import { readdir, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FlowProducer, Queue, Worker } from 'bullmq';
@@ -49,13 +50,13 @@ import {
 } from '@sqlenv/rollout';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { deleteKeysUnder } from '@sqlenv/rollout/testing';
+import { startBench } from './lib/harness.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const resultsDir = join(root, 'bench', 'results');
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const episodes = Number(process.env['BENCH_EPISODES'] ?? 800);
 /** Warm-up episodes per process before each timed run: enough for the JIT to settle, not just for start-up. */
-const warmupEpisodes = 400;
+const warmupEpisodes = Number(process.env['BENCH_WARMUP_EPISODES'] ?? 400);
 /** Episodes in flight per worker process (and in the direct baseline). */
 const concurrency = 16;
 const workerCounts = (process.env['BENCH_WORKERS'] ?? '1,2,4').split(',').map(Number);
@@ -311,7 +312,7 @@ async function bullmq(workers: number, n: number): Promise<Row> {
   }
 }
 
-const loadBefore = loadavg();
+const bench = startBench('rollout');
 process.stderr.write(`bench:rollout: ${episodes} oracle episodes per configuration, ${concurrency} in flight per process\n`);
 const report = (row: Row): void => {
   rows.push(row);
@@ -337,10 +338,7 @@ const directRate = rows.find((r) => r.name.startsWith('direct'))?.episodesPerSec
 const oneWorker = rows.find((r) => r.name.startsWith('BullMQ, 1 '));
 const inProcessRow = rows.find((r) => r.name.startsWith('in-process'));
 const overheadMs = (rate: number | undefined): number | null => (rate === undefined || directRate === 0 ? null : 1000 * (1 / rate - 1 / directRate));
-const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, loadAverageBefore: loadBefore.map((l) => Math.round(l * 100) / 100), loadAverageAfter: loadavg().map((l) => Math.round(l * 100) / 100) };
 const result = {
-  date: new Date().toISOString(),
-  machine,
   episodesPerConfiguration: episodes,
   concurrencyPerProcess: concurrency,
   rows,
@@ -351,11 +349,7 @@ const result = {
 
 const fmt = (x: number | null): string => (x === null ? '—' : x.toFixed(2));
 const md = [
-  '# bench:rollout — distributed rollout throughput',
-  '',
-  `Run ${result.date} on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}. Load average before/after: ${machine.loadAverageBefore.join(' ')} / ${machine.loadAverageAfter.join(' ')} (the machine is shared: other jobs ran at the same time).`,
-  '',
-  `Oracle policy on the built-in dataset, ${episodes} episodes per timed run (groups of 4), ${concurrency} episodes in flight per process; every run checked complete (0 lost, 0 duplicated). A ${warmupEpisodes}-episode warm-up run per process precedes the timed runs, and the clock starts once every worker process has attached to the run. Worker processes run ${workerPoolSize ?? 'the default number of'} SQL executor child${workerPoolSize === '1' ? '' : 'ren'} each. Each row is the median of ${repeats} timed runs (all runs listed).`,
+  `The machine is shared: other jobs ran at the same time. Oracle policy on the built-in dataset, ${episodes} episodes per timed run (groups of 4), ${concurrency} episodes in flight per process; every run checked complete (0 lost, 0 duplicated). A ${warmupEpisodes}-episode warm-up run per process precedes the timed runs, and the clock starts once every worker process has attached to the run. Worker processes run ${workerPoolSize ?? 'the default number of'} SQL executor child${workerPoolSize === '1' ? '' : 'ren'} each. Each row is the median of ${repeats} timed runs (all runs listed).`,
   '',
   '| configuration | worker processes | episodes | seconds | episodes/s | runs (episodes/s) | × direct | Redis commands/episode |',
   '| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |',
@@ -375,13 +369,8 @@ const md = [
     return c === undefined ? [] : [`| ${r.name} | ${c.workers.toFixed(2)} | ${c.coordinatorTrainer.toFixed(2)} | ${c.redis.toFixed(2)} | ${(c.workers + c.coordinatorTrainer + c.redis).toFixed(2)} |`];
   }),
   '',
-  `Targets from the issue: ≥ 300 episodes/s with 4 workers, ≤ 3 ms queue overhead per episode.`,
+  `Targets: ≥ 300 episodes/s with 4 workers, ≤ 3 ms queue overhead per episode.`,
   '',
-].join('\n');
-// A partial run (BENCH_CONFIGS / BENCH_WORKERS set) is for profiling: it prints, it doesn't replace the results.
-if (process.env['BENCH_CONFIGS'] === undefined && process.env['BENCH_WORKERS'] === undefined) {
-  await mkdir(resultsDir, { recursive: true });
-  await writeFile(join(resultsDir, 'rollout.json'), `${JSON.stringify(result, null, 2)}\n`);
-  await writeFile(join(resultsDir, 'rollout.md'), md);
-}
-process.stdout.write(md);
+];
+bench.write({ title: 'bench:rollout — distributed rollout throughput', body: md, data: result });
+process.stdout.write(md.join('\n'));

@@ -12,7 +12,7 @@
  *   1. held:    1,000 sessions open at once, each reset once → server RSS (target ≤ 500 MB)
  *   2. active:  256 clients stepping as fast as they can → steps/s (target ≥ 3,000), p50/p99 (target p99 ≤ 50 ms)
  *   3. runaway: as 2, plus one client keeping a never-ending query in flight → p99 must move by < 2x
- *   4. paced:   the 256 clients of 2 sending at a fixed total rate (default 3,000 steps/s, the issue's
+ *   4. paced:   the 256 clients of 2 sending at a fixed total rate (default 3,000 steps/s, the target
  *               throughput) → p99 at that load; and 5. paced + runaway → its p99 ratio. A closed loop
  *               at saturation has mean latency = clients ÷ throughput by Little's law, whatever the
  *               server does, so the latency target is also read at the target load.
@@ -20,15 +20,15 @@
  *   6. runaways: the 32 light clients with 0, 1, 3 and 6 clients each keeping a never-ending query in
  *               flight → p99 of the quick QUERY steps. Their SQL gets a fresh comment each time, so
  *               every one goes through an executor child (as an agent's new statement would) instead
- *               of the in-process fast path; `--runaways-only` runs just this part and updates its
- *               section of server.md.
+ *               of the in-process fast path; `--runaways-only` runs just this part and writes it
+ *               as server-runaways.md and .json.
  *
- * Dataset: SPIDER_DIR when set, else the builtin dataset. Writes bench/results/server.md and .json.
+ * Dataset: SPIDER_DIR when set, else the builtin dataset. Writes <results dir>/server.md and .json.
+ *   BENCH_RESULTS_DIR=/tmp/r npm run bench:server -- --clients 16 --light-clients 4 --held 20 --duration-s 1 --paced-steps-per-s 200   (smallest)
  * Run: npm run bench:server  (options: --clients N --light-clients N --held N --duration-s S --pipeline-depth N --full-parse --paced-steps-per-s N --progress --client-cpu-prof DIR --runaways-only)
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
@@ -37,6 +37,7 @@ import WebSocket from 'ws';
 import { processCpuMs } from '@sqlenv/shared';
 import { createSqlEnvRuntime } from '@sqlenv/sql-env';
 import { createEnvServer } from '@sqlenv/env-server';
+import { loadAverage1mNow, startBench } from './lib/harness.ts';
 
 /** How long after its window a run may take to finish its last requests before it is reported as stalled. */
 const STALL_GRACE_MS = 30_000;
@@ -415,11 +416,11 @@ async function serverMain(): Promise<void> {
       progress: { type: 'boolean', default: false },
       /** Clients decode every reply with JSON.parse, as a real client would (default: type and reward only). */
       'full-parse': { type: 'boolean', default: false },
-      /** Offered load of the paced scenarios, in steps/s over all clients (the issue's throughput target). */
+      /** Offered load of the paced scenarios, in steps/s over all clients (the throughput target). */
       'paced-steps-per-s': { type: 'string', default: '3000' },
       /** Write a V8 CPU profile of the client process into this directory (profile the server with node --cpu-prof). */
       'client-cpu-prof': { type: 'string' },
-      /** Run only the runaway series (scenario 6) and update its section of server.md. */
+      /** Run only the runaway series (scenario 6), written as server-runaways.md and .json. */
       'runaways-only': { type: 'boolean', default: false },
     },
   });
@@ -430,7 +431,7 @@ async function serverMain(): Promise<void> {
   const warmupMs = 2_000;
   const fullParse = values['full-parse'];
   const pacedStepsPerS = Number(values['paced-steps-per-s']);
-  const loadAvgStart1m = Math.round((loadavg()[0] ?? 0) * 10) / 10;
+  const bench = startBench(values['runaways-only'] ? 'server-runaways' : 'server');
   const dataset = process.env['SPIDER_DIR'] ?? 'builtin';
 
   const pipelineDepth = values['pipeline-depth'] === undefined ? undefined : Number(values['pipeline-depth']);
@@ -461,14 +462,8 @@ async function serverMain(): Promise<void> {
     child.send({ cmd: 'exit' } satisfies Command);
     await server.close();
     await runtime.close();
-    mkdirSync(join(import.meta.dirname, 'results'), { recursive: true });
-    writeFileSync(join(import.meta.dirname, 'results', 'server-runaways.json'), `${JSON.stringify(result, null, 2)}\n`);
-    const mdPath = join(import.meta.dirname, 'results', 'server.md');
     const section = renderRunawaySection(result);
-    const old = existsSync(mdPath) ? readFileSync(mdPath, 'utf8') : '# bench:server\n';
-    const at = old.indexOf(RUNAWAYS_START);
-    const end = old.indexOf(RUNAWAYS_END);
-    writeFileSync(mdPath, at >= 0 && end > at ? `${old.slice(0, at)}${section}${old.slice(end + RUNAWAYS_END.length)}` : `${old.trimEnd()}\n\n${section}\n`);
+    bench.write({ title: 'bench:server — quick queries with runaway queries in flight', body: [section], data: { ...result } });
     process.stdout.write(`${section}\n`);
     return;
   }
@@ -498,7 +493,7 @@ async function serverMain(): Promise<void> {
   const lightServer = withPerRequest(lightLoad.end(), light);
   await waitForSessions(() => server.sessionCount(), 0);
 
-  // The same 256 clients at the issue's rate instead of as fast as they can: latency at that load, not at saturation.
+  // The same 256 clients at the target rate instead of as fast as they can: latency at that load, not at saturation.
   process.stderr.write(`${clients} clients paced at ${pacedStepsPerS} steps/s for ${durationMs / 1000} s...\n`);
   const pacedLoad = serverLoad(child.pid ?? 0, () => runtime.executor.childPids());
   const paced = await ask<RunReport>(child, { cmd: 'run', url, clients, durationMs, warmupMs, runaways: 0, fullParse, plan, stepsPerS: pacedStepsPerS });
@@ -524,8 +519,6 @@ async function serverMain(): Promise<void> {
   await runtime.close();
 
   const result = {
-    date: new Date().toISOString(),
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 1024 ** 3), node: process.version, loadAvgStart1m, loadAvg1m: Math.round((loadavg()[0] ?? 0) * 10) / 10 },
     dataset: { name: runtime.dataset.name, questions: runtime.dataset.questions.length, source: process.env['SPIDER_DIR'] === undefined ? 'builtin' : 'SPIDER_DIR' },
     held: { target: heldTarget, opened: hold.opened, failed: hold.failed, serverSessions: heldSessions, openMs: Math.round(hold.openMs), rssIdleMB: mb(rssIdleBytes), rssHeldMB: mb(rssHeldBytes), heapIdleMB: mb(heapIdleBytes), heapHeldMB: mb(heapHeldBytes), heapPerSessionKB: Math.round((heapHeldBytes - heapIdleBytes) / 1024 / Math.max(1, hold.opened) * 10) / 10, rssPerSessionKB: Math.round((rssHeldBytes - rssIdleBytes) / 1024 / Math.max(1, hold.opened) * 10) / 10 },
     active: { ...active, rssMB: mb(rssActiveBytes), server: activeServer },
@@ -538,19 +531,16 @@ async function serverMain(): Promise<void> {
     fullParse,
     runaways,
   };
-  mkdirSync(join(import.meta.dirname, 'results'), { recursive: true });
-  writeFileSync(join(import.meta.dirname, 'results', 'server.json'), `${JSON.stringify(result, null, 2)}\n`);
-  writeFileSync(join(import.meta.dirname, 'results', 'server.md'), `${renderMarkdown(result)}\n${renderRunawaySection(runaways)}\n`);
+  bench.write({ title: 'bench:server', body: [renderMarkdown(result), renderRunawaySection(runaways)], data: result });
   process.stdout.write(renderMarkdown(result));
 }
 
 const RUNAWAY_COUNTS = [0, 1, 3, 6] as const;
-const RUNAWAYS_START = '<!-- runaways:start -->';
-const RUNAWAYS_END = '<!-- runaways:end -->';
 
 interface RunawaySeries {
-  date: string;
-  machine: { cpus: number; cpuModel: string; node: string; loadAvgStart1m: number; loadAvgEnd1m: number };
+  /** 1-minute load average when the series started and ended (it runs last in a full run). */
+  loadAverage1mStart: number;
+  loadAverage1mEnd: number;
   dataset: string;
   executor: { poolSize: number; spareChildren: number; maxStuckChildren: number; timeoutMs: number };
   runs: (RunReport & { runaways: number; server: ServerLoad; childrenStarted: number; executorTimeouts: number })[];
@@ -561,7 +551,7 @@ async function runawaySeries(o: {
   child: ChildProcess; url: string; clients: number; durationMs: number; warmupMs: number; fullParse: boolean; plan: PlannedEpisode[];
   runtime: Awaited<ReturnType<typeof createSqlEnvRuntime>>; sessions: () => number;
 }): Promise<RunawaySeries> {
-  const loadAvgStart1m = Math.round((loadavg()[0] ?? 0) * 10) / 10;
+  const loadAverage1mStart = loadAverage1mNow();
   const runs: RunawaySeries['runs'] = [];
   for (const runaways of RUNAWAY_COUNTS) {
     process.stderr.write(`${o.clients} clients (new statements) + ${runaways} runaway queries for ${o.durationMs / 1000} s...\n`);
@@ -574,8 +564,8 @@ async function runawaySeries(o: {
   }
   const { poolSize, spareChildren, maxStuckChildren, timeoutMs } = o.runtime.executor.config;
   return {
-    date: new Date().toISOString(),
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, loadAvgStart1m, loadAvgEnd1m: Math.round((loadavg()[0] ?? 0) * 10) / 10 },
+    loadAverage1mStart,
+    loadAverage1mEnd: loadAverage1mNow(),
     dataset: o.runtime.dataset.name,
     executor: { poolSize, spareChildren, maxStuckChildren, timeoutMs },
     runs,
@@ -586,10 +576,9 @@ function renderRunawaySection(r: RunawaySeries): string {
   const f = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
   const rows = r.runs.map((x) =>
     `| ${x.runaways}${x.stalled ? ' (STALLED)' : ''} | ${x.clients} | ${f(x.queryP50Ms)} ms | **${f(x.queryP99Ms)} ms** | ${f(x.queryMaxMs)} ms | ${x.steps} | ${f(x.stepsPerS, 0)} | ${x.queryErrors} | ${x.runawayQueries} (${x.runawayMeanMs === null ? 'n/a' : f(x.runawayMeanMs, 0)} ms) | ${x.childrenStarted} | ${Math.round(x.server.machineShare * 100)} % |`);
-  return `${RUNAWAYS_START}
-## 3. Quick queries with runaway queries in flight
+  return `## 3. Quick queries with runaway queries in flight
 
-${r.date} · ${r.machine.cpus} CPU cores (${r.machine.cpuModel}), Node ${r.machine.node}, load average (1 min) at the start: ${r.machine.loadAvgStart1m}, at the end: ${r.machine.loadAvgEnd1m}
+Load average (1 min) at the start of this series: ${r.loadAverage1mStart}, at the end: ${r.loadAverage1mEnd}.
 Dataset: ${r.dataset}. Executor: pool ${r.executor.poolSize}, ${r.executor.spareChildren} spare, stand-ins for up to ${r.executor.maxStuckChildren} stuck children, query timeout ${r.executor.timeoutMs} ms.
 
 ${r.runs[0]?.clients ?? '?'} clients play oracle episodes as in section 2, but each QUERY carries a fresh comment, so every one is a statement never
@@ -601,7 +590,7 @@ work crowded the machine, and the latencies then mostly measure waiting for a CP
 | runaways in flight | clients | QUERY p50 | QUERY p99 | QUERY max | steps measured | steps/s | QUERY errors | runaway queries cut off (mean time to cut-off) | executor children started | machine share |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 ${rows.join('\n')}
-${RUNAWAYS_END}`;
+`;
 }
 
 interface ServerLoad {
@@ -678,8 +667,6 @@ function fullParseNote(fullParse: boolean): string {
 }
 
 function renderMarkdown(r: {
-  date: string;
-  machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string; loadAvgStart1m: number; loadAvg1m: number };
   dataset: { name: string; questions: number; source: string };
   held: { target: number; opened: number; failed: number; serverSessions: number; openMs: number; rssIdleMB: number; rssHeldMB: number; heapIdleMB: number; heapHeldMB: number; heapPerSessionKB: number; rssPerSessionKB: number };
   active: RunReport & { rssMB: number; server: ServerLoad };
@@ -697,10 +684,7 @@ function renderMarkdown(r: {
   const row = (name: string, clients: string, x: RunReport & { server: ServerLoad }): string =>
     `| ${name}${x.stalled ? ` (STALLED: cut off ${STALL_GRACE_MS / 1000} s after the window, ${x.unanswered} measured steps still unanswered)` : ''} | ${clients} | ${x.steps} | ${f(x.stepsPerS, 0)} | ${f(x.p50Ms)} ms | ${f(x.p90Ms)} ms | ${f(x.p99Ms)} ms | ${f(x.maxMs)} ms | ${f(x.queryP99Ms)} / ${f(x.otherP99Ms)} ms | ${x.episodes} (${x.correct}) | ${x.errors} | ` +
     `${Math.round(x.server.eventLoopUtilization * 100)} % | ${x.server.cpuCores} | ${us(x.server.cpuUsPerRequest)} / ${us(x.server.clientUsPerRequest)} / ${us(x.server.executorUsPerRequest)} µs | ${Math.round(x.server.machineShare * 100)} % |`;
-  return `# bench:server
-
-${r.date} · ${r.machine.cpus} CPU cores (${r.machine.cpuModel}), ${r.machine.memoryGiB} GiB, Node ${r.machine.node}, load average (1 min) at the start: ${r.machine.loadAvgStart1m}, at the end: ${r.machine.loadAvg1m}
-Dataset: ${r.dataset.name} (${r.dataset.questions} questions, from ${r.dataset.source}). Server, SQL executor children and clients share the machine:
+  return `Dataset: ${r.dataset.name} (${r.dataset.questions} questions, from ${r.dataset.source}). Server, SQL executor children and clients share the machine:
 the clients run in a separate process on the same cores, so every number here includes their CPU load (and that of anything else running).
 
 ## 1. Sessions held

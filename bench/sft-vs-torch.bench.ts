@@ -3,10 +3,11 @@
  * episodes: `sqlenv sft --full` against the same step in PyTorch + transformers (bench/sft_torch_step.py),
  * on the same cores, side by side in one run. Each side runs in its own child process, the sides
  * alternate round by round so a change in the machine's load hits both. Writes
- * bench/results/sft-vs-torch.md and .json.
+ * <results dir>/sft-vs-torch.md and .json after every configuration (a run stopped early keeps what it measured).
  *
  *   npm run bench:sft-vs-torch                      # 3 rounds of 4 steps per configuration
  *   npm run bench:sft-vs-torch -- --rounds 5 --steps 6
+ *   BENCH_RESULTS_DIR=/tmp/r npm run bench:sft-vs-torch -- --rounds 1 --steps 1   # smallest
  *
  * PyTorch comes from SQLENV_PYTHON (a Python with torch and transformers); without it the PyTorch
  * rows are skipped with a message. Step times exclude each process's first step (graph and
@@ -16,7 +17,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describeMachine, machineLine, median, numberArg, repoRoot, resultsDir, runSqlenv, today, writeResultFiles } from './lib/cli-bench.ts';
+import { interleavedRounds, median, numberArg, repoRoot, runSqlenv, startBench } from './lib/harness.ts';
 
 const rounds = numberArg('--rounds', 3);
 const steps = numberArg('--steps', 4);
@@ -63,23 +64,19 @@ const dataLines = readFileSync(data, 'utf8').trim().split('\n').map((l) => JSON.
 const tokens = dataLines.reduce((n, l) => n + l.input_ids.length, 0);
 const active = configs.filter((c) => c.side === 'ours' || python !== undefined);
 if (python === undefined) console.log('SQLENV_PYTHON is not set: the PyTorch rows are skipped (set it to a Python with torch and transformers).');
-const machine = describeMachine();
+const bench = startBench('sft-vs-torch');
 const samples = new Map<string, { ms: number[]; threads: number }>();
-for (let r = 0; r < rounds; r++) {
-  for (const c of active) {
-    const got = runOnce(c);
-    const s = samples.get(c.label) ?? { ms: [], threads: got.threads };
-    s.ms.push(...got.ms);
-    samples.set(c.label, s);
-    console.log(`round ${r + 1}/${rounds} ${c.label}: ${got.ms.map((x) => x.toFixed(0)).join(', ')} ms`);
-    // Written after every configuration: a run stopped early keeps what it measured.
-    writeResults(r + 1);
-  }
-}
+await interleavedRounds(active, rounds, runOnce, ({ variant: c, round, result: got }) => {
+  const s = samples.get(c.label) ?? { ms: [], threads: got.threads };
+  s.ms.push(...got.ms);
+  samples.set(c.label, s);
+  console.log(`round ${round + 1}/${rounds} ${c.label}: ${got.ms.map((x) => x.toFixed(0)).join(', ')} ms`);
+  const { markdownPath } = writeResults(round + 1);
+  if (round === rounds - 1 && c === active.at(-1)) console.log(readFileSync(markdownPath, 'utf8'));
+});
 rmSync(work, { recursive: true, force: true });
-console.log(readFileSync(join(resultsDir, 'sft-vs-torch.md'), 'utf8'));
 
-function writeResults(roundsDone: number): void {
+function writeResults(roundsDone: number): { markdownPath: string } {
   const rows = active.filter((c) => samples.has(c.label)).map((c) => {
     const s = samples.get(c.label) as { ms: number[]; threads: number };
     return { label: c.label, side: c.side, threads: s.threads, batch: c.batch ?? null, medianMs: Math.round(median(s.ms)), minMs: Math.round(Math.min(...s.ms)), steps: s.ms.length };
@@ -88,12 +85,8 @@ function writeResults(roundsDone: number): void {
   const torchRows = rows.filter((r) => r.side === 'torch' && r.label.includes('default threads'));
   const torchBest = torchRows.length === 0 ? undefined : torchRows.reduce((a, b) => (a.medianMs <= b.medianMs ? a : b));
   const speedup = torchBest === undefined ? null : torchBest.medianMs / oursDefault.medianMs;
-  const result = { date: today(), machine, episodes, tokens, rounds, roundsStarted: roundsDone, stepsPerRound: steps, rows, speedupVsTorchDefault: speedup === null ? null : Math.round(speedup * 100) / 100 };
+  const data = { episodes, tokens, rounds, roundsStarted: roundsDone, stepsPerRound: steps, rows, speedupVsTorchDefault: speedup === null ? null : Math.round(speedup * 100) / 100 };
   const md = [
-    '# SFT step: sqlenv vs PyTorch',
-    '',
-    machineLine(result.date, machine),
-    '',
     `One full-parameter SFT step (AdamW, gradient clipped to norm 1) of models/sqlenv-tiny on ${episodes} oracle episodes of the train split (${tokens} tokens), float32 on the CPU. ` +
       `${roundsDone} of ${rounds} rounds, the sides alternating; ${steps} timed steps per process after one warm-up step. PyTorch + transformers via bench/sft_torch_step.py, at PyTorch's default thread count (one per core) and at 1.`,
     '',
@@ -104,5 +97,5 @@ function writeResults(roundsDone: number): void {
     speedup === null ? 'PyTorch was not measured (SQLENV_PYTHON unset).' : `sqlenv at its default threads vs PyTorch's faster default-thread configuration (${torchBest?.label}): **${speedup.toFixed(2)}×** PyTorch's speed (> 1 is faster).`,
     '',
   ];
-  writeResultFiles('sft-vs-torch', result, md);
+  return bench.write({ title: 'SFT step: sqlenv vs PyTorch', body: md, data });
 }

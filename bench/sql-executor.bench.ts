@@ -2,22 +2,25 @@
  * Throughput of the SQL sandbox executor vs running the same prepared
  * statement in-process with better-sqlite3.
  *
- *   SPIDER_DIR=... node --import tsx bench/sql-executor.bench.ts [--seconds 3] [--pool 2] [--depth 16]
+ *   SPIDER_DIR=... npm run bench:sql -- [--seconds 3] [--pool 2] [--depth 16]
+ *   BENCH_RESULTS_DIR=/tmp/r npm run bench:sql -- --seconds 0.2   (smallest)
  *
  * Uses Spider's activity_1 database when SPIDER_DIR is set, else a small
- * generated database in a temp dir. Writes bench/results/sql-executor.md.
+ * generated database in a temp dir. Writes <results dir>/sql-executor.md and .json.
  */
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { QueryRunner, QueryLimitsSchema, SqlExecutor } from '@sqlenv/sql-env';
+import { startBench } from './lib/harness.ts';
 
 const { values: args } = parseArgs({ options: { seconds: { type: 'string', default: '3' }, pool: { type: 'string', default: '2' }, depth: { type: 'string', default: '16' } } });
 const seconds = Number(args.seconds);
 const poolSize = Number(args.pool);
 const pipelineDepth = Number(args.depth);
+const bench = startBench('sql-executor');
 
 function target(): { dbPath: string; queries: string[]; label: string; cleanup: () => void } {
   const spider = process.env.SPIDER_DIR;
@@ -82,18 +85,13 @@ runner.close();
 const executor = new SqlExecutor({ poolSize, pipelineDepth, inProcessMaxMs: 0 });
 await executor.whenReady();
 await Promise.all(Array.from({ length: poolSize * 4 }, (_, i) => executor.query(dbPath, queries[i % queries.length] as string)));
-const rows: string[] = [];
-for (const concurrency of [1, 4, 16, 64, 256]) {
-  const { qps, parentCpuUsPerQuery } = await timeExecutor(executor, dbPath, queries, concurrency);
-  rows.push(`| ${concurrency} | ${Math.round(qps).toLocaleString('en-US')} | ${(directQps / qps).toFixed(1)}× | ${parentCpuUsPerQuery.toFixed(1)} |`);
-}
+const rows: { concurrency: number; qps: number; parentCpuUsPerQuery: number }[] = [];
+for (const concurrency of [1, 4, 16, 64, 256]) rows.push({ concurrency, ...(await timeExecutor(executor, dbPath, queries, concurrency)) });
 await executor.close();
 cleanup();
 
 const report = [
-  '# SQL executor throughput',
-  '',
-  `Run ${new Date().toISOString()} on ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.version}; 1-minute load average at the end: ${loadavg()[0]?.toFixed(1)} (the cores are shared with other work). Database: ${label}.`,
+  `The cores are shared with other work. Database: ${label}.`,
   `Executor: ${poolSize} child processes, pipeline depth ${pipelineDepth}, in-process fast path off (every query through a child). ${seconds} s per measurement; queries rotate over ${queries.length} simple SELECTs (maxRows 20).`,
   '',
   `- better-sqlite3 in-process, same prepared statements, \`.raw().all()\`: **${Math.round(directQps).toLocaleString('en-US')} queries/s**`,
@@ -101,9 +99,8 @@ const report = [
   '',
   '| concurrent queries | executor queries/s | slowdown vs direct | parent CPU µs/query |',
   '|---:|---:|---:|---:|',
-  ...rows,
+  ...rows.map((r) => `| ${r.concurrency} | ${Math.round(r.qps).toLocaleString('en-US')} | ${(directQps / r.qps).toFixed(1)}× | ${r.parentCpuUsPerQuery.toFixed(1)} |`),
   '',
 ];
-mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
-writeFileSync(new URL('./results/sql-executor.md', import.meta.url), report.join('\n'));
+bench.write({ title: 'SQL executor throughput', body: report, data: { database: label, poolSize, pipelineDepth, seconds, directQps, runnerQps, rows } });
 process.stdout.write(report.join('\n'));

@@ -2,9 +2,8 @@
  * Child process of bench/train.bench.ts: one training configuration in a process of its own, so its
  * peak RSS (VmHWM from /proc) is its own. Builds the training graph for a preset (random weights),
  * creates the session, times one micro-batch's forward (fetching only the log-probs), forward +
- * backward, and an AdamW step on the adapter, and prints one JSON line.
- *
- *   node --expose-gc --import tsx bench/train-probe.ts '<json ProbeSpec>'
+ * backward, and an AdamW step on the adapter, and answers with the harness's result line. Started
+ * by the bench through the harness's runChild (payload: a ProbeSpec).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +11,7 @@ import { join } from 'node:path';
 import { createSession, saveModel, tensor, type OrtConfigEntries, type TensorData } from '@sqlenv/onnx-graph';
 import { buildScoringGraph, IO, initLoraWeights, leftPad, loraTensorSpecs, parseLoraConfig, presetConfig, randomWeights, type DecoderRecompute } from '@sqlenv/model';
 import { buildTrainingGraph, LoraOptimizer, parseLearnerConfig, TRAIN_IO } from '@sqlenv/grpo';
-import { bestWallMs } from './lib/cli-bench.ts';
+import { bestWallMs, childPayload, replyToParent } from './lib/harness.ts';
 
 export interface ProbeSpec {
   preset: string;
@@ -32,7 +31,9 @@ export interface ProbeSpec {
   memoryPattern?: boolean;
 }
 
-const spec = JSON.parse(process.argv[2] ?? '') as ProbeSpec;
+const payload = childPayload();
+if (payload === undefined) throw new Error('bench/train-probe.ts is a child of bench/train.bench.ts: run npm run bench:train');
+const spec = payload as ProbeSpec;
 const gc = (globalThis as { gc?: () => void }).gc ?? ((): void => undefined);
 
 /** VmHWM / VmRSS of this process in bytes. */
@@ -131,21 +132,19 @@ const optimizerMs = await best(async () => {
   optimizer.apply(params, grads);
 });
 const gradNorm = Math.sqrt([...grads.values()].reduce((a, g) => a + g.reduce((b, x) => b + x * x, 0), 0));
-process.stdout.write(
-  `${JSON.stringify({
-    ...spec,
-    numLayers: config.numLayers,
-    graphNodes,
-    loraParams: specs.reduce((a, sp) => a + sp.shape[0] * sp.shape[1], 0),
-    buildMs: Math.round(buildMs),
-    sessionMs: Math.round(sessionMs),
-    forwardMs: Number(forwardMs.toFixed(1)),
-    fullMs: Number(fullMs.toFixed(1)),
-    logprobsOnlyMs: Number(logprobsOnlyMs.toFixed(1)),
-    optimizerMs: Number(optimizerMs.toFixed(2)),
-    gradNormFinite: Number.isFinite(gradNorm) && gradNorm > 0,
-    sessionRssBytes: afterSession.rssBytes,
-    sessionPeakBytes: afterSession.peakBytes,
-    trainPeakBytes: train.peakBytes,
-  })}\n`,
-);
+replyToParent({
+  ...spec,
+  numLayers: config.numLayers,
+  graphNodes,
+  loraParams: specs.reduce((a, sp) => a + sp.shape[0] * sp.shape[1], 0),
+  buildMs: Math.round(buildMs),
+  sessionMs: Math.round(sessionMs),
+  forwardMs: Number(forwardMs.toFixed(1)),
+  fullMs: Number(fullMs.toFixed(1)),
+  logprobsOnlyMs: Number(logprobsOnlyMs.toFixed(1)),
+  optimizerMs: Number(optimizerMs.toFixed(2)),
+  gradNormFinite: Number.isFinite(gradNorm) && gradNorm > 0,
+  sessionRssBytes: afterSession.rssBytes,
+  sessionPeakBytes: afterSession.peakBytes,
+  trainPeakBytes: train.peakBytes,
+});

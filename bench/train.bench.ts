@@ -1,30 +1,33 @@
 /**
  * Training cost on CPU: one micro-batch's forward, forward + backward and optimizer step, and the peak
  * RSS of each configuration of the memory plan, each in a child process (bench/train-probe.ts) so
- * peaks do not mix. Writes bench/results/train.md and .json; each mode below updates its own section.
+ * peaks do not mix. Writes <results dir>/train.md and .json; each mode below updates its own section
+ * (the others are kept from the train.json already there).
  *
  *   npm run bench:train                          # tiny-qwen3, every head × recompute variant
  *   npm run bench:train -- --qwen3-0.6b --layers 4  # Qwen3-0.6B shapes cut to 4 layers: every variant and session option
  *   npm run bench:train -- --qwen3-0.6b          # Qwen3-0.6B shapes, 28 layers: before and after the memory plan
  *   npm run bench:train -- --render              # rewrite train.md from train.json
+ *   BENCH_RESULTS_DIR=/tmp/r npm run bench:train -- --repeats 1   # smallest
  *
  * Qwen3-0.6B shapes allocate 2.4 GB of float32 weights plus activations: run one at a time.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, totalmem } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadAverage1mNow, numberArg, resultsDir, runChild, startBench, type MachineRecord } from './lib/harness.ts';
 import type { ProbeSpec } from './train-probe.ts';
 
 type Row = ProbeSpec & Record<string, unknown> & { label: string; loadAverage: number };
 interface Section {
   date: string;
-  loadAverageAtStart: number;
+  loadAverage1mStart: number;
   rows: Row[];
   /** A remark kept with the measurements (rendered under the table). */
   note?: string;
 }
-type Results = Partial<Record<'tiny' | 'qwenReduced' | 'qwenFull', Section>> & { machine?: Record<string, unknown> };
+type SectionName = 'tiny' | 'qwenReduced' | 'qwenFull';
+type Results = Partial<Record<SectionName, Section>>;
 
 const args = process.argv.slice(2);
 const qwen = args.includes('--qwen3-0.6b');
@@ -46,7 +49,7 @@ const SESSION_VARIANTS: [string, Partial<ProbeSpec>][] = [
   ['after, weights from memory', { logprobGradient: 'analytic', recompute: 'layer', weights: 'memory' }],
 ];
 
-let section: 'tiny' | 'qwenReduced' | 'qwenFull';
+let section: SectionName;
 let base: ProbeSpec;
 let plan: [string, Partial<ProbeSpec>][];
 if (!qwen) {
@@ -59,29 +62,25 @@ if (!qwen) {
   plan = layers === undefined ? [VARIANTS[0], VARIANTS[3]] as [string, Partial<ProbeSpec>][] : [...VARIANTS, ...SESSION_VARIANTS];
 }
 
+base = { ...base, repeats: numberArg('--repeats', base.repeats) };
+
 // --render: rewrite train.md from train.json without measuring.
 const render = args.includes('--render');
 const probe = fileURLToPath(new URL('./train-probe.ts', import.meta.url));
-const start = Number((loadavg()[0] ?? 0).toFixed(1));
+const bench = startBench('train');
 const rows: Row[] = [];
 for (const [label, overrides] of render ? [] : plan) {
-  const spec = { ...base, ...overrides };
-  const loadAverage = Number((loadavg()[0] ?? 0).toFixed(1));
-  const stdout = execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', probe, JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 1 << 24 });
-  const row = { label, loadAverage, ...(JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, unknown>) } as Row;
+  const loadAverage = loadAverage1mNow();
+  const row = { label, loadAverage, ...(runChild(probe, { ...base, ...overrides }, { execArgv: ['--expose-gc'] }) as Record<string, unknown>) } as Row;
   rows.push(row);
   process.stderr.write(`${label}: ${JSON.stringify(row)}\n`);
 }
 
-const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
-mkdirSync(resultsDir, { recursive: true });
-const jsonPath = `${resultsDir}train.json`;
-const results = (existsSync(jsonPath) ? JSON.parse(readFileSync(jsonPath, 'utf8')) : {}) as Results;
-if (!render) {
-  results.machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryBytes: totalmem(), node: process.version };
-  results[section] = { date: new Date().toISOString(), loadAverageAtStart: start, rows };
-  writeFileSync(jsonPath, `${JSON.stringify(results, null, 2)}\n`);
-}
+// The other modes' sections, as the train.json already there holds them (with the machine each ran on).
+const jsonPath = join(resultsDir(), 'train.json');
+const earlier = (existsSync(jsonPath) ? JSON.parse(readFileSync(jsonPath, 'utf8')) : {}) as Results & { machine?: MachineRecord; name?: string };
+const { machine: _earlierMachine, name: _name, ...results } = earlier;
+if (!render) results[section] = { date: bench.machine.startedAt, loadAverage1mStart: bench.machine.loadAverage1mStart, rows };
 
 const gb = (v: unknown): string => `${(Number(v) / 1e9).toFixed(2)} GB`;
 const sec = (v: unknown): string => (Number(v) >= 1000 ? `${(Number(v) / 1000).toFixed(1)} s` : `${Number(v).toFixed(1)} ms`);
@@ -96,15 +95,12 @@ function table(s: Section | undefined, withPeaks: boolean): string {
     cells.push(String(r.loadAverage));
     return `| ${cells.join(' | ')} |`;
   });
-  const table = [`${s.date} · 1-min load average ${s.loadAverageAtStart} at start`, '', `| ${head.join(' | ')} |`, `| ${head.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`, ...lines];
+  const table = [`${s.date} · 1-min load average ${s.loadAverage1mStart ?? (s as { loadAverageAtStart?: number }).loadAverageAtStart} at start`, '', `| ${head.join(' | ')} |`, `| ${head.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`, ...lines];
   return [...table, ...(s.note === undefined ? [] : ['', s.note])].join('\n');
 }
-const m = results.machine ?? {};
 const reduced = results.qwenReduced?.rows[0];
 const md = [
-  '# Training benchmark (CPU)',
-  '',
-  `${String(m['cpu'])} · ${String(m['cores'])} cores (shared with other jobs) · ${gb(m['memoryBytes'])} memory · Node ${String(m['node'])}`,
+  'Each section ran on its own date (under its heading); the machine line above is the latest run\'s.',
   '',
   'One micro-batch of one sequence, the second half of it loss tokens, GRPO loss (token normalisation, no KL), LoRA rank 16',
   '(α 32) on all seven projections of every layer, random weights, float32. "forward": the scoring graph alone (same',
@@ -132,6 +128,6 @@ const md = [
   '',
   table(results.qwenReduced, true),
   '',
-].join('\n');
-writeFileSync(`${resultsDir}train.md`, md);
-process.stdout.write(md);
+];
+bench.write({ title: 'Training benchmark (CPU)', body: md, data: results });
+process.stdout.write(md.join('\n'));

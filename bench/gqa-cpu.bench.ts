@@ -1,17 +1,18 @@
 /**
  * How much memory does ONNX Runtime's CPU GroupQueryAttention (com.microsoft) take for a prompt's
  * attention probabilities? One prompt-phase GQA node at Qwen3-0.6B's head shapes (16 query heads, 8 key/value
- * heads, head dim 128), run once per prompt length in a fresh process; prints the growth of the
- * process's peak RSS over the run beside the outputs and a full (B, Hq, S, S) float32 buffer.
- * Figures in docs/inference.md ("## Attention").
+ * heads, head dim 128), run once per prompt length in a child process of its own; reports the growth
+ * of the process's peak RSS over the run beside the outputs and a full (B, Hq, S, S) float32 buffer.
+ * Figures in docs/inference.md ("## Attention"). Writes <results dir>/gqa-cpu.md and .json.
  *
- *   node --import tsx bench/gqa-cpu-probe.ts [ROWS] [PROMPT_TOKENS]
+ *   npm run bench:gqa-cpu                                              # 8 rows × 512, 1,024, 2,048 tokens
+ *   BENCH_PROMPT_TOKENS=64 BENCH_RESULTS_DIR=/tmp/r npm run bench:gqa-cpu   # smallest
  */
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { InferenceSession, Tensor } from 'onnxruntime-node';
 import { encodeModel, type ModelProto, type ValueInfoProto } from '@sqlenv/onnx-graph';
+import { childPayload, replyToParent, runChild, startBench } from './lib/harness.ts';
 
 const [HQ, HKV, D] = [16, 8, 128];
 const FLOAT = 1;
@@ -21,7 +22,7 @@ function gqaModel(): Uint8Array {
   const io = (name: string, elemType: number, shape: (number | string)[]): ValueInfoProto => ({ name, elemType, shape });
   const model: ModelProto = {
     irVersion: 8,
-    producerName: 'gqa-cpu-probe',
+    producerName: 'gqa-cpu-bench',
     producerVersion: '1',
     opsetImport: [
       { domain: '', version: 17 },
@@ -75,16 +76,25 @@ async function measure(rows: number, promptTokens: number): Promise<Record<strin
   return { rows, promptTokens, peakRssGrowthBytes: after - before, outputBytes, probsBufferBytes: rows * HQ * promptTokens * promptTokens * 4 };
 }
 
-const [rowsArg, promptArg] = process.argv.slice(2);
-if (rowsArg !== undefined && promptArg !== undefined) {
-  process.stdout.write(`${JSON.stringify(await measure(Number(rowsArg), Number(promptArg)))}\n`);
-} else {
-  const self = fileURLToPath(import.meta.url);
-  for (const [rows, promptTokens] of [
-    [8, 512],
-    [8, 1024],
-    [8, 2048],
-  ] as const) {
-    process.stdout.write(execFileSync(process.execPath, ['--import', 'tsx', self, String(rows), String(promptTokens)], { encoding: 'utf8' }));
-  }
+const ROWS = 8;
+const child = childPayload() as { rows: number; promptTokens: number } | undefined;
+if (child !== undefined) {
+  replyToParent(await measure(child.rows, child.promptTokens));
+  process.exit(0);
 }
+
+const bench = startBench('gqa-cpu');
+const promptLengths = (process.env['BENCH_PROMPT_TOKENS'] ?? '512,1024,2048').split(',').map(Number);
+const results = promptLengths.map((promptTokens) => runChild(fileURLToPath(import.meta.url), { rows: ROWS, promptTokens }) as Record<string, number>);
+const mb = (bytes: number | undefined): string => `${Math.round((bytes ?? 0) / 1e6)} MB`;
+const body = [
+  `One prompt-phase \`GroupQueryAttention\` node (com.microsoft) at Qwen3-0.6B's heads (${HQ} query / ${HKV} key-value heads × ${D}), ${ROWS} rows, ORT CPU provider, one thread; one child process per prompt length.`,
+  '',
+  '| prompt S | peak RSS growth | outputs | full (B, Hq, S, S) buffer | growth − outputs |',
+  '| ---: | ---: | ---: | ---: | ---: |',
+  ...results.map((r) => `| ${r['promptTokens']} | ${mb(r['peakRssGrowthBytes'])} | ${mb(r['outputBytes'])} | ${mb(r['probsBufferBytes'])} | ${mb((r['peakRssGrowthBytes'] ?? 0) - (r['outputBytes'] ?? 0))} |`),
+  '',
+  '- *Peak RSS growth*: the process\'s lifetime peak after the run minus its resident size just before it (feeds built).',
+];
+bench.write({ title: 'ONNX Runtime CPU GroupQueryAttention: memory of a prompt pass', body, data: { rows: ROWS, heads: { query: HQ, keyValue: HKV, dim: D }, results } });
+process.stdout.write(`${body.join('\n')}\n`);
