@@ -149,6 +149,11 @@ export class ModelServer {
     return server;
   }
 
+  /** Ids the engine stops at: a request's stop_token_ids with the model's EOS ids must be these. */
+  get stopIds(): readonly number[] {
+    return this.#limits.stopIds;
+  }
+
   get servedModelName(): string {
     return this.#registry.baseName;
   }
