@@ -6,7 +6,7 @@ import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initLoraWeights, parseLoraConfig, parseModelConfig, saveAdapterDir, writeRandomCheckpoint } from '@sqlenv/model';
 import { TINY_BYTE_MODEL_CONFIG } from '@sqlenv/model/testing';
-import { CompletionResponseSchema, ModelListSchema, type CompletionRequest } from '@sqlenv/protocol';
+import { CompletionRequestSchema, CompletionResponseSchema, ModelListSchema, type CompletionRequest } from '@sqlenv/protocol';
 
 /**
  * `sqlenv serve-model` as a real process: it logs its URL, answers completions and adapter loads
@@ -66,24 +66,7 @@ afterAll(async () => {
 const auth = { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' };
 
 function completion(model: string, prompt: number[], maxTokens: number): CompletionRequest {
-  return {
-    model,
-    prompt,
-    max_tokens: maxTokens,
-    temperature: 1,
-    top_p: 1,
-    top_k: -1,
-    min_p: 0,
-    repetition_penalty: 1,
-    n: 1,
-    seed: 42,
-    logprobs: 0,
-    return_token_ids: true,
-    stop_token_ids: [],
-    skip_special_tokens: false,
-    cache_salt: '0',
-    stream: false,
-  };
+  return CompletionRequestSchema.parse({ model, prompt, max_tokens: maxTokens, seed: 42, logprobs: 0, return_token_ids: true });
 }
 
 describe('sqlenv serve-model process', () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceEngine, initLoraWeights, parseLoraConfig, parseModelConfig, saveAdapterDir, writeRandomCheckpoint, type LoraWeights, type TurnResult } from '@sqlenv/model';
 import { TINY_BYTE_MODEL_CONFIG } from '@sqlenv/model/testing';
-import { ApiErrorSchema, CompletionResponseSchema, ModelListSchema, type CompletionRequest, type CompletionResponse } from '@sqlenv/protocol';
+import { ApiErrorSchema, CompletionRequestSchema, CompletionResponseSchema, ModelListSchema, type CompletionRequest, type CompletionResponse } from '@sqlenv/protocol';
 import { ModelServer } from './model-server.ts';
 
 /**
@@ -54,26 +54,9 @@ async function post(path: string, body: unknown, key: string | null = API_KEY): 
   return { status: res.status, json, text };
 }
 
+/** Every field sent, as a client must: the schema's defaults for the rest, then the test's. */
 function request(model: string, prompt: number[], seed: number, overrides: Partial<CompletionRequest> = {}): CompletionRequest {
-  return {
-    model,
-    prompt,
-    max_tokens: 6,
-    temperature: 1,
-    top_p: 1,
-    top_k: -1,
-    min_p: 0,
-    repetition_penalty: 1,
-    n: 1,
-    seed,
-    logprobs: 0,
-    return_token_ids: true,
-    stop_token_ids: [...server.stopIds],
-    skip_special_tokens: false,
-    cache_salt: '0',
-    stream: false,
-    ...overrides,
-  };
+  return CompletionRequestSchema.parse({ model, prompt, seed, max_tokens: 6, logprobs: 0, return_token_ids: true, stop_token_ids: [...server.stopIds], skip_special_tokens: false, cache_salt: '0', ...overrides });
 }
 
 async function complete(body: CompletionRequest): Promise<CompletionResponse> {
