@@ -77,6 +77,21 @@ describe('ModelGate', () => {
     expect(gate.waiting).toBe(0);
   });
 
+  it('activates a forgotten model afresh on its next request, after the running ones drain', async () => {
+    const { gate, switches } = gateWithLog();
+    await gate.acquire('a');
+    expect(switches).toEqual(['a']);
+    gate.forget('b');
+    expect(gate.active).toBe('a');
+    gate.forget('a');
+    const again = gate.acquire('a');
+    await tick();
+    expect(switches).toEqual(['a']);
+    gate.release();
+    await again;
+    expect(switches).toEqual(['a', 'a']);
+  });
+
   it('refuses a release without an acquire', () => {
     expect(() => new ModelGate('base', () => Promise.resolve()).release()).toThrow(/without a matching acquire/);
   });

@@ -10,8 +10,8 @@
  */
 export class ModelGate {
   readonly #activate: (model: string) => Promise<void>;
-  /** The model the engine holds (`activate`d last); requests of other models wait. */
-  #active: string;
+  /** The model the engine holds (`activate`d last; null: none to keep, see `forget`); requests of other models wait. */
+  #active: string | null;
   #running = 0;
   #switching = false;
   readonly #waiting: { model: string; admit: () => void; fail: (error: unknown) => void }[] = [];
@@ -21,8 +21,16 @@ export class ModelGate {
     this.#activate = activate;
   }
 
-  get active(): string {
+  get active(): string | null {
     return this.#active;
+  }
+
+  /**
+   * The engine's copy of `model` is stale (the name was unloaded, and may be loaded again with other
+   * weights): its next request activates it afresh. Requests already admitted finish as they are.
+   */
+  forget(model: string): void {
+    if (this.#active === model) this.#active = null;
   }
 
   /** Requests admitted and not yet released. */
@@ -59,7 +67,7 @@ export class ModelGate {
     const first = this.#waiting[0];
     if (first === undefined) return;
     if (first.model === this.#active) {
-      this.#admitWaiting(this.#active);
+      this.#admitWaiting(first.model);
       return;
     }
     this.#switching = true;

@@ -181,6 +181,20 @@ describe('ModelServer adapters', () => {
     expect(gone.json).toEqual({ object: 'error', message: `The model \`${name}\` does not exist.`, type: 'NotFoundError', param: 'model', code: 404 });
   }, 240_000);
 
+  it('serves the new weights of a name unloaded and loaded again from another directory', async () => {
+    const otherWeights = initLoraWeights(config, lora, { seed: 77, bStd: 0.5 });
+    const otherDir = join(root, 'adapter-2');
+    saveAdapterDir(otherDir, config, { lora, weights: otherWeights });
+    expect((await post('/v1/load_lora_adapter', { lora_name: name, lora_path: adapterDir })).status).toBe(200);
+    await complete(request(name, [5, 6, 7], 1));
+    expect((await post('/v1/unload_lora_adapter', { lora_name: name })).status).toBe(200);
+    expect((await post('/v1/load_lora_adapter', { lora_name: name, lora_path: otherDir })).status).toBe(200);
+    const served = await play(viaServer(name));
+    await reference.setLora(otherWeights, 2);
+    expect(maxLogprobGap(served, await play(viaEngine(reference, 'adapter-2')))).toBeLessThanOrEqual(1e-4);
+    expect((await post('/v1/unload_lora_adapter', { lora_name: name })).status).toBe(200);
+  }, 120_000);
+
   it('refuses an adapter directory that is missing or of another LoRA shape, naming lora_path', async () => {
     const missing = await post('/v1/load_lora_adapter', { lora_name: 'x', lora_path: join(root, 'nope') });
     expect(missing.status).toBe(400);

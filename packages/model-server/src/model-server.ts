@@ -273,6 +273,7 @@ export class ModelServer {
   async #unloadAdapter(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { lora_name } = parseBody(UnloadLoraAdapterRequestSchema, await this.#body(req));
     this.#registry.unload(lora_name);
+    this.#gate.forget(lora_name);
     this.#contexts.dropPartitions((p) => p.startsWith(`${lora_name}\u0000`));
     this.metrics.loadedAdapters.set(this.#registry.size);
     this.#log.info({ loraName: lora_name, loaded: this.#registry.size }, 'adapter unloaded');
