@@ -80,11 +80,17 @@ const episodes: Episode[] = Array.from({ length: 4 }, (_, e) => ({
 }));
 
 /** Every episode's turns, concurrently, whole context each turn; `sample` returns tokens and log-probs. */
-async function play(sample: (e: Episode, context: number[], seed: number) => Promise<{ tokens: number[]; logprobs: number[] }>): Promise<{ tokens: number[]; logprobs: number[] }[][]> {
+interface Sampled {
+  tokens: number[];
+  logprobs: number[];
+  finish: string | null;
+}
+
+async function play(sample: (e: Episode, context: number[], seed: number) => Promise<Sampled>): Promise<Sampled[][]> {
   return Promise.all(
     episodes.map(async (e) => {
       const context: number[] = [];
-      const turns: { tokens: number[]; logprobs: number[] }[] = [];
+      const turns: Sampled[] = [];
       for (const [t, observation] of e.observations.entries()) {
         context.push(...observation);
         const turn = await sample(e, [...context], e.seed * 10 + t);
@@ -98,7 +104,7 @@ async function play(sample: (e: Episode, context: number[], seed: number) => Pro
 
 const viaEngine = (engine: InferenceEngine, tag: string) => async (e: Episode, context: number[], seed: number) => {
   const r: TurnResult = await engine.generate({ promptIds: context, maxNewTokens: 6, seed, temperature: e.temperature, topP: e.topP, cacheKey: `${tag}-${e.seed}` });
-  return { tokens: r.tokens, logprobs: e.topP < 1 ? r.sampleLogprobs : r.logprobs };
+  return { tokens: r.tokens, logprobs: e.topP < 1 ? r.sampleLogprobs : r.logprobs, finish: r.finishReason };
 };
 
 const viaServer = (model: string) => async (e: Episode, context: number[], seed: number) => {
@@ -106,15 +112,15 @@ const viaServer = (model: string) => async (e: Episode, context: number[], seed:
   const choice = response.choices[0]!;
   expect(choice.prompt_token_ids).toEqual(context);
   expect(response.usage).toEqual({ prompt_tokens: context.length, completion_tokens: choice.token_ids!.length, total_tokens: context.length + choice.token_ids!.length });
-  return { tokens: choice.token_ids!, logprobs: choice.logprobs!.token_logprobs };
+  return { tokens: choice.token_ids!, logprobs: choice.logprobs!.token_logprobs, finish: choice.finish_reason };
 };
 
-function maxLogprobGap(a: { tokens: number[]; logprobs: number[] }[][], b: { tokens: number[]; logprobs: number[] }[][]): number {
+function maxLogprobGap(a: Sampled[][], b: Sampled[][]): number {
   let gap = 0;
   a.forEach((turns, e) =>
     turns.forEach((turn, t) => {
       const want = b[e]![t]!;
-      expect({ e, t, tokens: turn.tokens }).toEqual({ e, t, tokens: want.tokens });
+      expect({ e, t, tokens: turn.tokens, finish: turn.finish }).toEqual({ e, t, tokens: want.tokens, finish: want.finish });
       turn.logprobs.forEach((lp, i) => (gap = Math.max(gap, Math.abs(lp - want.logprobs[i]!))));
     }),
   );
@@ -128,6 +134,8 @@ describe('ModelServer completions', () => {
     const after = server.engine.stats;
     const expected = await play(viaEngine(reference, 'base'));
     expect(maxLogprobGap(served, expected)).toBeLessThanOrEqual(1e-4);
+    // Some turns end at a stop token (finish_reason stop), the others at max_tokens.
+    expect(new Set(served.flat().map((t) => t.finish))).toEqual(new Set(['stop', 'length']));
     // Turns 1..3 of each episode continue the cache of prompt ++ completion of the turn before.
     const laterPromptTokens = episodes.length * [1, 2, 3].reduce((sum, t) => sum + 40 + t * 16, 0);
     expect(after.reusedTokens - before.reusedTokens).toBeGreaterThanOrEqual(laterPromptTokens - episodes.length * 3 * 11);
