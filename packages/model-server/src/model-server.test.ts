@@ -268,3 +268,24 @@ describe('ModelServer refusals', () => {
     expect(error.message).toContain(field);
   });
 });
+
+describe('ModelServer started with an adapter as the base model', () => {
+  it('serves the adapter’s policy under the base name', async () => {
+    const adapted = await ModelServer.start({ modelDir, adapterDir, servedModelName: 'policy', port: 0, maxLoras: 0, defaultMetrics: false, engine: ENGINE });
+    try {
+      const prompt = [10, 20, 30, 40];
+      const body = { ...request('policy', prompt, 9), stop_token_ids: [...adapted.stopIds] };
+      const res = await fetch(`${adapted.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const choice = CompletionResponseSchema.parse(await res.json()).choices[0]!;
+      await reference.setLora(adapterWeights, 3);
+      const want = await reference.generate({ promptIds: prompt, maxNewTokens: 6, seed: 9, temperature: 1 });
+      expect(choice.token_ids).toEqual(want.tokens);
+      choice.logprobs!.token_logprobs.forEach((lp, i) => expect(Math.abs(lp - want.logprobs[i]!)).toBeLessThanOrEqual(1e-4));
+      const load = await fetch(`${adapted.url}/v1/load_lora_adapter`, { method: 'POST', body: JSON.stringify({ lora_name: 'x', lora_path: adapterDir }) });
+      expect(load.status).toBe(400);
+      expect(ApiErrorSchema.parse(await load.json()).message).toMatch(/--max-loras 0/);
+    } finally {
+      await adapted.close();
+    }
+  }, 120_000);
+});
