@@ -186,7 +186,7 @@ describe('ModelServer adapters', () => {
     expect((await post('/v1/unload_lora_adapter', { lora_name: name })).status).toBe(404);
     const gone = await post('/v1/completions', request(name, [1, 2, 3], 1));
     expect(gone.status).toBe(404);
-    expect(gone.json).toEqual({ object: 'error', message: `The model \`${name}\` does not exist.`, type: 'NotFoundError', param: 'model', code: 404 });
+    expect(gone.json).toEqual({ object: 'error', message: `The model \`${name}\` does not exist.`, type: 'NotFoundError', param: null, code: 404 });
   }, 240_000);
 
   it('serves the new weights of a name unloaded and loaded again from another directory', async () => {
