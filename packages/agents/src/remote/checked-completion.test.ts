@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import type { AppError} from '@sqlenv/shared';
+import { ErrorCode } from '@sqlenv/shared';
 import { InferenceServer } from './inference-pool.ts';
 import { ServerUnreachableError } from './http-call.ts';
 import { checkedCompletion } from './remote-completion-source.ts';
