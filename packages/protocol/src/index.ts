@@ -30,3 +30,4 @@ export * from './trajectory.ts';
 export { fastSqlAction, fastResetOptions } from './fast-parse.ts';
 export * from './training-sequence.ts';
 export { BatchStatsSchema, type BatchStats } from './batch-stats.ts';
+export * from './completions.ts';
