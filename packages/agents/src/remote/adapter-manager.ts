@@ -1,8 +1,7 @@
+import { readApiError } from '@sqlenv/protocol';
 import { AppError, ErrorCode, toAppError } from '@sqlenv/shared';
-import type { HttpReply } from './http-call.ts';
-import { ServerUnreachableError } from './http-call.ts';
+import { ServerUnreachableError, type HttpReply } from './http-call.ts';
 import type { InferencePool, InferenceServer } from './inference-pool.ts';
-import { ErrorBodySchema } from './wire.ts';
 
 export interface AdapterManagerOptions {
   /** The served base model (`--inference-model`, or the root model the servers list). */
@@ -162,8 +161,8 @@ export function serverError(server: InferenceServer, what: string, reply: HttpRe
 /** The message of a vLLM error body, else the body itself (clipped). */
 export function errorMessage(reply: HttpReply): string {
   try {
-    const parsed = ErrorBodySchema.safeParse(JSON.parse(reply.text));
-    if (parsed.success) return parsed.data.message;
+    const parsed = readApiError(JSON.parse(reply.text));
+    if (parsed !== null) return parsed.message;
   } catch {
     // Not JSON (plain-text errors): shown as they are.
   }

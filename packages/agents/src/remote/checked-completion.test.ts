@@ -4,7 +4,7 @@ import { ErrorCode } from '@sqlenv/shared';
 import { InferenceServer } from './inference-pool.ts';
 import { ServerUnreachableError } from './http-call.ts';
 import { checkedCompletion } from './remote-completion-source.ts';
-import type { CompletionRequestBody } from './wire.ts';
+import type { CompletionRequest as CompletionRequestBody } from '@sqlenv/protocol';
 
 /**
  * Answers a correct server never gives (the real server's answers are checked
@@ -33,12 +33,13 @@ describe('checkedCompletion', () => {
   });
 
   it.each([
-    ['one log-prob short', { logprobs: { token_logprobs: [-0.5], tokens: ['a'], top_logprobs: null, text_offset: [0] } }, /1 log-probs for 2 token ids/],
+    ['one log-prob short', { logprobs: { token_logprobs: [-0.5], tokens: ['a'], top_logprobs: null, text_offset: [0] } }, /not a completion: .*1 log-probs for 2 token ids/],
     ['another prompt echoed', { prompt_token_ids: [1, 2, 4] }, /prompt_token_ids \(3 ids\) differ from the 3 ids sent \(first at position 2: 4 vs 3\)/],
     ['a shorter prompt echoed', { prompt_token_ids: [1, 2] }, /differ from the 3 ids sent/],
     ['no token ids', { token_ids: null }, /no token_ids/],
     ['more ids than max_tokens', { token_ids: [1, 2, 3, 4, 5], logprobs: { token_logprobs: [-1, -1, -1, -1, -1], tokens: [], top_logprobs: null, text_offset: [] } }, /5 token ids for max_tokens 4/],
-    ['an aborted finish', { finish_reason: 'abort' }, /finish_reason "abort"/],
+    ['an aborted finish', { finish_reason: 'abort' }, /not a completion: .*finish_reason/],
+    ['no finish reason', { finish_reason: null }, /no finish_reason/],
     ['a positive log-prob', { logprobs: { token_logprobs: [0.5, -1], tokens: [], top_logprobs: null, text_offset: [] } }, /above 0/],
   ])('fails the turn on %s, naming server and request', (_label, choice, message) => {
     const error = failure(answer(choice));

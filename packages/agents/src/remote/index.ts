@@ -4,4 +4,3 @@ export { AdapterManager, type AdapterManagerOptions } from './adapter-manager.ts
 export { checkInferenceServers, type ServedBaseModel } from './server-check.ts';
 export { remoteSamplingProblem } from './remote-sampling.ts';
 export { httpCall, ServerUnreachableError, type HttpCallOptions, type HttpReply } from './http-call.ts';
-export type { CompletionRequestBody } from './wire.ts';

@@ -2,7 +2,7 @@ import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { errorMessage } from './adapter-manager.ts';
 import { ServerUnreachableError } from './http-call.ts';
 import type { InferencePool, InferenceServer } from './inference-pool.ts';
-import { ModelListSchema, type ModelList } from './wire.ts';
+import { ModelListSchema, type ModelList } from '@sqlenv/protocol';
 
 export interface ServedBaseModel {
   /** The model name requests for the base model carry. */
