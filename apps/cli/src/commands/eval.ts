@@ -131,7 +131,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       });
       io.stderr.write(`saved ${writeSavedEval(save.runDir, saved, { force: flags.force })} (policy version ${save.version})\n`);
     }
-    const engine = model?.engine.stats;
+    const engine = model?.engine?.stats;
     if (flags.json) {
       io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset, dataset, rewardModeOf(flags)), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
     } else {
