@@ -72,7 +72,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     const { checkSavedEvalTarget } = await import('@sqlenv/runs');
     checkSavedEvalTarget(save.runDir, save.name, { force: flags.force });
   }
-  const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, flags.policy === 'model');
+  const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, flags.policy === 'model' && flags.inferenceUrl === undefined);
   // Evaluation by default: the progress shaping scores queries against the gold rows, so a policy that saw it could probe answers.
   const runtime = await openSqlRuntime({ dataset: flags.dataset, env: { rewardMode: flags.mode } }, flags['skip-missing-dbs'] === true, io);
   let model: ModelResources | undefined;
