@@ -40,9 +40,6 @@ export const AdapterShareOptionsSchema = z.object({
 });
 export type InferenceOptions = z.infer<typeof InferenceOptionsSchema> & Partial<z.infer<typeof AdapterShareOptionsSchema>>;
 
-export const inferenceUsage = '[--inference-url URL[,URL...]] [--inference-api-key KEY] [--inference-model NAME] [--inference-concurrency N]';
-export const adapterShareUsage = '[--adapter-share DIR] [--adapter-share-as PATH]';
-
 /**
  * The remote inference of these options (undefined: sample in process), refused with the reason
  * (exit 2) when it cannot give trajectories the trainer may use: a top-p < 1 or top-k run
