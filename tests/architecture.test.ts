@@ -23,6 +23,8 @@ const allowedPackageDeps: Record<string, readonly string[]> = {
   client: ['shared', 'protocol'],
   /** The run directory: protocol- and agents-level types only, never the queue or the trainer. */
   runs: ['shared', 'protocol', 'agents', 'model'],
+  /** The vLLM-contract server over the inference engine (sqlenv serve-model). */
+  'model-server': ['shared', 'protocol', 'model'],
   rollout: ['shared', 'protocol', 'sql-env', 'agents', 'client', 'model', 'grpo', 'onnx-graph', 'runs'],
 };
 /**

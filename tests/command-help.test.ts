@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { coordinatorCommand, reportCommand, runsCommand, sftCommand, trainCommand, trainerCommand, workerCommand, type CommandIo } from '@sqlenv/cli';
+import { coordinatorCommand, reportCommand, runsCommand, serveModelCommand, sftCommand, trainCommand, trainerCommand, workerCommand, type CommandIo } from '@sqlenv/cli';
 import { silentLogger } from '@sqlenv/shared';
 import { commands, main } from '@sqlenv/cli';
 import { captureIo } from '@sqlenv/shared/testing';
@@ -30,7 +30,7 @@ const invocations = Object.entries(commands).flatMap(([name, command]) => [
 
 describe('sqlenv <command> --help', () => {
   it('covers every command of the table (and the table is not empty)', () => {
-    expect(Object.keys(commands)).toEqual(expect.arrayContaining(['model', 'coordinator', 'worker', 'trainer', 'runs', 'datasets', 'sft', 'serve', 'eval', 'play', 'learn', 'train', 'report', 'sft-data']));
+    expect(Object.keys(commands)).toEqual(expect.arrayContaining(['model', 'coordinator', 'worker', 'trainer', 'runs', 'datasets', 'sft', 'serve', 'serve-model', 'eval', 'play', 'learn', 'train', 'report', 'sft-data']));
   });
 
   it.each(invocations)('sqlenv %s %s … prints the usage and exits 0', async (...argv: string[]) => {
@@ -57,6 +57,7 @@ describe('the rollout commands themselves (the apps call them without sqlenv)', 
     ['sft', sftCommand],
     ['report', reportCommand],
     ['runs', runsCommand],
+    ['serve-model', serveModelCommand],
   ] as const)('%s --help prints its usage, exit 0, without connecting anywhere', async (name, command) => {
     const io = captureIo();
     // A Redis nobody listens on: help must not need one.

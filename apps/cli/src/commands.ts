@@ -9,6 +9,7 @@ import {
   playUsage,
   reportUsage,
   runsUsage,
+  serveModelUsage,
   serveUsage,
   sftDataUsage,
   sftUsage,
@@ -43,6 +44,11 @@ export const commands: Record<string, Command> = {
     // The server logs at its own --log-level (LOG_LEVEL), not at the CLI's.
     run: async (argv, { logger: _logger, ...io }) => (await import('./commands/serve.ts')).serveCommand(argv, io),
   },
+  'serve-model': stoppable(
+    "serve a model over vLLM's OpenAI-compatible completions API (/v1/completions, runtime LoRA adapters)",
+    serveModelUsage,
+    async () => (await import('./commands/serve-model.ts')).serveModelCommand,
+  ),
   model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, subcommands: ['init', 'tokenizer', 'logits', 'generate'], run: async (argv, io) => (await import('./commands/model.ts')).modelCommand(argv, io) },
   'sft-data': { summary: "write the oracle's episodes as SFT data in the LLM agent's prompt and tool-call format", usage: sftDataUsage, run: async (argv, io) => (await import('./commands/sft-data.ts')).sftDataCommand(argv, io) },
   sft: stoppable('supervised fine-tuning of a LoRA adapter on assistant tokens (writes a PEFT adapter directory)', sftUsage, async () => (await import('./commands/sft.ts')).sftCommand),

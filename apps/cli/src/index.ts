@@ -12,5 +12,6 @@ export { runsCommand } from './commands/runs.ts';
 export { reportCommand } from './commands/report.ts';
 export { sftCommand } from './commands/sft.ts';
 export { parseServeConfig, serveCommand } from './commands/serve.ts';
+export { serveModelCommand } from './commands/serve-model.ts';
 export { environmentVariables } from './commands/environment-variables.ts';
 export { modelSpecFrom } from './commands/model-options.ts';

@@ -1,5 +1,5 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { bearerToken, tokenMatches } from '@sqlenv/shared';
 
 /**
  * Bearer-token auth. Clients that can set headers send `Authorization: Bearer
@@ -11,28 +11,13 @@ export const BEARER_SUBPROTOCOL_PREFIX = 'sqlenv.bearer.';
 /** The subprotocol the server selects when a browser offers subprotocols. */
 export const SQLENV_SUBPROTOCOL = 'sqlenv';
 
-const BEARER_SCHEME = 'Bearer';
-const BEARER_RE = /^Bearer\s/i;
-
-function digest(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
-}
-
-/** Constant-time comparison (hashing first makes the lengths equal). */
-export function tokenMatches(candidate: string, apiKey: string): boolean {
-  return timingSafeEqual(digest(candidate), digest(apiKey));
-}
+export { tokenMatches };
 
 /** Every token the request presents, from header, query string and subprotocols. */
 export function presentedTokens(req: IncomingMessage, url: URL): string[] {
   const tokens: string[] = [];
-  const header = req.headers.authorization;
-  if (header !== undefined) {
-    // A prefix test and a slice, not /^Bearer\s+(.+)$/: that pattern backtracks over every split of the spaces.
-    const value = header.trim();
-    const token = BEARER_RE.test(value) ? value.slice(BEARER_SCHEME.length).trim() : '';
-    if (token !== '') tokens.push(token);
-  }
+  const header = bearerToken(req);
+  if (header !== undefined) tokens.push(header);
   const query = url.searchParams.get('api_key');
   if (query !== null) tokens.push(query);
   const protocols = req.headers['sec-websocket-protocol'];

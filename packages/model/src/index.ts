@@ -50,6 +50,7 @@ export {
   type LoraTensorSpec,
   type LoraWeights,
   checkLoraFits,
+  checkSameLora,
   MAX_LORA_SCALE,
 } from './graphs/lora.ts';
 export {

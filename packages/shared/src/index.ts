@@ -10,3 +10,4 @@ export { WorkerRpc, startRpcWorker, type WorkerRpcOptions } from './worker-rpc.t
 export { minOf, maxOf, appendAll } from './bounded-math.ts';
 export { checkDirOutput, checkFileOutput, checkOutputNotInput, temporarySibling, writeDirAtomic, writeDirAtomicAsync, writeFileAtomic, type OutputOptions } from './atomic-write.ts';
 export { Mulberry32, Xoshiro128, mulberry32, boxMullerNormals, deriveSeed, hashString, mix32, mixSeeds, pick } from './prng.ts';
+export { bearerToken, readJsonBody, sendJson, sendText, tokenMatches, type JsonBodyFailure, type JsonBodyResult } from './http.ts';

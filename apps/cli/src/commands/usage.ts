@@ -45,6 +45,11 @@ export const reportUsage = 'sqlenv report RUN_DIR';
 export const runsUsage =
   'sqlenv runs list|show RUN|delete RUN [--force]|checkpoint RUN NAME [--version V] [--redis URL] [--key-base B] [--json]';
 
+export const serveModelUsage =
+  `sqlenv serve-model --model DIR [--adapter DIR] [--port 8001] [--host 127.0.0.1] [--api-key KEY] [--served-model-name NAME]
+            [--max-loras 4] [--lora-rank R] [--lora-alpha A] [--lora-targets q_proj,...] [--max-batch-size 32] [--max-pending-requests N]
+            [--max-model-len N] [--top-k K] [--replicas N] [--log-level info] ${executionUsage}`;
+
 export const sftDataUsage =
   `sqlenv sft-data --model DIR --out F.jsonl [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev] [--episodes N|all]
             [--format ids|messages] [--prompt FILE] [--thinking] [--context-tokens N] [--seed S]`;

@@ -81,6 +81,14 @@ export function loraTensorName(layer: number, target: LoraTarget, factor: 'A' | 
   return `base_model.model.${layerPrefix(layer)}.${moduleOf(target)}.${target}.lora_${factor}.weight`;
 }
 
+/** Refuse an adapter whose shape (rank, alpha, targets) is not `expected` (`whose` names it in the message: "the run's", "the server's"). */
+export function checkSameLora(found: LoraConfig, expected: LoraConfig, label: string, whose: string): void {
+  const same = found.rank === expected.rank && found.alpha === expected.alpha && found.targets.length === expected.targets.length && found.targets.every((t) => expected.targets.includes(t));
+  if (!same) {
+    throw new AppError(ErrorCode.MODEL, `${label}: LoRA r=${found.rank} alpha=${found.alpha} on ${found.targets.join(',')} is not ${whose} r=${expected.rank} alpha=${expected.alpha} on ${expected.targets.join(',')}`);
+  }
+}
+
 /**
  * Refuse a rank above the smaller dimension of a targeted projection: B·A then has more parameters
  * than the update it can express (rank ≤ min(in, out)), and an unbounded rank (1,000,000) would

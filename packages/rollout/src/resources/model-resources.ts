@@ -1,5 +1,5 @@
 import { EngineCompletionSource, LlmPolicy } from '@sqlenv/agents';
-import type { InferenceEngine, InferenceEngineOptions, LoraConfig } from '@sqlenv/model';
+import type { InferenceEngine, InferenceEngineOptions } from '@sqlenv/model';
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
@@ -84,13 +84,13 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
   const decode = (bytes: Uint8Array, label: string): Map<string, Float32Array> => {
     if (lora === null) throw new AppError(ErrorCode.VALIDATION, `${label}: this policy was started without LoRA inputs`);
     const adapter = model.decodeAdapter(config, bytes, { label });
-    checkSameLora(adapter.lora, lora, label);
+    model.checkSameLora(adapter.lora, lora, label, "the run's");
     return adapter.weights;
   };
   try {
     if (spec.adapter !== null && lora !== null) {
       const adapter = model.loadAdapterDir(spec.adapter, config);
-      checkSameLora(adapter.lora, lora, spec.adapter);
+      model.checkSameLora(adapter.lora, lora, spec.adapter, "the run's");
       await engine.setLora(adapter.weights, 0);
     }
   } catch (error) {
@@ -118,11 +118,4 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
     },
     close: () => engine.close(),
   };
-}
-
-function checkSameLora(found: LoraConfig, expected: LoraConfig, label: string): void {
-  const same = found.rank === expected.rank && found.alpha === expected.alpha && found.targets.length === expected.targets.length && found.targets.every((t) => expected.targets.includes(t));
-  if (!same) {
-    throw new AppError(ErrorCode.MODEL, `${label}: LoRA r=${found.rank} alpha=${found.alpha} on ${found.targets.join(',')} is not the run's r=${expected.rank} alpha=${expected.alpha} on ${expected.targets.join(',')}`);
-  }
 }
