@@ -81,5 +81,6 @@ async function readBounded(response: Response, maxBytes: number, label: string):
 function networkReason(error: unknown): string {
   const cause = error instanceof Error ? (error.cause as { code?: unknown; message?: unknown } | undefined) : undefined;
   if (cause !== undefined && typeof cause.code === 'string') return `${cause.code}${typeof cause.message === 'string' ? ` (${cause.message})` : ''}`;
+  if (cause !== undefined && typeof cause.message === 'string') return cause.message;
   return error instanceof Error ? error.message : String(error);
 }
