@@ -98,6 +98,17 @@ export class AdapterManager {
     await loading;
   }
 
+  /**
+   * Unload every adapter this process loaded (it leaves the run). Another process still sampling
+   * one of them gets "does not exist" and re-primes the server: nothing is lost but a load.
+   */
+  async unloadAll(): Promise<void> {
+    const loaded = [...this.#loaded].flatMap(([server, versions]) => [...versions.keys()].map((version) => ({ server, version })));
+    this.#loaded.clear();
+    await this.settled();
+    await Promise.allSettled(loaded.map(({ server, version }) => this.#unload(server, version)));
+  }
+
   /** Wait for the unloads under way (tests, shutdown). */
   async settled(): Promise<void> {
     await Promise.allSettled([...this.#unloading]);

@@ -76,6 +76,6 @@ export async function createRemoteModelResources(spec: RunModelSpec, modelDir: s
       logger.info({ version, adapter: hasAdapter ? adapters.servedName(version) : null }, 'policy version switched');
       return Promise.resolve();
     },
-    close: () => adapters.settled(),
+    close: () => adapters.unloadAll(),
   };
 }
