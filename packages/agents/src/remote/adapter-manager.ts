@@ -44,7 +44,7 @@ export class AdapterManager {
 
   /** The model name a request for `version` carries. */
   servedName(version: number): string {
-    return this.#isBase(version) ? this.#options.baseModel : `${this.#options.runId ?? ''}-v${version}`;
+    return this.isBase(version) ? this.#options.baseModel : `${this.#options.runId ?? ''}-v${version}`;
   }
 
   /** Where the servers read `version`'s adapter. */
@@ -60,7 +60,7 @@ export class AdapterManager {
   /** Make `version` servable on `server` and count one request using it (until `done`); returns its served name. */
   async use(server: InferenceServer, version: number): Promise<string> {
     this.#newest = Math.max(this.#newest, version);
-    if (this.#isBase(version)) return this.servedName(version);
+    if (this.isBase(version)) return this.servedName(version);
     const onServer = this.#onServer(server);
     let entry = onServer.get(version);
     if (entry === undefined) {
@@ -114,7 +114,8 @@ export class AdapterManager {
     await Promise.allSettled([...this.#unloading]);
   }
 
-  #isBase(version: number): boolean {
+  /** Whether `version` samples with the base model (no adapter to load). */
+  isBase(version: number): boolean {
     return this.#options.runId === undefined || (version === 0 && this.#options.startAdapter !== true);
   }
 

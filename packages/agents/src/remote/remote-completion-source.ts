@@ -60,7 +60,7 @@ export class RemoteCompletionSource implements CompletionSource {
         const body = this.#body(request, model, version);
         const id = `${requestId}-a${attempt}`;
         let reply = await this.#options.pool.call(server, 'POST', '/v1/completions', body, id);
-        if (isUnknownModel(reply) && model !== adapters.servedName(0)) {
+        if (isUnknownModel(reply) && !adapters.isBase(adapterVersion)) {
           // The server forgot the adapter (it restarted): load it again and retry once.
           await adapters.reprime(server, adapterVersion);
           reply = await this.#options.pool.call(server, 'POST', '/v1/completions', body, `${id}-reprimed`);
