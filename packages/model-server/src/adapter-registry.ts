@@ -81,7 +81,8 @@ export class AdapterRegistry {
 }
 
 export function notFound(model: string): AppError {
-  return new AppError(ErrorCode.NOT_FOUND, `The model \`${model}\` does not exist.`, { details: { param: 'model' } });
+  // vLLM's exact body for it: param null.
+  return new AppError(ErrorCode.NOT_FOUND, `The model \`${model}\` does not exist.`);
 }
 
 function nowS(): number {

@@ -80,11 +80,17 @@ const episodes: Episode[] = Array.from({ length: 4 }, (_, e) => ({
 }));
 
 /** Every episode's turns, concurrently, whole context each turn; `sample` returns tokens and log-probs. */
-async function play(sample: (e: Episode, context: number[], seed: number) => Promise<{ tokens: number[]; logprobs: number[] }>): Promise<{ tokens: number[]; logprobs: number[] }[][]> {
+interface Sampled {
+  tokens: number[];
+  logprobs: number[];
+  finish: string | null;
+}
+
+async function play(sample: (e: Episode, context: number[], seed: number) => Promise<Sampled>): Promise<Sampled[][]> {
   return Promise.all(
     episodes.map(async (e) => {
       const context: number[] = [];
-      const turns: { tokens: number[]; logprobs: number[] }[] = [];
+      const turns: Sampled[] = [];
       for (const [t, observation] of e.observations.entries()) {
         context.push(...observation);
         const turn = await sample(e, [...context], e.seed * 10 + t);
@@ -98,7 +104,7 @@ async function play(sample: (e: Episode, context: number[], seed: number) => Pro
 
 const viaEngine = (engine: InferenceEngine, tag: string) => async (e: Episode, context: number[], seed: number) => {
   const r: TurnResult = await engine.generate({ promptIds: context, maxNewTokens: 6, seed, temperature: e.temperature, topP: e.topP, cacheKey: `${tag}-${e.seed}` });
-  return { tokens: r.tokens, logprobs: e.topP < 1 ? r.sampleLogprobs : r.logprobs };
+  return { tokens: r.tokens, logprobs: e.topP < 1 ? r.sampleLogprobs : r.logprobs, finish: r.finishReason };
 };
 
 const viaServer = (model: string) => async (e: Episode, context: number[], seed: number) => {
@@ -106,15 +112,15 @@ const viaServer = (model: string) => async (e: Episode, context: number[], seed:
   const choice = response.choices[0]!;
   expect(choice.prompt_token_ids).toEqual(context);
   expect(response.usage).toEqual({ prompt_tokens: context.length, completion_tokens: choice.token_ids!.length, total_tokens: context.length + choice.token_ids!.length });
-  return { tokens: choice.token_ids!, logprobs: choice.logprobs!.token_logprobs };
+  return { tokens: choice.token_ids!, logprobs: choice.logprobs!.token_logprobs, finish: choice.finish_reason };
 };
 
-function maxLogprobGap(a: { tokens: number[]; logprobs: number[] }[][], b: { tokens: number[]; logprobs: number[] }[][]): number {
+function maxLogprobGap(a: Sampled[][], b: Sampled[][]): number {
   let gap = 0;
   a.forEach((turns, e) =>
     turns.forEach((turn, t) => {
       const want = b[e]![t]!;
-      expect({ e, t, tokens: turn.tokens }).toEqual({ e, t, tokens: want.tokens });
+      expect({ e, t, tokens: turn.tokens, finish: turn.finish }).toEqual({ e, t, tokens: want.tokens, finish: want.finish });
       turn.logprobs.forEach((lp, i) => (gap = Math.max(gap, Math.abs(lp - want.logprobs[i]!))));
     }),
   );
@@ -128,6 +134,8 @@ describe('ModelServer completions', () => {
     const after = server.engine.stats;
     const expected = await play(viaEngine(reference, 'base'));
     expect(maxLogprobGap(served, expected)).toBeLessThanOrEqual(1e-4);
+    // Some turns end at a stop token (finish_reason stop), the others at max_tokens.
+    expect(new Set(served.flat().map((t) => t.finish))).toEqual(new Set(['stop', 'length']));
     // Turns 1..3 of each episode continue the cache of prompt ++ completion of the turn before.
     const laterPromptTokens = episodes.length * [1, 2, 3].reduce((sum, t) => sum + 40 + t * 16, 0);
     expect(after.reusedTokens - before.reusedTokens).toBeGreaterThanOrEqual(laterPromptTokens - episodes.length * 3 * 11);
@@ -178,7 +186,7 @@ describe('ModelServer adapters', () => {
     expect((await post('/v1/unload_lora_adapter', { lora_name: name })).status).toBe(404);
     const gone = await post('/v1/completions', request(name, [1, 2, 3], 1));
     expect(gone.status).toBe(404);
-    expect(gone.json).toEqual({ object: 'error', message: `The model \`${name}\` does not exist.`, type: 'NotFoundError', param: 'model', code: 404 });
+    expect(gone.json).toEqual({ object: 'error', message: `The model \`${name}\` does not exist.`, type: 'NotFoundError', param: null, code: 404 });
   }, 240_000);
 
   it('serves the new weights of a name unloaded and loaded again from another directory', async () => {
@@ -259,4 +267,25 @@ describe('ModelServer refusals', () => {
     expect(error).toMatchObject({ object: 'error', type: 'BadRequestError', param: field, code: 400 });
     expect(error.message).toContain(field);
   });
+});
+
+describe('ModelServer started with an adapter as the base model', () => {
+  it('serves the adapter’s policy under the base name', async () => {
+    const adapted = await ModelServer.start({ modelDir, adapterDir, servedModelName: 'policy', port: 0, maxLoras: 0, defaultMetrics: false, engine: ENGINE });
+    try {
+      const prompt = [10, 20, 30, 40];
+      const body = { ...request('policy', prompt, 9), stop_token_ids: [...adapted.stopIds] };
+      const res = await fetch(`${adapted.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const choice = CompletionResponseSchema.parse(await res.json()).choices[0]!;
+      await reference.setLora(adapterWeights, 3);
+      const want = await reference.generate({ promptIds: prompt, maxNewTokens: 6, seed: 9, temperature: 1 });
+      expect(choice.token_ids).toEqual(want.tokens);
+      choice.logprobs!.token_logprobs.forEach((lp, i) => expect(Math.abs(lp - want.logprobs[i]!)).toBeLessThanOrEqual(1e-4));
+      const load = await fetch(`${adapted.url}/v1/load_lora_adapter`, { method: 'POST', body: JSON.stringify({ lora_name: 'x', lora_path: adapterDir }) });
+      expect(load.status).toBe(400);
+      expect(ApiErrorSchema.parse(await load.json()).message).toMatch(/--max-loras 0/);
+    } finally {
+      await adapted.close();
+    }
+  }, 120_000);
 });
