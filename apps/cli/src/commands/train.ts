@@ -156,6 +156,8 @@ export function trainCommandLine(input: TrainOptionsInput): string {
   const args = Object.entries(input).flatMap(([key, value]) => {
     const flag = flagOf.get(key) ?? key;
     if (value === undefined || value === false) return [];
+    // A key is never printed: the line goes to logs. The environment variable stands in for it.
+    if (key === 'inferenceApiKey') return [];
     return trainFlagSpecs[flag]?.type === 'boolean' ? [`--${flag}`] : [`--${flag}`, String(value)];
   });
   return `sqlenv train ${args.join(' ')}`;
