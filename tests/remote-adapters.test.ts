@@ -6,7 +6,7 @@ import { AdapterManager, InferencePool, RemoteCompletionSource, type InferenceSe
 import { encodeAdapter, initLoraWeights, parseLoraConfig, readModelConfig } from '@sqlenv/model';
 import { ModelListSchema, type SqlObservation } from '@sqlenv/protocol';
 import { publishAdapterVersion, sharedAdapterDir } from '@sqlenv/rollout';
-import { runSqlenv, startServeModel, type ServeModelProcess } from './serve-model-processes.ts';
+import { answeredRequests, runSqlenv, startServeModel, type ServeModelProcess } from './serve-model-processes.ts';
 
 /**
  * Policy versions as adapters on a real `sqlenv serve-model`: published to a share as the trainer
@@ -34,13 +34,6 @@ afterAll(async () => {
 async function served(url: string): Promise<string[]> {
   const list = ModelListSchema.parse(await (await fetch(`${url}/v1/models`)).json());
   return list.data.map((m) => m.id);
-}
-
-/** Adapter loads the server answered 200 (its Prometheus counter). */
-async function adapterLoads(url: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith('sqlenv_model_server_requests_total{route="/v1/load_lora_adapter",status="200"}'));
-  return line === undefined ? 0 : Number(line.split(' ').at(-1));
 }
 
 function publish(version: number): void {
@@ -107,7 +100,7 @@ describe('adapters per version on serve-model', () => {
     const trainShare = join(root, 'train-share');
     const runDir = join(root, 'run');
     const before = await served(server.url);
-    const loadsBefore = await adapterLoads(server.url);
+    const loadsBefore = await answeredRequests(server.url, '/v1/load_lora_adapter');
     const result = await runSqlenv(
       ['train', '--policy', 'model', '--model', modelDir, '--lora-rank', '2', '--lora-alpha', '4', '--episodes', '12', '--group-size', '4', '--groups-per-batch', '1', '--max-new-tokens', '8', '--concurrency', '4',
         '--drop-zero-variance', 'false', '--inference-url', server.url, '--adapter-share', trainShare, '--run-dir', runDir, '--json', '--progress', 'off'],
@@ -118,7 +111,7 @@ describe('adapters per version on serve-model', () => {
     expect(summary).toMatchObject({ groups_trained: 3, policy_version: 3, episodes_failed: 0 });
     for (const version of [1, 2, 3]) expect(existsSync(join(sharedAdapterDir(trainShare, summary.run_id, version), 'adapter_model.safetensors')), `v${version}`).toBe(true);
     // On policy (max_staleness 0): the groups after the first were sampled with v1 and v2, loaded by name.
-    expect((await adapterLoads(server.url)) - loadsBefore).toBe(2);
+    expect((await answeredRequests(server.url, '/v1/load_lora_adapter')) - loadsBefore).toBe(2);
     const versions = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { version: number }).version);
     expect(versions).toEqual([1, 2, 3]);
     // The run's workers left: their adapters are unloaded again.

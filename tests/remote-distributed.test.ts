@@ -8,7 +8,7 @@ import { presetConfig, writeRandomCheckpoint } from '@sqlenv/model';
 import { sharedAdapterDir, type RunSummary } from '@sqlenv/rollout';
 import { writeTinySpider } from '@sqlenv/sql-env/testing';
 import { logTail, startApp, type AppProcess, stopAppsAndDeleteKeys } from '@sqlenv/rollout/testing';
-import { startServeModel, type ServeModelProcess } from './serve-model-processes.ts';
+import { answeredRequests, startServeModel, type ServeModelProcess } from './serve-model-processes.ts';
 
 /**
  * Remote sampling across processes: coordinator + 2 workers + trainer over real Redis, the workers
@@ -45,12 +45,6 @@ afterAll(async () => {
   rmSync(spiderDir, { recursive: true, force: true });
 });
 
-async function completions(url: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith('sqlenv_model_server_requests_total{route="/v1/completions",status="200"}'));
-  return line === undefined ? 0 : Number(line.split(' ').at(-1));
-}
-
 describe('remote sampling in the distributed rollout', () => {
   it('2 workers on 2 servers, one server killed mid-run: the run finishes, every version in the share', async () => {
     const [a, b] = servers as [ServeModelProcess, ServeModelProcess];
@@ -75,16 +69,16 @@ describe('remote sampling in the distributed rollout', () => {
     apps.push(coordinator);
     let finished = false;
     void coordinator.exited.then(() => (finished = true));
-    while ((await completions(a.url)) < 6 && !finished) await new Promise((r) => setTimeout(r, 20));
+    while ((await answeredRequests(a.url, '/v1/completions')) < 6 && !finished) await new Promise((r) => setTimeout(r, 20));
     expect(finished, `the run ended before server A answered 6 turns\n${logs()}`).toBe(false);
-    const bBefore = await completions(b.url);
+    const bBefore = await answeredRequests(b.url, '/v1/completions');
     await a.stop();
 
     expect(await coordinator.exited, logs()).toBe(0);
     const summary = JSON.parse(coordinator.stdout().trim()) as RunSummary;
     expect(summary, logs()).toMatchObject({ policy: 'model', episodes_completed: EPISODES, episodes_consumed: EPISODES, episodes_failed: 0, groups_failed: 0, duplicate_trajectories: 0, lost_episodes: 0 });
     expect(summary.policy_version).toBe(4);
-    expect(await completions(b.url)).toBeGreaterThan(bBefore);
+    expect(await answeredRequests(b.url, '/v1/completions')).toBeGreaterThan(bBefore);
     for (let version = 1; version <= 4; version++) expect(existsSync(join(sharedAdapterDir(share, runId, version), 'adapter_config.json')), `v${version}`).toBe(true);
   }, 400_000);
 });

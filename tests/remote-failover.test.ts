@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runSqlenv, startServeModel, type ServeModelProcess } from './serve-model-processes.ts';
+import { answeredRequests, runSqlenv, startServeModel, type ServeModelProcess } from './serve-model-processes.ts';
 
 /**
  * Two real `sqlenv serve-model` processes behind one `sqlenv eval --inference-url A,B`: episodes
@@ -25,13 +25,6 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-/** Completions the server answered 200 (its Prometheus counter). */
-async function completions(url: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith('sqlenv_model_server_requests_total{route="/v1/completions",status="200"}'));
-  return line === undefined ? 0 : Number(line.split(' ').at(-1));
-}
-
 describe('failover between serve-model processes', () => {
   it('moves the episodes of a server that dies to the other one; every episode ends', async () => {
     const args = ['eval', '--policy', 'model', '--model', modelDir, '--episodes', '12', '--seed', '1', '--temperature', '1', '--max-new-tokens', '24', '--concurrency', '4', '--json', '--inference-url', `${a.url},${b.url}`];
@@ -39,15 +32,15 @@ describe('failover between serve-model processes', () => {
     let done = false;
     void evaluated.then(() => (done = true));
     // Both serve episodes (least loaded first); A dies once it has answered a few turns.
-    while ((await completions(a.url)) < 3 && !done) await new Promise((r) => setTimeout(r, 20));
+    while ((await answeredRequests(a.url, '/v1/completions')) < 3 && !done) await new Promise((r) => setTimeout(r, 20));
     expect(done, 'the evaluation ended before server A answered 3 turns').toBe(false);
-    const bBefore = await completions(b.url);
+    const bBefore = await answeredRequests(b.url, '/v1/completions');
     expect(bBefore).toBeGreaterThan(0);
     await a.stop();
     const result = await evaluated;
     expect(result.code, result.stderr).toBe(0);
     const summary = JSON.parse(result.stdout.trim().split('\n').at(-1) ?? '{}') as { episodes: number; errors: number };
     expect(summary).toMatchObject({ episodes: 12, errors: 0 });
-    expect(await completions(b.url)).toBeGreaterThan(bBefore);
+    expect(await answeredRequests(b.url, '/v1/completions')).toBeGreaterThan(bBefore);
   }, 600_000);
 });

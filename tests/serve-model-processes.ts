@@ -56,3 +56,10 @@ export function runSqlenv(args: readonly string[], env: Record<string, string> =
     });
   });
 }
+
+/** Requests to `route` the server answered 200 (its Prometheus counter). */
+export async function answeredRequests(url: string, route: '/v1/completions' | '/v1/load_lora_adapter'): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`sqlenv_model_server_requests_total{route="${route}",status="200"}`));
+  return line === undefined ? 0 : Number(line.split(' ').at(-1));
+}
