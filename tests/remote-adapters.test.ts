@@ -58,6 +58,9 @@ describe('adapters per version on serve-model', () => {
     expect(await served(server.url)).toEqual(['tiny']);
 
     publish(1);
+    // Another worker of the run loaded v1 already: the server's 400 "already been loaded" is fine.
+    const other = await fetch(`${server.url}/v1/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: `${RUN}-v1`, lora_path: adapters.adapterPath(1) }) });
+    expect(other.status).toBe(200);
     source.setVersion(1, true);
     const first = await episode.complete(request(1));
     expect(first.policyVersion).toBe(1);
