@@ -15,7 +15,7 @@ describe('remote inference options', () => {
   });
 
   it('samples in process without --inference-url, and refuses its companions alone', async () => {
-    expect(await startRemoteInference({ adapterShare: '/s' }, use)).toBeUndefined();
+    expect(await startRemoteInference({ adapterShare: '/s', inferenceApiKey: 'k' }, use)).toBeUndefined();
     await expect(startRemoteInference({ inferenceModel: 'm', adapterShareAs: '/x' }, use)).rejects.toThrow(/--inference-model, --adapter-share-as without --inference-url/);
   });
 

@@ -12,13 +12,13 @@ import { UsageError } from '../cli-error.ts';
 export const inferenceOptionSpecs = {
   'inference-url': { key: 'inferenceUrl', env: 'SQLENV_INFERENCE_URL' },
   'inference-api-key': { key: 'inferenceApiKey', env: 'SQLENV_INFERENCE_API_KEY' },
-  'inference-model': { key: 'inferenceModel' },
-  'inference-concurrency': { key: 'inferenceConcurrency' },
+  'inference-model': { key: 'inferenceModel', env: 'SQLENV_INFERENCE_MODEL' },
+  'inference-concurrency': { key: 'inferenceConcurrency', env: 'SQLENV_INFERENCE_CONCURRENCY' },
 } satisfies Record<string, FlagSpec>;
 
 export const adapterShareOptionSpecs = {
   'adapter-share': { key: 'adapterShare', env: 'SQLENV_ADAPTER_SHARE' },
-  'adapter-share-as': { key: 'adapterShareAs' },
+  'adapter-share-as': { key: 'adapterShareAs', env: 'SQLENV_ADAPTER_SHARE_AS' },
 } satisfies Record<string, FlagSpec>;
 
 export const InferenceOptionsSchema = z.object({
@@ -48,7 +48,8 @@ export type InferenceOptions = z.infer<typeof InferenceOptionsSchema> & Partial<
  */
 export async function startRemoteInference(options: InferenceOptions, use: { training: boolean; sampling?: { topP: number; topK: number }; logger: Logger }): Promise<RemoteInferenceOptions | undefined> {
   if (options.inferenceUrl === undefined) {
-    const stray = (['inferenceApiKey', 'inferenceModel', 'inferenceConcurrency', 'adapterShareAs'] as const).filter((k) => options[k] !== undefined);
+    // The key is left out: SQLENV_INFERENCE_API_KEY is serve-model's too, and may be set in a shell that samples in process.
+    const stray = (['inferenceModel', 'inferenceConcurrency', 'adapterShareAs'] as const).filter((k) => options[k] !== undefined);
     if (stray.length > 0) throw new UsageError(`${stray.map(flagName).join(', ')} without --inference-url (SQLENV_INFERENCE_URL)`);
     return undefined;
   }
