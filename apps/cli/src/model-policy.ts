@@ -6,6 +6,7 @@ import type { Logger } from '@sqlenv/shared';
 import { intFlag, positiveIntFlag } from './flags.ts';
 import { UsageError } from './cli-error.ts';
 import { ExecutionFlags, executionFlagOptions } from './execution-flags.ts';
+import { InferenceOptionsSchema, inferenceOptionSpecs, startRemoteInference } from './commands/inference-options.ts';
 
 /**
  * `--policy model` for `sqlenv eval` and `sqlenv play`: the flags, starting the
@@ -23,6 +24,7 @@ export const modelFlagOptions = {
   'context-tokens': { type: 'string' },
   thinking: { type: 'boolean' },
   ...executionFlagOptions,
+  ...inferenceOptionSpecs,
 } as const;
 
 const numberFlag = z.coerce.number().finite();
@@ -38,10 +40,10 @@ export const ModelFlags = z.object({
   'max-new-tokens': positiveIntFlag.optional(),
   'context-tokens': positiveIntFlag.optional(),
   thinking: z.boolean().optional(),
-}).extend(ExecutionFlags.shape);
+}).extend(ExecutionFlags.shape).extend(InferenceOptionsSchema.shape);
 export type ModelFlags = z.infer<typeof ModelFlags>;
 
-/** Start the model policy from flags: one inference engine for all concurrent episodes. */
+/** Start the model policy from flags: one inference engine for all concurrent episodes, or the inference servers of --inference-url. */
 export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSize: number; logger: Logger; execution: ModelExecution | undefined }): Promise<ModelResources> {
   if (flags.model === undefined) throw new UsageError('--policy model needs --model DIR (config.json + safetensors; tokenizer.json for Qwen vocabularies)');
   const rollout = await import('@sqlenv/rollout');
@@ -60,6 +62,8 @@ export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSiz
     },
     modelFingerprint(flags.model),
   );
+  const remote = await startRemoteInference(flags, { training: false, sampling: { topP: spec.sampling.top_p, topK: spec.sampling.top_k }, logger: options.logger });
+  if (remote !== undefined) return rollout.createRemoteModelResources(spec, flags.model, { remote, logger: options.logger });
   // Without an adapter the base model runs with no LoRA inputs at all.
   return rollout.createModelResources(spec, flags.model, {
     maxBatchSize: options.maxBatchSize,

@@ -33,6 +33,8 @@ export interface Completion {
 /** One episode's completer. */
 export interface EpisodeCompleter {
   complete(request: CompletionRequest): Promise<Completion>;
+  /** The episode is over: free what it holds (a remote server's place). */
+  close?(): void;
 }
 
 export interface CompletionSource {

@@ -41,3 +41,4 @@ export {
 } from './completion-source.ts';
 export { LlmPolicy, LlmEpisode, type LlmPolicyOptions, type AgentMessage } from './llm-policy.ts';
 export { actionToolCall, actionCompletionText, actionCompletionIds, PolicyCompletionSource } from './action-completion.ts';
+export * from './remote/index.ts';

@@ -150,6 +150,10 @@ export class LlmEpisode implements TokenRecordingEpisode {
     return action;
   }
 
+  close(): void {
+    this.#completer.close?.();
+  }
+
   takeTurnTokens(): TurnTokens | null {
     const pending = this.#pending;
     this.#pending = null;

@@ -33,6 +33,8 @@ export function isPolicyStop(move: PolicyMove): move is PolicyStop {
  */
 export interface PolicyEpisode {
   act(observation: SqlObservation): Promise<PolicyMove>;
+  /** The episode is over (ended, stopped or failed): free what it holds. */
+  close?(): void;
 }
 
 /** A policy: a factory of per-episode actors. Stateless between episodes. */

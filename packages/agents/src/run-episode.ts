@@ -51,7 +51,6 @@ export interface EpisodeRun {
   policyMs: number;
 }
 
-
 /**
  * Play an episode from its first observation to the end: ask the policy,
  * step the environment, record turns (token-exact where the policy records
@@ -60,6 +59,14 @@ export interface EpisodeRun {
  * a policy stop ends the episode with its reason, no step taken.
  */
 export async function runEpisode(env: EpisodeEnvironment, actor: PolicyEpisode, first: SqlObservation, options: RunEpisodeOptions): Promise<EpisodeRun> {
+  try {
+    return await runTurns(env, actor, first, options);
+  } finally {
+    actor.close?.();
+  }
+}
+
+async function runTurns(env: EpisodeEnvironment, actor: PolicyEpisode, first: SqlObservation, options: RunEpisodeOptions): Promise<EpisodeRun> {
   const turns: TrajectoryTurn[] = [];
   const steps: TrajectoryStep[] = [];
   let observation = first;

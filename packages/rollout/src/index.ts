@@ -29,6 +29,8 @@ export { runTraining, type TrainingRunOptions, type TrainingRunResult } from './
 export { sparkline } from './training-progress.ts';
 export { createRunResolver, RuntimeCache, runtimeOptionsFrom, scheduledQuestions } from './resources/run-resources.ts';
 export { createModelResources, type ModelResources } from './resources/model-resources.ts';
+export { createRemoteModelResources, type RemoteInferenceOptions, type RemoteModelResourcesOptions } from './resources/remote-model-resources.ts';
+export { checkAdapterShareWritable, publishAdapterVersion, publishStartAdapter, sharedAdapterDir } from './resources/adapter-share.ts';
 export type { ModelExecution } from './resources/execution.ts';
 
 // Operating a process: metrics, /status and /healthz, wake-ups.

@@ -6,6 +6,7 @@ import type { UpdateStats } from '@sqlenv/runs';
 import { batchStats, scoreGroup } from './scoring.ts';
 import { afterCommit, checkBatchTrajectories, resumeHousekeeping } from './trainer-housekeeping.ts';
 import type { Transport, WeightsRetention } from './transport/transport.ts';
+import { publishAdapterVersion, publishStartAdapter } from './resources/adapter-share.ts';
 import { Wakeup } from './wakeup.ts';
 
 /**
@@ -136,6 +137,11 @@ export interface TrainerOptions {
   retention?: WeightsRetention;
   /** Called after each commit, awaited (the run directory's metrics line and adapter snapshots). */
   onCommitted?: (committed: CommittedVersion) => void | Promise<void>;
+  /**
+   * The adapter share of remote inference servers (`--adapter-share`): each version's adapter is
+   * written there as `<run>/v<N>/` before the version is committed (the starting adapter as v0).
+   */
+  adapterShare?: string;
 }
 
 export interface TrainerResult {
@@ -176,6 +182,7 @@ export async function runTrainer(options: TrainerOptions): Promise<TrainerResult
     async (name) => (committedKey === null ? null : ((await transport.blobs.get(`${committedKey}/${name}`)) ?? null)),
   );
   logger.info({ version, trainedGroups: initial.trainedGroups }, 'trainer resumed');
+  if (options.adapterShare !== undefined && spec.model?.adapter != null) publishStartAdapter(options.adapterShare, runId, spec.model.adapter);
   await resumeHousekeeping(transport, runId, logger);
   let batches = 0;
   let finished = false;
@@ -270,6 +277,8 @@ async function trainBatch(spec: RolloutRunSpec, groups: readonly ScoredGroup[], 
   // Parts first: the version's key is what the commit records, and a part is only read through it.
   for (const [name, bytes] of Object.entries(parts ?? {})) await transport.blobs.put(`${weightsKey}/${name}`, bytes);
   await transport.blobs.put(weightsKey, weights);
+  // In the share before the commit: a worker told of version N finds its adapter there.
+  if (options.adapterShare !== undefined) publishAdapterVersion(options.adapterShare, runId, newVersion, weights);
   const { duplicateEpisodes } = await transport.commit(runId, { expectedVersion: version, newVersion, weightsKey, trained: groups, dropped: [], trainedSlots, batch: stats });
   if (duplicateEpisodes > 0) logger.error({ duplicateEpisodes }, 'trainer trained on episodes twice');
   await afterCommit(transport, runId, options.retention, logger);

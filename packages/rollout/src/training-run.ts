@@ -9,6 +9,8 @@ import { policyUpdaterFor, type ClosablePolicyUpdater } from './grpo-updater.ts'
 import { RolloutMetrics } from './metrics.ts';
 import type { ModelExecution } from './resources/execution.ts';
 import { createRunResolver, RuntimeCache, scheduledQuestions, type RuntimeOptions } from './resources/run-resources.ts';
+import { checkAdapterShareWritable } from './resources/adapter-share.ts';
+import type { RemoteInferenceOptions } from './resources/remote-model-resources.ts';
 import { RolloutWorker, type ResolveRun } from './rollout-worker.ts';
 import { startStatusServer, type StatusServer } from './status-server.ts';
 import { runTrainer } from './trainer.ts';
@@ -58,6 +60,10 @@ export interface TrainingRunOptions {
   modelDir?: string;
   /** Where this process's model sessions run. */
   execution?: ModelExecution;
+  /** Sample on inference servers instead of an in-process engine (the held-out evaluations too). */
+  remote?: RemoteInferenceOptions;
+  /** Publish each version's adapter as `<dir>/<run>/v<N>/` for inference servers (`--adapter-share`). */
+  adapterShare?: string;
   /** How the SQL runtime is opened (cache directory, executor pool, missing databases). */
   runtime: RuntimeOptions;
   logger: Logger;
@@ -85,6 +91,10 @@ export async function runTraining(spec: RolloutRunSpec, options: TrainingRunOpti
   const { logger, runDir } = options;
   const progress: NonNullable<TrainingRunOptions['progress']> = options.progress ?? { stream: new Writable({ write: (_chunk, _encoding, done) => done() }), mode: 'off' };
   if (options.redis === undefined && !options.localWorker) throw new AppError(ErrorCode.VALIDATION, '--local-worker false needs --redis URL (workers elsewhere play the episodes)');
+  if (options.remote !== undefined && spec.policy === 'model' && options.adapterShare === undefined) {
+    throw new AppError(ErrorCode.VALIDATION, 'training with remote inference (--inference-url) needs --adapter-share DIR: the servers load each version from there');
+  }
+  if (options.adapterShare !== undefined) checkAdapterShareWritable(options.adapterShare);
   let transport: Transport | undefined;
   let runtimes: RuntimeCache | undefined;
   let worker: RolloutWorker | undefined;
@@ -102,7 +112,13 @@ export async function runTraining(spec: RolloutRunSpec, options: TrainingRunOpti
     const questions = scheduledQuestions(runtime.dataset, spec.split);
     const recorder = new RunRecorder({ dir: runDir, runId: spec.run_id, saveEvery: options.saveEvery, ...(spec.model ? { baseModel: options.modelDir ?? spec.model.fingerprint } : {}), logger });
     writeRunSpec(runDir, spec);
-    const resolveRun = createRunResolver(runtimes, { ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }), maxBatchSize: options.concurrency, ...(options.execution === undefined ? {} : { execution: options.execution }), logger });
+    const resolveRun = createRunResolver(runtimes, {
+      ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
+      maxBatchSize: options.concurrency,
+      ...(options.execution === undefined ? {} : { execution: options.execution }),
+      ...(options.remote === undefined ? {} : { remote: options.remote }),
+      logger,
+    });
 
     // 2. The held-out evaluation before any update.
     heldOut = options.heldOut === undefined ? undefined : new HeldOutEvaluation(spec, runtime, resolveRun, { ...options.heldOut, runDir, concurrency: options.concurrency }, progress);
@@ -130,7 +146,7 @@ export async function runTraining(spec: RolloutRunSpec, options: TrainingRunOpti
     // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
     // the statistics-only updater.
     updater = await policyUpdaterFor(spec, options.modelDir, logger, options.execution);
-    const trainer = runTrainer({ transport, runId: spec.run_id, updater, pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b), onCommitted: recorder.onCommitted });
+    const trainer = runTrainer({ transport, runId: spec.run_id, updater, pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b), onCommitted: recorder.onCommitted, ...(options.adapterShare === undefined ? {} : { adapterShare: options.adapterShare }) });
     // Surface a trainer failure at once instead of waiting on a coordinator that can no longer finish.
     const trainerFailed = trainer.then(
       () => new Promise<never>(() => undefined),

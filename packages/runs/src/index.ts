@@ -29,6 +29,6 @@ export {
   type SavedEvalEpisode,
   type SavedEvalMeta,
 } from './saved-eval.ts';
-export { RunRecorder, saveAdapterVersion, readRunMetrics, type RunRecorderOptions, type RecordedVersion } from './run-directory.ts';
+export { RunRecorder, saveAdapterVersion, writeAdapterBlobDir, readRunMetrics, type RunRecorderOptions, type RecordedVersion } from './run-directory.ts';
 export { renderRunReport, writeRunReport, writeRunSpec, pickEvalPair, type RunReportInput } from './run-report.ts';
 export { evaluateIntoRunDir, type RunEvaluationOptions } from './run-evaluation.ts';

@@ -50,6 +50,14 @@ export function readRunMetrics(runDir: string): RunMetricsLine[] {
  * directory, or null when the blob holds no adapter (a JSON blob: the statistics-only updater's).
  */
 export function saveAdapterVersion(runDir: string, version: number, blob: Uint8Array, options: { baseModel?: string } = {}): string | null {
+  return writeAdapterBlobDir(adapterVersionDir(runDir, version), version, blob, options);
+}
+
+/**
+ * Write a version's weights blob as the PEFT adapter directory `dir` (see saveAdapterVersion),
+ * built beside it and renamed into place. Returns `dir`, or null for a blob that holds no adapter.
+ */
+export function writeAdapterBlobDir(dir: string, version: number, blob: Uint8Array, options: { baseModel?: string } = {}): string | null {
   // The statistics-only updater's blob is a JSON document too.
   if (isJsonBlob(blob)) return null;
   const { metadata } = decodeSafetensors(blob, `weights of version ${version}`);
@@ -57,7 +65,6 @@ export function saveAdapterVersion(runDir: string, version: number, blob: Uint8A
     { peft_type: 'LORA', r: Number(metadata['lora_r']), lora_alpha: Number(metadata['lora_alpha']), target_modules: (metadata['lora_target_modules'] ?? '').split(',').filter((t) => t !== '') },
     `weights of version ${version} (safetensors metadata)`,
   );
-  const dir = adapterVersionDir(runDir, version);
   const adapterConfig = `${JSON.stringify(peftAdapterConfig(lora, options.baseModel === undefined ? {} : { baseModel: options.baseModel }), null, 2)}\n`;
   // One version's adapter is the same bytes whoever writes it (a restarted trainer saves it again): replaced whole.
   writeDirAtomic(

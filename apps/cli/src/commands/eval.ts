@@ -72,7 +72,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     const { checkSavedEvalTarget } = await import('@sqlenv/runs');
     checkSavedEvalTarget(save.runDir, save.name, { force: flags.force });
   }
-  const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, flags.policy === 'model');
+  const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, flags.policy === 'model' && flags.inferenceUrl === undefined);
   // Evaluation by default: the progress shaping scores queries against the gold rows, so a policy that saw it could probe answers.
   const runtime = await openSqlRuntime({ dataset: flags.dataset, env: { rewardMode: flags.mode } }, flags['skip-missing-dbs'] === true, io);
   let model: ModelResources | undefined;
@@ -131,7 +131,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       });
       io.stderr.write(`saved ${writeSavedEval(save.runDir, saved, { force: flags.force })} (policy version ${save.version})\n`);
     }
-    const engine = model?.engine.stats;
+    const engine = model?.engine?.stats;
     if (flags.json) {
       io.stdout.write(`${JSON.stringify({ ...summaryJson(report, flags.dataset, dataset, rewardModeOf(flags)), ...(engine === undefined ? {} : { mean_batch_size: round(engine.meanBatchSize) }) })}\n`);
     } else {

@@ -15,6 +15,7 @@ import { SftOptionsSchema, sftJobOptions } from './sft.ts';
 import { train, trainCommandLine, trainRunSpec, TrainOptionsSchema, type TrainOptionsInput } from './train.ts';
 import { ExecutionFlags, executionFlagOptions, startExecution } from '../execution-flags.ts';
 import { executionOptionsOf } from './execution-options.ts';
+import { AdapterShareOptionsSchema, adapterShareOptionSpecs, InferenceOptionsSchema, inferenceOptionSpecs, type InferenceOptions } from './inference-options.ts';
 
 /** The checkpoint `npm start` begins from: made by this project's `sqlenv sft --full` (models/README.md says how). */
 export const DEFAULT_LEARN_MODEL = fileURLToPath(new URL('../../../../models/sqlenv-base', import.meta.url));
@@ -58,7 +59,10 @@ const LearnFlags = DatasetFlags.extend({
   'eval-questions': z.union([z.literal('all'), positiveIntFlag]).default('all'),
   redis: z.string().min(1).optional(),
   'local-worker': z.enum(['true', 'false']).default('true'),
-}).extend(ExecutionFlags.shape);
+})
+  .extend(ExecutionFlags.shape)
+  .extend(InferenceOptionsSchema.shape)
+  .extend(AdapterShareOptionsSchema.shape);
 
 /** The last stdout line of `sqlenv learn` (and of `npm start`). */
 export interface LearnResult {
@@ -123,6 +127,8 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       'local-worker': { type: 'string' },
       ...datasetFlagOptions,
       ...executionFlagOptions,
+      ...inferenceOptionSpecs,
+      ...adapterShareOptionSpecs,
     },
     LearnFlags,
     { env: io.env ?? {} },
@@ -143,6 +149,9 @@ export async function learn(flags: LearnOptions, io: CommandIo): Promise<number>
   const skipMissing = flags['skip-missing-dbs'] === true;
   if (!existsSync(join(flags.model, 'config.json'))) {
     throw new UsageError(`--model ${flags.model}: no config.json there (the default checkpoint ships in the repository's models/ directory)`);
+  }
+  if (flags.inferenceUrl !== undefined && flags['sft-steps'] > 0 && flags['sft-mode'] === 'full') {
+    throw new UsageError('--inference-url with a full-parameter SFT warm start: the servers would sample the base model, not the SFT checkpoint; use --sft-mode lora (GRPO continues the adapter, published as v0) or --sft-steps 0');
   }
   // Every phase (SFT, the evaluations, GRPO's engine and learner) runs its sessions with these settings.
   const execution = await startExecution(flags, io.env ?? {}, logger, true);
@@ -274,7 +283,14 @@ function grpoOptions(flags: LearnOptions, model: string, adapter: string | undef
     ...executionOptionsOf(execution),
     ...(flags.redis === undefined ? {} : { redisUrl: flags.redis, localWorker: flags['local-worker'] }),
     ...(skipMissing ? { skipMissingDbs: true } : {}),
+    ...remoteInferenceFlags(flags),
   };
+}
+
+/** The remote-sampling flags, handed to the GRPO phase as they are. */
+function remoteInferenceFlags(flags: LearnOptions): InferenceOptions {
+  const keys = ['inferenceUrl', 'inferenceApiKey', 'inferenceModel', 'inferenceConcurrency', 'adapterShare', 'adapterShareAs'] as const;
+  return Object.fromEntries(keys.filter((k) => flags[k] !== undefined).map((k) => [k, flags[k]]));
 }
 
 function round(x: number, digits = 4): number {

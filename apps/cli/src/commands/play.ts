@@ -45,7 +45,7 @@ export async function playCommand(argv: string[], io: CommandIo): Promise<number
     PlayFlags,
     { env: io.env ?? {} },
   );
-  const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, flags.policy === 'model');
+  const execution = await startExecution(flags, io.env ?? {}, io.logger ?? silentLogger, flags.policy === 'model' && flags.inferenceUrl === undefined);
   if (flags.policy === 'model') return playModel(flags, io, execution);
   const scripted = flags.actions === undefined ? undefined : await readActionsFile(flags.actions);
   const runtime = await openSqlRuntime({ dataset: flags.dataset }, flags['skip-missing-dbs'] === true, io);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runProblems } from './train.ts';
+import { runProblems, trainCommandLine } from './train.ts';
 
 describe('sqlenv train fails loudly', () => {
   const ev = (name: string, formatErrorRate: number) => ({ name, episodes_count: 10, format_error_rate: formatErrorRate });
@@ -12,5 +12,12 @@ describe('sqlenv train fails loudly', () => {
     expect(runProblems([], [ev('before', 0.2), ev('after', 1)])).toEqual(['the policy collapsed: format errors went from 20.0 % to 100 % of the steps']);
     expect(runProblems([], [ev('before', 1), ev('after', 1)])).toEqual([]);
     expect(runProblems([], [ev('before', 0.2), ev('after', 0.1)])).toEqual([]);
+  });
+});
+
+describe('trainCommandLine', () => {
+  it('spells the remote flags out but never the API key', () => {
+    const line = trainCommandLine({ policy: 'model', inferenceUrl: 'http://a:8000,http://b:8000', inferenceApiKey: 'secret', adapterShare: '/share', adapterShareAs: '/adapters' });
+    expect(line).toBe('sqlenv train --policy model --inference-url http://a:8000,http://b:8000 --adapter-share /share --adapter-share-as /adapters');
   });
 });

@@ -12,6 +12,7 @@ import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.
 import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-options.ts';
 import { trainUsage } from './usage.ts';
+import { AdapterShareOptionsSchema, adapterShareOptionSpecs, checkAdapterShare, InferenceOptionsSchema, inferenceOptionSpecs, startRemoteInference } from './inference-options.ts';
 
 const trainOptionSpecs: Record<string, FlagSpec> = {
   concurrency: { key: 'concurrency', env: 'SQLENV_CONCURRENCY' },
@@ -78,13 +79,15 @@ export const TrainOptionsSchema = SpecOptionsSchema.extend({
   .extend(RuntimeOptionsSchema.shape)
   .extend(ModelDirOptionsSchema.shape)
   .extend(ModelSpecOptionsSchema.shape)
-  .extend(ExecutionOptionsSchema.shape);
+  .extend(ExecutionOptionsSchema.shape)
+  .extend(InferenceOptionsSchema.shape)
+  .extend(AdapterShareOptionsSchema.shape);
 
 export type TrainOptions = z.infer<typeof TrainOptionsSchema>;
 export type TrainOptionsInput = z.input<typeof TrainOptionsSchema>;
 
 /** Every flag of `sqlenv train`, with its environment variable and its key in TrainOptions. */
-export const trainFlagSpecs: Record<string, FlagSpec> = { ...specOptionSpecs, ...trainOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs, ...executionOptionSpecs };
+export const trainFlagSpecs: Record<string, FlagSpec> = { ...specOptionSpecs, ...trainOptionSpecs, ...runtimeOptionSpecs, ...modelDirOptionSpecs, ...modelSpecOptionSpecs, ...executionOptionSpecs, ...inferenceOptionSpecs, ...adapterShareOptionSpecs };
 
 /**
  * `sqlenv train`: coordinator, worker and trainer in one process on the
@@ -118,8 +121,12 @@ export async function train(options: TrainOptions, io: CommandIo): Promise<numbe
   const execution = modelExecutionOf(options);
   // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
   if (execution.provider !== 'cpu') await checkExecutionProvider(execution, io.env ?? {}, logger);
+  await checkAdapterShare(options);
+  const remote = await startRemoteInference(options, { training: spec.policy === 'model', ...(spec.model === undefined ? {} : { sampling: { topP: spec.model.sampling.top_p, topK: spec.model.sampling.top_k } }), logger });
   const runDir = options.runDir ?? join('runs', spec.run_id);
   const run = await runTraining(spec, {
+    ...(remote === undefined ? {} : { remote }),
+    ...(options.adapterShare === undefined ? {} : { adapterShare: options.adapterShare }),
     runDir,
     saveEvery: options.saveEvery,
     keepWeights: options.keepWeights,
@@ -149,6 +156,8 @@ export function trainCommandLine(input: TrainOptionsInput): string {
   const args = Object.entries(input).flatMap(([key, value]) => {
     const flag = flagOf.get(key) ?? key;
     if (value === undefined || value === false) return [];
+    // A key is never printed: the line goes to logs. The environment variable stands in for it.
+    if (key === 'inferenceApiKey') return [];
     return trainFlagSpecs[flag]?.type === 'boolean' ? [`--${flag}`] : [`--${flag}`, String(value)];
   });
   return `sqlenv train ${args.join(' ')}`;

@@ -11,6 +11,7 @@ import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, m
 import { transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 import { trainerUsage } from './usage.ts';
+import { AdapterShareOptionsSchema, adapterShareOptionSpecs, checkAdapterShare } from './inference-options.ts';
 import { startStatusEndpoint, type StatusEndpoint } from './status-endpoint.ts';
 
 export const trainerOptionSpecs: Record<string, FlagSpec> = {
@@ -56,7 +57,8 @@ const TrainerOptionsSchema = z
   })
   .extend(TransportOptionsSchema.shape)
   .extend(ExecutionOptionsSchema.shape)
-  .extend(ModelDirOptionsSchema.shape);
+  .extend(ModelDirOptionsSchema.shape)
+  .extend(AdapterShareOptionsSchema.pick({ adapterShare: true }).shape);
 
 /** Train a run with its updater (`policyUpdaterFor`), released when the run is done. */
 async function withUpdater<T>(
@@ -88,10 +90,11 @@ export async function trainerCommand(argv: readonly string[], io: CommandIo): Pr
   let transport: BullmqTransport | undefined;
   let endpoint: StatusEndpoint | undefined;
   try {
-    const options = parseFlags(argv, { ...trainerOptionSpecs, ...transportOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, TrainerOptionsSchema, { env: io.env ?? {} }).flags;
+    const options = parseFlags(argv, { ...trainerOptionSpecs, ...transportOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs, 'adapter-share': adapterShareOptionSpecs['adapter-share'] }, TrainerOptionsSchema, { env: io.env ?? {} }).flags;
     const logger = io.logger ?? createRootLogger('trainer', { fd: 2, level: options.logLevel });
     const execution = modelExecutionOf(options);
     await checkExecutionProvider(execution, io.env ?? {}, logger);
+    await checkAdapterShare(options);
     const activeTransport = new BullmqTransport(transportConfig(options), { logger });
     transport = activeTransport;
     const metrics = new RolloutMetrics({ processMetrics: true });
@@ -120,6 +123,7 @@ export async function trainerCommand(argv: readonly string[], io: CommandIo): Pr
             retention,
             signal,
             ...(recorder === undefined ? {} : { onCommitted: recorder.onCommitted }),
+            ...(options.adapterShare === undefined ? {} : { adapterShare: options.adapterShare }),
           }),
         );
         let report: string | undefined;

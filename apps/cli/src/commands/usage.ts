@@ -1,5 +1,9 @@
 import { executionUsage } from '../execution-flags.ts';
 
+/** Remote sampling on vLLM-compatible servers (commands/inference-options.ts). */
+const inferenceUsage = '[--inference-url URL[,URL...] [--inference-api-key KEY] [--inference-model NAME] [--inference-concurrency N]]';
+const adapterShareUsage = '[--adapter-share DIR [--adapter-share-as PATH]]';
+
 /**
  * Every command's usage, in one module that loads nothing: `sqlenv --help` and `sqlenv <command>
  * --help` print it without importing the command (whose module may load ONNX Runtime or BullMQ).
@@ -14,7 +18,8 @@ export const evalUsage =
   `sqlenv eval [--policy oracle|random|model] [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev]
             [--episodes N|all] [--seeds K] [--seed S] [--concurrency C] [--url ws://host:port] [--mode eval|train] [--json] [--verbose]
             [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
-             [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl] ${executionUsage}]
+             [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl] ${executionUsage}
+             ${inferenceUsage}]
             [--save-eval RUN_DIR --eval-name NAME [--eval-version N] [--force]]`;
 
 export const learnUsage =
@@ -22,7 +27,7 @@ export const learnUsage =
             [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
             [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--temperature T] [--lr X] [--lora-rank R]
             [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--tis-cap C] [--learner JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]
-            ${executionUsage}`;
+            ${executionUsage} ${inferenceUsage} ${adapterShareUsage}`;
 
 export const modelUsage =
   `sqlenv model init --config <preset|json|file> --out DIR [--seed S] [--dtype F32|F16|BF16] [--tokenizer DIR] [--force]
@@ -33,7 +38,7 @@ export const modelUsage =
 export const playUsage =
   `sqlenv play [--dataset builtin|<dir> [--skip-missing-dbs]] [--split train|dev] [--question-id Q] [--seed S]
             [--actions FILE.jsonl --json]
-            sqlenv play --policy model --model DIR [--adapter DIR] [--temperature T] [--max-new-tokens N] ${executionUsage} ... [--json]`;
+            sqlenv play --policy model --model DIR [--adapter DIR] [--temperature T] [--max-new-tokens N] ${executionUsage} ${inferenceUsage} ... [--json]`;
 
 export const reportUsage = 'sqlenv report RUN_DIR';
 
@@ -59,13 +64,13 @@ export const sftUsage =
             [--execution-provider cpu|cuda|webgpu] [--device-id D] [--threads N]`;
 
 export const trainUsage =
-  'sqlenv train [--dataset builtin|DIR [--skip-missing-dbs]] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--tis-cap C] [--concurrency C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--redis URL [--local-worker true|false]] [--progress auto|bar|lines|off] [--json]';
+  `sqlenv train [--dataset builtin|DIR [--skip-missing-dbs]] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--tis-cap C] [--concurrency C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--redis URL [--local-worker true|false]] [--progress auto|bar|lines|off] [--json] ${inferenceUsage} ${adapterShareUsage}`;
 
 export const trainerUsage =
-  'sqlenv trainer --redis URL [--run ID] [--model DIR] [--tis-cap C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
+  'sqlenv trainer --redis URL [--run ID] [--model DIR] [--tis-cap C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--adapter-share DIR] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
 
 export const workerUsage =
-  'sqlenv worker --redis URL [--run ID] [--concurrency C] [--skip-missing-dbs] [--model DIR] [--execution-provider cpu|cuda|webgpu] [--threads N] [--env-url ws://HOST:8000] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';
+  `sqlenv worker --redis URL [--run ID] [--concurrency C] [--skip-missing-dbs] [--model DIR] [--execution-provider cpu|cuda|webgpu] [--threads N] ${inferenceUsage} ${adapterShareUsage} [--env-url ws://HOST:8000] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]`;
 
 /** `sqlenv serve --help`: the long form (serveUsage is its line in `sqlenv --help`). */
 export const SERVE_USAGE = `Usage: sqlenv serve [options]

@@ -10,6 +10,7 @@ import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOpt
 import { ModelDirOptionsSchema, modelDirOptionSpecs } from './model-options.ts';
 import { startStatusEndpoint, type StatusEndpoint } from './status-endpoint.ts';
 import { workerUsage } from './usage.ts';
+import { AdapterShareOptionsSchema, adapterShareOptionSpecs, InferenceOptionsSchema, inferenceOptionSpecs, startRemoteInference } from './inference-options.ts';
 
 export const workerOptionSpecs: Record<string, FlagSpec> = {
   run: { key: 'runId', env: 'RUN_ID' },
@@ -35,7 +36,9 @@ const WorkerOptionsSchema = z
   .extend(TransportOptionsSchema.shape)
   .extend(RuntimeOptionsSchema.shape)
   .extend(ExecutionOptionsSchema.shape)
-  .extend(ModelDirOptionsSchema.shape);
+  .extend(ModelDirOptionsSchema.shape)
+  .extend(InferenceOptionsSchema.shape)
+  .extend(AdapterShareOptionsSchema.shape);
 
 /**
  * `sqlenv worker`: play episode jobs until SIGTERM (or until `--run` is done).
@@ -48,10 +51,12 @@ export async function workerCommand(argv: readonly string[], io: CommandIo): Pro
   let worker: RolloutWorker | undefined;
   let runtimes: RuntimeCache | undefined;
   try {
-    const options = parseFlags(argv, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs }, WorkerOptionsSchema, { env: io.env ?? {} }).flags;
+    const options = parseFlags(argv, { ...workerOptionSpecs, ...transportOptionSpecs, ...runtimeOptionSpecs, ...executionOptionSpecs, ...modelDirOptionSpecs, ...inferenceOptionSpecs, ...adapterShareOptionSpecs }, WorkerOptionsSchema, { env: io.env ?? {} }).flags;
     const logger = io.logger ?? createRootLogger('worker', { fd: 2, level: options.logLevel });
     const execution = modelExecutionOf(options);
     await checkExecutionProvider(execution, io.env ?? {}, logger);
+    // A worker sampling remotely plays training runs: their versions come through the share.
+    const remote = await startRemoteInference(options, { training: true, logger });
     transport = new BullmqTransport(transportConfig(options), { logger });
     runtimes = new RuntimeCache(runtimeOptionsFrom(options, logger));
     const metrics = new RolloutMetrics({ processMetrics: true });
@@ -63,6 +68,7 @@ export async function workerCommand(argv: readonly string[], io: CommandIo): Pro
         ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
         maxBatchSize: options.concurrency,
         execution,
+        ...(remote === undefined ? {} : { remote }),
         logger,
       }),
       concurrency: options.concurrency,

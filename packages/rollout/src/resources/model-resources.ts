@@ -1,14 +1,16 @@
-import { EngineCompletionSource, LlmPolicy, loadAgentPrompt, parseAgentPrompt } from '@sqlenv/agents';
+import { EngineCompletionSource, LlmPolicy } from '@sqlenv/agents';
 import type { ExperimentalEngineOptions, InferenceEngine, PublicEngineOptions } from '@sqlenv/model';
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
 import type { ModelExecution } from './execution.ts';
+import { loadPolicySetup } from './policy-setup.ts';
 
 /** The model policy of a run in one process: one InferenceEngine shared by every episode. */
 export interface ModelResources {
   policy: LlmPolicy;
-  engine: InferenceEngine;
+  /** The in-process engine; absent when the completions come from inference servers (createRemoteModelResources). */
+  engine?: InferenceEngine;
   sampling: SamplingSettings;
   /** Tokens an episode may use in all (the spec's context_tokens, capped by the model's). */
   contextTokens: number;
@@ -40,23 +42,15 @@ export interface ModelResourcesOptions {
 
 /**
  * Start the model policy a run spec describes, on this process's model
- * directory. Refuses a directory whose fingerprint differs from the spec's
- * (another model, tokenizer or checkpoint), and an adapter whose shape is not
+ * directory (checked by loadPolicySetup). Refuses an adapter whose shape is not
  * the spec's LoRA. ONNX Runtime is loaded here, only for model runs.
  */
-export async function createModelResources(spec: RunModelSpec, modelDir: string, options: ModelResourcesOptions): Promise<ModelResources> {
+export async function createModelResources(spec: RunModelSpec, modelDir: string, options: ModelResourcesOptions): Promise<ModelResources & { engine: InferenceEngine }> {
   const model = await import('@sqlenv/model');
   const logger = (options.logger ?? silentLogger).child({ component: 'model-policy' });
-  const fingerprint = model.modelFingerprint(modelDir);
-  if (fingerprint !== spec.fingerprint) {
-    throw new AppError(ErrorCode.VALIDATION, `--model ${modelDir} is not the run's model: fingerprint ${fingerprint.slice(0, 19)}… differs from the spec's ${spec.fingerprint.slice(0, 19)}…`);
-  }
-  const config = model.readModelConfig(modelDir);
+  const { config, chat, prompt, contextTokens, stopIds } = await loadPolicySetup(spec, modelDir);
   const lora = options.lora === null ? null : model.parseLoraConfig(spec.lora);
   if (lora === null && spec.adapter !== null) throw new AppError(ErrorCode.VALIDATION, 'an adapter needs the LoRA inputs (lora: null was asked for)');
-  const chat = await model.loadChatFormat(modelDir, { thinking: spec.thinking, config });
-  const prompt = spec.prompt === null ? loadAgentPrompt() : parseAgentPrompt(spec.prompt, 'the run spec prompt');
-  const contextTokens = Math.min(spec.context_tokens ?? config.maxPositionEmbeddings, config.maxPositionEmbeddings);
   const engine = await model.InferenceEngine.start(
     {
       modelDir,
@@ -64,7 +58,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
       maxBatchSize: Math.max(1, options.maxBatchSize),
       ...(options.experimental === undefined ? {} : { experimental: options.experimental }),
       topK: spec.sampling.top_k,
-      stopIds: [...new Set([...chat.stopIds, ...config.eosTokenIds])],
+      stopIds,
       ...options.execution,
       // A small model runs as several engine threads splitting the process's threads (docs/inference.md, "Replicas").
       ...(options.execution === undefined

@@ -4,6 +4,7 @@ import type { RolloutRunSpec, SqlAction } from '@sqlenv/protocol';
 import { createSqlEnvRuntime, type Dataset, type SqlEnvRuntime } from '@sqlenv/sql-env';
 import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
 import { createModelResources } from './model-resources.ts';
+import { createRemoteModelResources, type RemoteInferenceOptions } from './remote-model-resources.ts';
 import type { ModelExecution } from './execution.ts';
 import type { EnvironmentSource, RolloutEnvironment } from '../play-episode.ts';
 import type { ScheduledQuestion } from '../question-schedule.ts';
@@ -113,6 +114,8 @@ export interface RunResolverOptions extends RuntimeOptions {
   maxBatchSize?: number;
   /** Provider and threads of the model runs' inference engines. */
   execution?: ModelExecution;
+  /** Sample model runs on inference servers instead of an in-process engine. */
+  remote?: RemoteInferenceOptions;
 }
 
 /** The worker's ResolveRun: policy + environments for a run's dataset and policy. */
@@ -130,11 +133,15 @@ export function createRunResolver(runtimes: RuntimeCache, options: RunResolverOp
     if (spec.policy !== 'model') return { policy: createPolicy(spec.policy, runtime.dataset, spec.seed), environments };
     if (spec.model === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id}: policy 'model' without a model section`);
     if (options.modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id} plays the model policy: start this worker with --model DIR (SQLENV_MODEL_DIR)`);
-    const model = await createModelResources(spec.model, options.modelDir, {
-      maxBatchSize: options.maxBatchSize ?? 16,
-      ...(options.execution === undefined ? {} : { execution: options.execution }),
-      ...(options.logger === undefined ? {} : { logger: options.logger }),
-    });
+    const logger = options.logger === undefined ? {} : { logger: options.logger };
+    const model =
+      options.remote === undefined
+        ? await createModelResources(spec.model, options.modelDir, {
+            maxBatchSize: options.maxBatchSize ?? 16,
+            ...(options.execution === undefined ? {} : { execution: options.execution }),
+            ...logger,
+          })
+        : await createRemoteModelResources(spec.model, options.modelDir, { remote: options.remote, runId: spec.run_id, maxStaleness: spec.max_staleness, ...logger });
     return { policy: model.policy, environments, applyWeights: model.applyWeights, sampling: model.sampling, release: model.close };
   };
 }
