@@ -167,15 +167,6 @@ describe('docker-compose.yml (GPU host) and docker-compose.cpu.yml (CPU host)', 
   });
 });
 
-
-/**
- * Environment variables of the remote completion source (vLLM servers, the adapter share) and the
- * served model's name, which the workers and the trainer in docker-compose.vllm.yml set. They are
- * read by the remote client's options; until those are part of the CLI's option tables they are
- * listed here.
- */
-const REMOTE_CLIENT_VARIABLES = ['SQLENV_INFERENCE_URL', 'SQLENV_INFERENCE_API_KEY', 'SQLENV_ADAPTER_SHARE', 'SQLENV_INFERENCE_MODEL'];
-
 describe('docker-compose.vllm.yml (GPU cluster: vLLM servers sample, workers without GPUs)', () => {
   const validate = validator();
   const base = load('docker-compose.yml');
@@ -275,7 +266,7 @@ describe('docker-compose.vllm.yml (GPU cluster: vLLM servers sample, workers wit
 
   it('sets only environment variables that the apps, the GPU entry script or the remote client read', () => {
     const entryScriptVariables = [...read('docker/gpu-entry.sh').matchAll(/\b(SQLENV_[A-Z_]+)/g)].map((m) => m[1] as string);
-    const known = new Set([...environmentVariables().keys(), ...entryScriptVariables, ...REMOTE_CLIENT_VARIABLES]);
+    const known = new Set([...environmentVariables().keys(), ...entryScriptVariables]);
     for (const name of ['coordinator', 'worker', 'trainer']) {
       expect(Object.keys(all[name]?.environment ?? {}).filter((k) => !known.has(k)), name).toEqual([]);
     }
