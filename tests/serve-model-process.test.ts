@@ -1,61 +1,32 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initLoraWeights, parseLoraConfig, parseModelConfig, saveAdapterDir, writeRandomCheckpoint } from '@sqlenv/model';
 import { TINY_BYTE_MODEL_CONFIG } from '@sqlenv/model/testing';
 import { CompletionRequestSchema, CompletionResponseSchema, ModelListSchema, type CompletionRequest } from '@sqlenv/protocol';
+import { startServeModel, type ServeModelProcess } from './serve-model-processes.ts';
 
 /**
  * `sqlenv serve-model` as a real process: it logs its URL, answers completions and adapter loads
  * over HTTP with the API key from its environment variable, and on SIGTERM finishes the request in
  * flight before it exits 0.
  */
-const BIN = join(import.meta.dirname, '..', 'apps', 'cli', 'bin', 'sqlenv.js');
 const root = mkdtempSync(join(tmpdir(), 'sqlenv-serve-model-'));
 const modelDir = join(root, 'tiny');
 const adapterDir = join(root, 'adapter');
 const API_KEY = 'process-key';
+const startServer = (): Promise<ServeModelProcess> =>
+  startServeModel(['--model', modelDir, '--port', '0', '--lora-rank', '2', '--lora-alpha', '4', '--max-loras', '2', '--threads', '1', '--max-batch-size', '1', '--served-model-name', 'tiny'], { SQLENV_INFERENCE_API_KEY: API_KEY });
 
-interface ServerProcess {
-  child: ChildProcess;
-  url: string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  logs: string[];
-}
-
-async function startServeModel(): Promise<ServerProcess> {
-  const args = [BIN, 'serve-model', '--model', modelDir, '--port', '0', '--lora-rank', '2', '--lora-alpha', '4', '--max-loras', '2', '--threads', '1', '--max-batch-size', '1', '--served-model-name', 'tiny'];
-  const child = spawn(process.execPath, args, { env: { ...process.env, SQLENV_INFERENCE_API_KEY: API_KEY, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const logs: string[] = [];
-  child.stderr?.on('data', (d: Buffer) => logs.push(d.toString('utf8')));
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve-model did not start: ${logs.join('')}`)), 120_000);
-    lines.on('line', (line) => {
-      logs.push(line);
-      const entry = JSON.parse(line) as { msg?: string; url?: string };
-      if (entry.msg === 'model server listening' && entry.url !== undefined) {
-        clearTimeout(timer);
-        resolve(entry.url);
-      }
-    });
-    void exited.then(() => reject(new Error(`serve-model exited early: ${logs.join('\n')}`)));
-  });
-  return { child, url, exited, logs };
-}
-
-let server: ServerProcess;
+let server: ServeModelProcess;
 
 beforeAll(async () => {
   const config = parseModelConfig(TINY_BYTE_MODEL_CONFIG);
   writeRandomCheckpoint(modelDir, config, { seed: 3, initStd: 0.3 });
   const lora = parseLoraConfig({ rank: 2, alpha: 4 });
   saveAdapterDir(adapterDir, config, { lora, weights: initLoraWeights(config, lora, { seed: 9, bStd: 0.5 }) });
-  server = await startServeModel();
+  server = await startServer();
 }, 150_000);
 
 afterAll(async () => {

@@ -10,13 +10,15 @@ export interface ServeModelProcess {
   url: string;
   port: number;
   logs: string[];
+  /** Resolves with the exit code and signal once the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stop(): Promise<void>;
 }
 
 /** Start `sqlenv serve-model` with these flags and wait until it listens (its URL from its log line). */
 export async function startServeModel(args: readonly string[], env: Record<string, string> = {}): Promise<ServeModelProcess> {
   const child = spawn(process.execPath, [SQLENV_BIN, 'serve-model', ...args], { env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const logs: string[] = [];
   child.stderr?.on('data', (d: Buffer) => logs.push(d.toString('utf8')));
   const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
@@ -41,6 +43,7 @@ export async function startServeModel(args: readonly string[], env: Record<strin
     url,
     port: Number(new URL(url).port),
     logs,
+    exited,
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await exited;
