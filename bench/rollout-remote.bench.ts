@@ -16,7 +16,7 @@
  * Writes <results dir>/rollout-remote.md and .json.
  *
  *   npm run bench:rollout-remote
- *   BENCH_MODELS=sqlenv-tiny,sqlenv-base BENCH_ROUNDS=3 BENCH_EPISODES=256 npm run bench:rollout-remote
+ *   BENCH_MODELS=sqlenv-tiny,sqlenv-base BENCH_CONCURRENCY=32 BENCH_ROUNDS=5 npm run bench:rollout-remote   # both checkpoints, the target's row
  *   BENCH_CONCURRENCY=8 BENCH_WORKERS=1 BENCH_ROUNDS=1 BENCH_EPISODES=8 BENCH_RESULTS_DIR=/tmp/rr npm run bench:rollout-remote   # smallest
  */
 import { join } from 'node:path';
@@ -45,9 +45,9 @@ const SettingsSchema = z.object({
   BENCH_CONCURRENCY: intList('8,32,64'),
   /** Eval processes at once. */
   BENCH_WORKERS: intList('1,2'),
-  BENCH_ROUNDS: positiveInt(2),
+  BENCH_ROUNDS: positiveInt(3),
   /** Episodes of a run, all workers together. */
-  BENCH_EPISODES: positiveInt(128),
+  BENCH_EPISODES: positiveInt(256),
   /** ORT threads of each eval process's engine (`--threads`); the server gets this times the workers. */
   BENCH_THREADS: positiveInt(2),
 });
