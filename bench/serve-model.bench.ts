@@ -9,12 +9,10 @@
  * Writes bench/results/serve-model.md and .json.
  * Run: npm run bench:serve-model -- [--model DIR] [--episodes 64] [--in-flight 32] [--turns 5] [--max-tokens 24] [--pairs 3] [--threads 2]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { countParameters, InferenceEngine, readModelConfig, replicaPlan, type EngineStats } from '@sqlenv/model';
+import { countParameters, InferenceEngine, readModelConfig, replicaPlan } from '@sqlenv/model';
 import { CompletionRequestSchema, CompletionResponseSchema } from '@sqlenv/protocol';
-import { median, numberArg, repoRoot, sqlenvBin, startBench, stringArg } from './lib/harness.ts';
+import { median, numberArg, repoRoot, startBench, startServeModel, stringArg } from './lib/harness.ts';
 
 const modelDir = stringArg('--model') ?? join(repoRoot, 'models', 'sqlenv-tiny');
 const episodes = numberArg('--episodes', 64);
@@ -47,20 +45,6 @@ async function play(sample: Sample): Promise<number> {
   return episodes / ((performance.now() - start) / 1000);
 }
 
-async function startServer(): Promise<{ child: ChildProcess; url: string; model: string }> {
-  const args = [sqlenvBin, 'serve-model', '--model', modelDir, '--port', '0', '--threads', String(threads), '--max-batch-size', String(maxBatchSize), '--max-loras', '0'];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise<string>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`serve-model exited with ${code}`)));
-    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      const entry = JSON.parse(line) as { msg?: string; url?: string };
-      if (entry.msg === 'model server listening' && entry.url !== undefined) resolve(entry.url);
-    });
-  });
-  const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
-  return { child, url, model: models.data[0]?.id ?? '' };
-}
-
 function httpSample(url: string, model: string): Sample {
   return async (context, seed) => {
     // No stop_token_ids: the model's EOS ids, the same stops as the in-process engine's default.
@@ -71,16 +55,11 @@ function httpSample(url: string, model: string): Sample {
   };
 }
 
-async function engineStats(url: string): Promise<Partial<EngineStats>> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  return Object.fromEntries([...text.matchAll(/^sqlenv_model_server_engine_stat\{stat="(\w+)"\} (\S+)$/gm)].map((m) => [m[1], Number(m[2])]));
-}
-
 const bench = startBench('serve-model');
 // The replicas and threads serve-model gives the same flags.
 const plan = replicaPlan({ provider: 'cpu', threads, maxBatchSize, weightBytes: 4 * countParameters(readModelConfig(modelDir)) });
 const engine = await InferenceEngine.start({ modelDir, maxBatchSize, ...plan });
-const server = await startServer();
+const server = await startServeModel(['--model', modelDir, '--threads', String(threads), '--max-batch-size', String(maxBatchSize), '--max-loras', '0']);
 const inProcess: Sample = async (context, seed, e) => (await engine.generate({ promptIds: context, maxNewTokens: maxTokens, seed, temperature: 1, cacheKey: `episode-${e}` })).tokens;
 const rows: { pair: number; inProcessEpisodesPerS: number; httpEpisodesPerS: number; ratio: number }[] = [];
 try {
@@ -95,8 +74,8 @@ try {
 } finally {
   await engine.close();
 }
-const stats = { inProcess: engine.stats, http: await engineStats(server.url) };
-server.child.kill('SIGTERM');
+const stats = { inProcess: engine.stats, http: await server.engineStats() };
+await server.stop();
 const ratio = median(rows.map((r) => r.ratio));
 const settings = { modelDir: modelDir.replace(repoRoot, ''), episodes, inFlight, turns, maxTokens, pairs, threads, maxBatchSize };
 bench.write({ title: 'bench:serve-model', data: { settings, rows, medianRatio: ratio, stats }, body: [

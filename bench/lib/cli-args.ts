@@ -1,5 +1,5 @@
 /** Flags, timing and the `sqlenv` CLI for bench scripts. */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { repoRoot, sqlenvBin } from './repo-paths.ts';
 
 /** `--name N` from the command line, or `fallback`. */
@@ -31,6 +31,16 @@ export async function bestWallMs(run: () => Promise<unknown>, repeats: number, w
 /** Runs `sqlenv <argv>` to completion (logs at warn) and returns its stdout. */
 export function runSqlenv(argv: string[]): string {
   return execFileSync(process.execPath, [sqlenvBin, ...argv], { cwd: repoRoot, encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, LOG_LEVEL: 'warn' } });
+}
+
+/** `runSqlenv` without blocking this process: several commands can run at once. */
+export function runSqlenvAsync(argv: readonly string[], timeoutMs = 0): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [sqlenvBin, ...argv], { cwd: repoRoot, encoding: 'utf8', maxBuffer: 64 << 20, timeout: timeoutMs, env: { ...process.env, LOG_LEVEL: 'warn' } }, (error, stdout, stderr) => {
+      if (error === null) resolve(stdout);
+      else reject(new Error(`sqlenv ${argv.join(' ')} failed: ${error.message}\n${stderr.slice(-2000)}`));
+    });
+  });
 }
 
 /** The median (the mean of the two middle values for an even count). */

@@ -9,6 +9,7 @@ import { parseEngineVariants } from './engine-variants.ts';
 import { closeMachineRecord, machineLine, recordMachine, type MachineRecord } from './machine-record.ts';
 import { resultsDir, writeResults } from './results-writer.ts';
 import { interleavedRounds, resultsByVariant, roundOrder } from './rounds.ts';
+import { engineStatsOf } from './serve-model-child.ts';
 
 describe('interleaved rounds', () => {
   it('runs every variant once per round, alternating A B A B', async () => {
@@ -129,5 +130,17 @@ describe('child processes', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('serve-model metrics', () => {
+  it('reads the engine counters of /metrics and nothing else', () => {
+    const text = [
+      '# TYPE sqlenv_model_server_engine_stat gauge',
+      'sqlenv_model_server_engine_stat{stat="turns"} 33',
+      'sqlenv_model_server_engine_stat{stat="meanBatchSize"} 2.78',
+      'sqlenv_model_server_requests_total{route="/v1/completions",status="200"} 33',
+    ].join('\n');
+    expect(engineStatsOf(text)).toEqual({ turns: 33, meanBatchSize: 2.78 });
   });
 });

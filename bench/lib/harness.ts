@@ -36,5 +36,6 @@ export { loadAverage1mNow, machineLine, type MachineRecord } from './machine-rec
 export { resultsDir, type ResultPage, type WrittenResults } from './results-writer.ts';
 export { interleavedRounds, resultsByVariant, roundOrder, type RoundOptions, type RoundRun } from './rounds.ts';
 export { childPayload, replyToParent, runChild, type ChildOptions } from './child-process.ts';
-export { bestWallMs, median, numberArg, runSqlenv, stringArg } from './cli-args.ts';
+export { bestWallMs, median, numberArg, runSqlenv, runSqlenvAsync, stringArg } from './cli-args.ts';
+export { engineStatsOf, startServeModel, type ServeModelChild } from './serve-model-child.ts';
 export { benchSettings, positiveInt } from './bench-settings.ts';
