@@ -1,7 +1,8 @@
-import { EngineCompletionSource, LlmPolicy } from '@sqlenv/agents';
+import { checkContextHoldsSystemTurn, EngineCompletionSource, LlmPolicy, systemTurnIds } from '@sqlenv/agents';
 import type { ExperimentalEngineOptions, InferenceEngine, PublicEngineOptions } from '@sqlenv/model';
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
-import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import { join } from 'node:path';
+import { AppError, ErrorCode, readMemoryLimit, silentLogger, type Logger, type MemoryLimit } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
 import type { ModelExecution } from './execution.ts';
 import { loadPolicySetup } from './policy-setup.ts';
@@ -24,7 +25,7 @@ export interface ModelResources {
 }
 
 export interface ModelResourcesOptions {
-  /** Most turns batched into one generation run (the worker's concurrency). */
+  /** Most turns batched into one generation run (the worker's concurrency), capped by the turns whose KV cache fits the memory limit. */
   maxBatchSize: NonNullable<PublicEngineOptions['maxBatchSize']>;
   /** The engine's measurement knobs (InferenceEngine `experimentalEngineOptionsSchema`: the bench sets them); default: the engine's. */
   experimental?: ExperimentalEngineOptions;
@@ -37,6 +38,8 @@ export interface ModelResourcesOptions {
   execution?: ModelExecution;
   /** Engine replicas, splitting `execution`'s threads; default: `replicaPlan` (several for a small model on the CPU). */
   replicas?: PublicEngineOptions['replicas'];
+  /** The memory limit the engine is planned under; default: this process's (readMemoryLimit). */
+  memoryLimit?: MemoryLimit;
   logger?: Logger;
 }
 
@@ -51,11 +54,28 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
   const { config, chat, prompt, contextTokens, stopIds } = await loadPolicySetup(spec, modelDir);
   const lora = options.lora === null ? null : model.parseLoraConfig(spec.lora);
   if (lora === null && spec.adapter !== null) throw new AppError(ErrorCode.VALIDATION, 'an adapter needs the LoRA inputs (lora: null was asked for)');
+  // Refused before anything is loaded: a context that cannot hold the system turn, a model that cannot fit the memory limit.
+  const systemIds = systemTurnIds(chat, prompt);
+  checkContextHoldsSystemTurn(chat, systemIds, contextTokens);
+  const memoryLimit = options.memoryLimit ?? readMemoryLimit();
+  // Concurrency beyond the turns whose KV fits is served by queueing: the extra turns wait for a row.
+  const plan = model.planEngineMemory({
+    config,
+    what: join(modelDir, 'config.json'),
+    memoryLimit,
+    lora: lora ?? undefined,
+    maxBatchSize: Math.max(1, options.maxBatchSize),
+    turnTokens: Math.min(contextTokens, systemIds.length + spec.max_new_tokens),
+  });
+  if (plan.maxBatchSize < options.maxBatchSize) {
+    logger.warn({ concurrency: options.maxBatchSize, maxBatchSize: plan.maxBatchSize, kvCacheBytes: plan.kvCacheBytes, memoryLimitBytes: memoryLimit.bytes, memoryLimitSource: memoryLimit.source }, 'batch capped by the memory limit: the other turns wait');
+  }
   const engine = await model.InferenceEngine.start(
     {
       modelDir,
       ...(lora === null ? {} : { lora }),
-      maxBatchSize: Math.max(1, options.maxBatchSize),
+      maxBatchSize: plan.maxBatchSize,
+      kvCacheBytes: plan.kvCacheBytes,
       ...(options.experimental === undefined ? {} : { experimental: options.experimental }),
       topK: spec.sampling.top_k,
       stopIds,
@@ -66,7 +86,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
         : model.replicaPlan({
             provider: options.execution.provider,
             threads: options.execution.intraOpThreads,
-            maxBatchSize: options.maxBatchSize,
+            maxBatchSize: plan.maxBatchSize,
             weightBytes: 4 * model.countParameters(config),
             replicas: options.replicas,
           })),
