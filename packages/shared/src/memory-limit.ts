@@ -96,7 +96,8 @@ export function memoryLimitFrom(inputs: MemoryLimitInputs): MemoryLimit {
   let limit: MemoryLimit = { bytes: inputs.hostBytes, source: 'host', hostBytes: inputs.hostBytes };
   const constrained = inputs.constrainedBytes ?? 0;
   if (constrained > 0 && constrained < limit.bytes) limit = { ...limit, bytes: constrained, source: 'process.constrainedMemory()' };
-  for (const bound of cgroupBounds(inputs)) if (bound.bytes < limit.bytes) limit = { ...limit, ...bound };
+  // Node reads the same cgroup files: on a tie the file is named, which tells an operator what to change.
+  for (const bound of cgroupBounds(inputs)) if (bound.bytes < limit.bytes || (bound.bytes === limit.bytes && limit.source !== 'host')) limit = { ...limit, ...bound };
   return limit;
 }
 
