@@ -15,6 +15,8 @@ export interface ModelResources {
   sampling: SamplingSettings;
   /** Tokens an episode may use in all (the spec's context_tokens, capped by the model's). */
   contextTokens: number;
+  /** Turns the in-process engine batches: the concurrency asked for, capped by the turns whose KV fits under the memory limit. */
+  maxBatchSize?: number;
   /**
    * Apply the committed weights of a policy version: an adapter blob (safetensors, as
    * `encodeAdapter` writes it) replaces the LoRA tensors; a statistics-only blob
@@ -123,6 +125,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
     engine,
     sampling,
     contextTokens,
+    maxBatchSize: plan.maxBatchSize,
     applyWeights: async (blob, version) => {
       const weights = blob === null || isStatsWeightsBlob(blob) ? null : decode(blob, `weights of version ${version}`);
       await engine.setLora(weights, version);
