@@ -1,11 +1,12 @@
 import { checkContextHoldsSystemTurn, EngineCompletionSource, LlmPolicy, systemTurnIds } from '@sqlenv/agents';
-import type { ExperimentalEngineOptions, InferenceEngine, PublicEngineOptions } from '@sqlenv/model';
+import type * as ModelModule from '@sqlenv/model';
+import type { EngineMemoryPlan, ExperimentalEngineOptions, InferenceEngine, LoraConfig, PublicEngineOptions } from '@sqlenv/model';
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
 import { join } from 'node:path';
 import { AppError, ErrorCode, readMemoryLimit, silentLogger, type Logger, type MemoryLimit } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
 import type { ModelExecution } from './execution.ts';
-import { loadPolicySetup } from './policy-setup.ts';
+import { loadPolicySetup, type PolicySetup } from './policy-setup.ts';
 
 /** The model policy of a run in one process: one InferenceEngine shared by every episode. */
 export interface ModelResources {
@@ -46,6 +47,33 @@ export interface ModelResourcesOptions {
 }
 
 /**
+ * What is refused before anything is loaded (a context that cannot hold the system turn, a model that
+ * cannot fit the memory limit) and the engine's KV budget and batch under that limit. Concurrency
+ * beyond the turns whose KV fits is served by queueing: the extra turns wait for a row.
+ */
+function planModelMemory(
+  model: typeof ModelModule,
+  input: Pick<PolicySetup, 'config' | 'chat' | 'prompt' | 'contextTokens'> & { spec: RunModelSpec; modelDir: string; lora: LoraConfig | null; options: ModelResourcesOptions; logger: Logger },
+): EngineMemoryPlan {
+  const { spec, options, logger } = input;
+  const systemIds = systemTurnIds(input.chat, input.prompt);
+  checkContextHoldsSystemTurn(input.chat, systemIds, input.contextTokens);
+  const memoryLimit = options.memoryLimit ?? readMemoryLimit();
+  const plan = model.planEngineMemory({
+    config: input.config,
+    what: join(input.modelDir, 'config.json'),
+    memoryLimit,
+    lora: input.lora ?? undefined,
+    maxBatchSize: Math.max(1, options.maxBatchSize),
+    turnTokens: Math.min(input.contextTokens, systemIds.length + spec.max_new_tokens),
+  });
+  if (plan.maxBatchSize < options.maxBatchSize) {
+    logger.warn({ concurrency: options.maxBatchSize, maxBatchSize: plan.maxBatchSize, kvCacheBytes: plan.kvCacheBytes, memoryLimitBytes: memoryLimit.bytes, memoryLimitSource: memoryLimit.source }, 'batch capped by the memory limit: the other turns wait');
+  }
+  return plan;
+}
+
+/**
  * Start the model policy a run spec describes, on this process's model
  * directory (checked by loadPolicySetup). Refuses an adapter whose shape is not
  * the spec's LoRA. ONNX Runtime is loaded here, only for model runs.
@@ -56,22 +84,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
   const { config, chat, prompt, contextTokens, stopIds } = await loadPolicySetup(spec, modelDir);
   const lora = options.lora === null ? null : model.parseLoraConfig(spec.lora);
   if (lora === null && spec.adapter !== null) throw new AppError(ErrorCode.VALIDATION, 'an adapter needs the LoRA inputs (lora: null was asked for)');
-  // Refused before anything is loaded: a context that cannot hold the system turn, a model that cannot fit the memory limit.
-  const systemIds = systemTurnIds(chat, prompt);
-  checkContextHoldsSystemTurn(chat, systemIds, contextTokens);
-  const memoryLimit = options.memoryLimit ?? readMemoryLimit();
-  // Concurrency beyond the turns whose KV fits is served by queueing: the extra turns wait for a row.
-  const plan = model.planEngineMemory({
-    config,
-    what: join(modelDir, 'config.json'),
-    memoryLimit,
-    lora: lora ?? undefined,
-    maxBatchSize: Math.max(1, options.maxBatchSize),
-    turnTokens: Math.min(contextTokens, systemIds.length + spec.max_new_tokens),
-  });
-  if (plan.maxBatchSize < options.maxBatchSize) {
-    logger.warn({ concurrency: options.maxBatchSize, maxBatchSize: plan.maxBatchSize, kvCacheBytes: plan.kvCacheBytes, memoryLimitBytes: memoryLimit.bytes, memoryLimitSource: memoryLimit.source }, 'batch capped by the memory limit: the other turns wait');
-  }
+  const plan = planModelMemory(model, { spec, modelDir, config, chat, prompt, contextTokens, lora, options, logger });
   const engine = await model.InferenceEngine.start(
     {
       modelDir,
