@@ -39,6 +39,6 @@ export {
   type EpisodeCompleter,
   type SamplingOptions,
 } from './completion-source.ts';
-export { LlmPolicy, LlmEpisode, type LlmPolicyOptions, type AgentMessage } from './llm-policy.ts';
+export { checkContextHoldsSystemTurn, LlmPolicy, LlmEpisode, systemTurnIds, type LlmPolicyOptions, type AgentMessage } from './llm-policy.ts';
 export { actionToolCall, actionCompletionText, actionCompletionIds, PolicyCompletionSource } from './action-completion.ts';
 export * from './remote/index.ts';

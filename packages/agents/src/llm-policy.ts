@@ -47,7 +47,8 @@ export class LlmPolicy implements Policy {
     this.#options = options;
     this.#toolDefinitions = options.prompt.tools.map((t) => t.definition);
     // The system turn is the same for every episode: encode it once.
-    this.#systemIds = options.chat.systemIds(options.prompt.system === '' ? undefined : options.prompt.system, this.#toolDefinitions);
+    this.#systemIds = systemTurnIds(options.chat, options.prompt);
+    checkContextHoldsSystemTurn(options.chat, this.#systemIds, options.contextTokens);
   }
 
   /** The tool schemas as printed in the system turn. */
@@ -63,6 +64,26 @@ export class LlmPolicy implements Policy {
   begin(context: EpisodeContext): LlmEpisode {
     return new LlmEpisode(this.#options, this.#systemIds, context, this.#options.source.episode(context));
   }
+}
+
+/** Ids of the system turn (system prompt + tool definitions) every episode of `prompt` starts with. */
+export function systemTurnIds(chat: ChatFormat, prompt: AgentPrompt): number[] {
+  return chat.systemIds(prompt.system === '' ? undefined : prompt.system, prompt.tools.map((t) => t.definition));
+}
+
+/**
+ * Refuse a context that cannot hold the system turn and the generation prompt with room for one new
+ * token: every episode would stop at `context_exhausted` before sampling anything, and a run would
+ * report success 0 as if the model had failed.
+ */
+export function checkContextHoldsSystemTurn(chat: ChatFormat, systemIds: readonly number[], contextTokens: number): void {
+  const firstPromptTokens = systemIds.length + chat.generationPromptIds().length;
+  if (firstPromptTokens < contextTokens) return;
+  throw new AppError(
+    ErrorCode.VALIDATION,
+    `the system prompt (with its tool definitions) is ${systemIds.length} tokens, ${firstPromptTokens} with the generation prompt, and the context holds ${contextTokens} tokens (the smaller of --context-tokens and the model's max_position_embeddings): no episode could sample one token`,
+    { details: { systemTokens: systemIds.length, contextTokens } },
+  );
 }
 
 /**

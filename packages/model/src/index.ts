@@ -116,4 +116,5 @@ export { trainByteLevelBpe, byteLevelAlphabet, BpeTrainerOptionsSchema, type Bpe
 export { modelFingerprint, hasThinkTemplate, loadChatFormat, tokenizerFor } from './io/model-dir.ts';
 export { modelTokenizer, type ModelTokenizerArgs, type ModelTokenizerResult } from './tasks/tokenizer-task.ts';
 export { checkModelFits, countParameters, estimateModelMemory, formatBytes, largestTensor, memoryBoundBytes, MAX_TENSOR_ELEMENTS, type MemoryEstimate, type MemoryEstimateOptions } from './memory/memory-estimate.ts';
+export { DEFAULT_KV_CACHE_MAX_BYTES, defaultKvCacheBytes, KV_SHARE_OF_FREE_MEMORY, planEngineMemory, type EngineMemoryPlan, type EngineMemoryPlanInput } from './memory/engine-memory-plan.ts';
 export { validateTokenizerIds } from './tokenizer/hf-tokenizer.ts';

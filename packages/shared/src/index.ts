@@ -11,3 +11,4 @@ export { minOf, maxOf, appendAll } from './bounded-math.ts';
 export { checkDirOutput, checkFileOutput, checkOutputNotInput, temporarySibling, writeDirAtomic, writeDirAtomicAsync, writeFileAtomic, type OutputOptions } from './atomic-write.ts';
 export { Mulberry32, Xoshiro128, mulberry32, boxMullerNormals, deriveSeed, hashString, mix32, mixSeeds, pick } from './prng.ts';
 export { bearerToken, readJsonBody, sendJson, sendText, tokenMatches, type JsonBodyFailure, type JsonBodyResult } from './http.ts';
+export { CGROUP_ROOT, describeMemoryLimit, memoryLimitFrom, ownCgroupPaths, parseCgroupV1Limit, parseCgroupV2Max, readMemoryLimit, type MemoryLimit, type MemoryLimitInputs, type MemoryLimitSource } from './memory-limit.ts';

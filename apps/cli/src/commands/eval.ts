@@ -6,7 +6,7 @@ import { SplitName } from '@sqlenv/protocol';
 import type { Dataset } from '@sqlenv/sql-env';
 import { SQLEnvClient } from '@sqlenv/client';
 import { maxOf, minOf, PhaseProgress, progressMode, silentLogger } from '@sqlenv/shared';
-import { episodesFlag, intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
+import { episodesFlag, intFlag, MAX_EPISODES, parseFlags, positiveIntFlag, seedsFlag } from '../flags.ts';
 import { DatasetFlags, datasetFlagOptions, openSqlRuntime } from '../dataset-flags.ts';
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
@@ -21,7 +21,7 @@ const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   split: SplitName.optional(),
   episodes: episodesFlag.default(50),
   /** Play every selected question this many times, each with its own seed (pass@k needs k samples of a question). */
-  seeds: positiveIntFlag.default(1),
+  seeds: seedsFlag.default(1),
   seed: intFlag.default(0),
   concurrency: positiveIntFlag.default(8),
   url: z.string().url().optional(),
@@ -80,6 +80,9 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
   try {
     const dataset = runtime.dataset;
     const drawn = selectQuestionIds(dataset, { split: flags.split, episodes: flags.episodes, seed: flags.seed });
+    if (drawn.length * flags.seeds > MAX_EPISODES) {
+      throw new UsageError(`${drawn.length} questions × --seeds ${flags.seeds} = ${drawn.length * flags.seeds} episodes, more than the ${MAX_EPISODES.toLocaleString('en-US')} one evaluation plays: lower --episodes or --seeds`);
+    }
     // Every question once per seed, as sqlenv train's held-out evaluation plays them: episode i resets with seed + i.
     const questionIds = Array.from({ length: flags.seeds }, () => drawn).flat();
     let policy: Policy;

@@ -27,9 +27,11 @@ export const ExecutionOptionsSchema = z.object({
   deviceId: z.coerce.number().int().nonnegative().default(0),
   /**
    * ONNX Runtime intra-op threads of each session: the cores this process may use (the engine and
-   * the learner take turns in a run, so each may use them all). Default: the machine's cores.
+   * the learner take turns in a run, so each may use them all). Default: the machine's cores. More
+   * than the cores is refused, not clamped: threads beyond them only contend, and a value that does
+   * not fit the machine is a setting meant for another one (docs/cli.md, "Bounds").
    */
-  threads: z.coerce.number().int().positive().default(availableParallelism()),
+  threads: z.coerce.number().int().positive().max(availableParallelism(), `at most the ${availableParallelism()} cores of this machine (os.availableParallelism())`).default(availableParallelism()),
   /**
    * ONNX Runtime's CPU memory arena for this process's model sessions. On (the default) ran the
    * engine ~3× faster at Qwen3-0.6B shapes; off holds less memory between runs, for a worker short

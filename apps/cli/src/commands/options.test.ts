@@ -19,7 +19,7 @@ describe('parseFlags + runSpecFrom', () => {
     const options = parseFlags([], runtimeOptionSpecs, RuntimeOptionsSchema, { env: { SQLENV_EXECUTOR_POOL_SIZE: '1', SQLENV_EXECUTOR_IN_PROCESS_MAX_MS: '0' } }).flags;
     expect(runtimeOptionsFrom(options, silentLogger)).toMatchObject({ executorPoolSize: 1, executorInProcessMaxMs: 0 });
     expect(runtimeOptionsFrom(parseFlags([], runtimeOptionSpecs, RuntimeOptionsSchema, { env: {} }).flags, silentLogger)).not.toHaveProperty('executorInProcessMaxMs');
-    expect(() => parseFlags(['--executor-in-process-max-ms', '200'], runtimeOptionSpecs, RuntimeOptionsSchema, { env: {} }).flags).toThrow(/executorInProcessMaxMs/);
+    expect(() => parseFlags(['--executor-in-process-max-ms', '200'], runtimeOptionSpecs, RuntimeOptionsSchema, { env: {} }).flags).toThrow(/^--executor-in-process-max-ms must be ≤ 100, got 200/);
   });
 
   it('takes a run reward as JSON (--reward / SQLENV_REWARD) and refuses a bad one before the run starts', () => {
@@ -48,12 +48,12 @@ describe('parseFlags + runSpecFrom', () => {
   });
 
   it('refuses a trainer --tis-cap that is not a finite number ≥ 0 (flag or SQLENV_TIS_CAP) before touching Redis, exit code 2', async () => {
-    for (const [argv, env] of [[['--tis-cap=-1'], {}], [['--tis-cap', 'Infinity'], {}], [[], { SQLENV_TIS_CAP: 'off' }]] as const) {
+    for (const [argv, env] of [[['--tis-cap=-1'], {}], [['--tis-cap', '-1'], {}], [['--tis-cap', 'Infinity'], {}], [[], { SQLENV_TIS_CAP: 'off' }]] as const) {
       let err = '';
       const stderr = new Writable({ write: (chunk: Buffer, _enc, done) => ((err += chunk.toString()), done()) });
       const code = await trainerCommand([...argv, '--redis', 'redis://127.0.0.1:1'], { stdout: new Writable({ write: (_c, _e, d) => d() }), stderr, env });
       expect(code, err).toBe(2);
-      expect(err).toMatch(/tisCap|SQLENV_TIS_CAP/);
+      expect(err).toMatch(/--tis-cap must be ≥ 0, got -1|tisCap|SQLENV_TIS_CAP/);
     }
   });
 

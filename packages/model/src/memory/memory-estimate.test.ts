@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AppError } from '@sqlenv/shared';
+import { AppError, ErrorCode, memoryLimitFrom } from '@sqlenv/shared';
 import { parseLoraConfig } from '../graphs/lora.ts';
 import { checkModelFits, countParameters, estimateModelMemory, formatBytes } from './memory-estimate.ts';
 import { presetConfig } from '../io/presets.ts';
@@ -28,6 +28,22 @@ describe('memory estimate', () => {
     expect(message).toMatch(/^config\.json: needs at least [\d.]+ GB of memory, more than the 1\.00 GB: weights 2\.38 GB \(5\.960e\+8 parameters: num_hidden_layers 28, /);
     expect(message).toContain('LoRA');
     expect(message).toContain('activations/KV');
+  });
+
+  it('checks against the container limit the reader finds, not the host memory, and says which (VALIDATION: exit 2)', () => {
+    // A 64 GB host in a container limited to 2 GB by cgroup v2: 2.38 GB of float32 weights cannot load.
+    const memoryLimit = memoryLimitFrom({ hostBytes: 64e9, procSelfCgroup: '0::/\n', readFile: (path) => (path === '/sys/fs/cgroup/memory.max' ? '2000000000\n' : undefined) });
+    let error: unknown;
+    try {
+      checkModelFits(qwen3, 'config.json', { memoryLimit });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).code).toBe(ErrorCode.VALIDATION);
+    expect((error as Error).message).toMatch(/^config\.json: needs at least 2\.38 GB of memory, more than the cgroup v2 memory\.max limit \(\/sys\/fs\/cgroup\/memory\.max\), 2\.00 GB: weights/);
+    const hostOnly = memoryLimitFrom({ hostBytes: 64e9, readFile: () => undefined });
+    expect(() => checkModelFits(qwen3, 'config.json', { memoryLimit: hostOnly })).not.toThrow();
   });
 
   it('formats sizes in decimal units', () => {

@@ -1,5 +1,5 @@
-import { freemem, totalmem } from 'node:os';
-import { AppError, ErrorCode } from '@sqlenv/shared';
+import { freemem } from 'node:os';
+import { AppError, describeMemoryLimit, ErrorCode, readMemoryLimit, type MemoryLimit } from '@sqlenv/shared';
 import type { ModelConfig } from '../io/config.ts';
 import { targetWeight, type LoraTarget } from '../graphs/lora-targets.ts';
 
@@ -100,12 +100,19 @@ export function formatBytes(bytes: number): string {
 }
 
 /**
- * The memory bound a config is checked against: this machine's total memory
- * (os.totalmem()), unless the caller names another. Total, not free: free
- * memory moves with every other process, and a refusal must be certain.
+ * The memory bound a config is checked against: the memory limit of this process (readMemoryLimit:
+ * the host's memory, or the container's cgroup limit where smaller), unless the caller names
+ * another. Total, not free: free memory moves with every other process, and a refusal must be certain.
  */
 export function memoryBoundBytes(override?: number): number {
-  return override ?? totalmem();
+  return override ?? readMemoryLimit().bytes;
+}
+
+/** The bound as a limit with its source: `memoryBytes` (a caller's own bound), else `memoryLimit`, else the one read now. */
+function boundOf(options: { memoryBytes?: number | undefined; memoryLimit?: MemoryLimit | undefined }): { bytes: number; label: string } {
+  if (options.memoryBytes !== undefined) return { bytes: options.memoryBytes, label: `the ${formatBytes(options.memoryBytes)}` };
+  const limit = options.memoryLimit ?? readMemoryLimit();
+  return { bytes: limit.bytes, label: `${describeMemoryLimit(limit)}, ${formatBytes(limit.bytes)}` };
 }
 
 /** Currently free memory, for messages. */
@@ -115,10 +122,11 @@ export function freeMemoryBytes(): number {
 
 /**
  * Refuse a config (and what a command does with it) whose lower-bound
- * estimate exceeds the memory bound, or one of whose tensors cannot exist as a
- * typed array. `what` names the source (a config.json path, `--config`).
+ * estimate exceeds the memory bound (AppError VALIDATION: the command exits 2 before loading), or one
+ * of whose tensors cannot exist as a typed array (MODEL). `what` names the source (a config.json
+ * path, `--config`).
  */
-export function checkModelFits(config: ModelConfig, what: string, options: MemoryEstimateOptions & { memoryBytes?: number } = {}): MemoryEstimate {
+export function checkModelFits(config: ModelConfig, what: string, options: MemoryEstimateOptions & { memoryBytes?: number; memoryLimit?: MemoryLimit } = {}): MemoryEstimate {
   const largest = largestTensor(config);
   if (largest.elements > MAX_TENSOR_ELEMENTS) {
     throw new AppError(ErrorCode.MODEL, `${what}: ${largest.fields} = ${largest.elements.toExponential(3)} values in one tensor, more than the ${MAX_TENSOR_ELEMENTS} a typed array can hold`, {
@@ -126,19 +134,17 @@ export function checkModelFits(config: ModelConfig, what: string, options: Memor
     });
   }
   const estimate = estimateModelMemory(config, options);
-  const bound = memoryBoundBytes(options.memoryBytes);
-  if (estimate.totalBytes > bound) {
+  const bound = boundOf(options);
+  if (estimate.totalBytes > bound.bytes) {
     const parts = [
       `weights ${formatBytes(estimate.weightsBytes)} (${countParameters(config).toExponential(3)} parameters: num_hidden_layers ${config.numLayers}, hidden_size ${config.hiddenSize}, intermediate_size ${config.intermediateSize}, vocab_size ${config.vocabSize})`,
       estimate.loraBytes > 0 ? `LoRA ${formatBytes(estimate.loraBytes)} (rank ${options.lora?.rank})` : null,
       estimate.trainingBytes > 0 ? `gradients and optimizer state ${formatBytes(estimate.trainingBytes)}` : null,
       estimate.activationBytes > 0 ? `activations/KV ${formatBytes(estimate.activationBytes)} (${options.batchSize} × ${options.contextTokens} tokens)` : null,
     ].filter((p): p is string => p !== null);
-    throw new AppError(
-      ErrorCode.MODEL,
-      `${what}: needs at least ${formatBytes(estimate.totalBytes)} of memory, more than ${options.memoryBytes === undefined ? "this machine's" : 'the'} ${formatBytes(bound)}: ${parts.join(', ')}`,
-      { details: { ...estimate, boundBytes: bound } },
-    );
+    throw new AppError(ErrorCode.VALIDATION, `${what}: needs at least ${formatBytes(estimate.totalBytes)} of memory, more than ${bound.label}: ${parts.join(', ')}`, {
+      details: { ...estimate, boundBytes: bound.bytes },
+    });
   }
   return estimate;
 }

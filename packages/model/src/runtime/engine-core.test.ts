@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { presetConfig } from '../io/presets.ts';
 import { randomWeights } from '../io/random-checkpoint.ts';
+import { DEFAULT_KV_CACHE_MAX_BYTES } from '../memory/engine-memory-plan.ts';
 import { EngineCore } from './engine-core.ts';
 import { engineOptionsSchema, schedulerPolicy, type ExperimentalEngineOptions } from './engine-options.ts';
 import { Generator, type RowInput, type RunRowsOptions } from './generator.ts';
@@ -32,7 +33,8 @@ function core(options: ExperimentalEngineOptions & { maxBatchSize?: number }): E
   runs = [];
   onRun = undefined;
   // A window far longer than any test: a batch starts when it is full (maxBatchSize turns), never by the clock.
-  return new EngineCore(generator, schedulerPolicy(engineOptionsSchema.parse({ modelDir: 'unused', stopIds: [], ...(maxBatchSize === undefined ? {} : { maxBatchSize }), experimental: { batchWindowMs: 60_000, ...knobs } }), config));
+  const parsed = engineOptionsSchema.parse({ modelDir: 'unused', stopIds: [], ...(maxBatchSize === undefined ? {} : { maxBatchSize }), experimental: { batchWindowMs: 60_000, ...knobs } });
+  return new EngineCore(generator, schedulerPolicy({ ...parsed, kvCacheBytes: DEFAULT_KV_CACHE_MAX_BYTES }, config));
 }
 
 const prompt = (n: number, from: number): number[] => Array.from({ length: n }, (_, i) => (from + i * 7) % config.vocabSize);

@@ -20,10 +20,11 @@ export const publicEngineOptionsSchema = z.strictObject({
   /**
    * Bound on KV cache memory, in bytes: active turns (reserved at prompt + max new tokens) plus the
    * caches parked between turns and the shared prompt prefixes (least recently used dropped first).
-   * A turn that alone exceeds it still runs, by itself. Default 4 GiB (Qwen3-0.6B: 224 KiB per token,
-   * 8 turns of 2,300 tokens).
+   * A turn that alone exceeds it still runs, by itself. Default: min(4 GiB, half of what this
+   * process's memory limit leaves after the weights) (`defaultKvCacheBytes`, engine-memory-plan.ts;
+   * 4 GiB holds 8 Qwen3-0.6B turns of 2,300 tokens at 224 KiB per token).
    */
-  kvCacheBytes: z.number().int().positive().default(4 * 1024 * 1024 * 1024),
+  kvCacheBytes: z.number().int().positive().optional(),
   /** top-k for every run (0 = off). Default 0. */
   topK: z.number().int().nonnegative().default(0),
   /** Stop ids; default: the checkpoint's eos_token_id. */
@@ -115,8 +116,8 @@ export type InferenceEngineOptions = z.input<typeof engineOptionsSchema>;
 export type PublicEngineOptions = z.input<typeof publicEngineOptionsSchema>;
 /** The measurement knobs (bench and tests). */
 export type ExperimentalEngineOptions = z.input<typeof experimentalEngineOptionsSchema>;
-/** Parsed options, defaults applied: what each worker thread gets (its replica's share of the batch and the KV bytes). */
-export type EngineOptions = z.output<typeof engineOptionsSchema>;
+/** Parsed options, defaults applied and the KV budget resolved: what each worker thread gets (its replica's share of the batch and the KV bytes). */
+export type EngineOptions = Omit<z.output<typeof engineOptionsSchema>, 'kvCacheBytes'> & { kvCacheBytes: number };
 
 /** How turns are batched: continuous (turns join and leave between decode chunks) or static (one batch at a time, to its end). */
 export type Batching = NonNullable<ExperimentalEngineOptions['batching']>;

@@ -1,7 +1,10 @@
 import type { Worker } from 'node:worker_threads';
-import { AppError, ErrorCode, formatZodIssues, minOf, silentLogger, startRpcWorker, WorkerRpc, type Logger } from '@sqlenv/shared';
+import { join } from 'node:path';
+import { AppError, ErrorCode, formatZodIssues, minOf, readMemoryLimit, silentLogger, startRpcWorker, WorkerRpc, type Logger } from '@sqlenv/shared';
 import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-worker.ts';
-import { engineOptionsSchema, type InferenceEngineOptions } from './engine-options.ts';
+import { engineOptionsSchema, type EngineOptions, type InferenceEngineOptions } from './engine-options.ts';
+import { readModelConfig } from '../io/weights.ts';
+import { planEngineMemory } from '../memory/engine-memory-plan.ts';
 import type { TurnRequest, TurnResult } from './executor.ts';
 import type { LoraWeights } from '../graphs/lora.ts';
 import { emptySchedulerStats, type SchedulerStats } from './scheduler-stats.ts';
@@ -89,7 +92,16 @@ export class InferenceEngine {
   static async start(input: InferenceEngineOptions, logger: Logger = silentLogger): Promise<InferenceEngine> {
     const parsed = engineOptionsSchema.safeParse(input);
     if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `invalid inference engine options: ${formatZodIssues(parsed.error)}`);
-    const options = parsed.data;
+    // Before any thread starts: a model that cannot fit the memory limit is refused here (exit 2), and the KV budget follows the limit.
+    const plan = planEngineMemory({
+      config: readModelConfig(parsed.data.modelDir),
+      what: join(parsed.data.modelDir, 'config.json'),
+      memoryLimit: readMemoryLimit(),
+      lora: parsed.data.lora,
+      kvCacheBytes: parsed.data.kvCacheBytes,
+      maxBatchSize: parsed.data.maxBatchSize,
+    });
+    const options: EngineOptions = { ...parsed.data, kvCacheBytes: plan.kvCacheBytes };
     const n = options.replicas;
     // Each replica takes its share of the batch and of the KV budget.
     const setup: EngineWorkerSetup = { options: { ...options, maxBatchSize: Math.ceil(options.maxBatchSize / n), kvCacheBytes: Math.floor(options.kvCacheBytes / n) } };

@@ -1,10 +1,12 @@
-import { EngineCompletionSource, LlmPolicy } from '@sqlenv/agents';
-import type { ExperimentalEngineOptions, InferenceEngine, PublicEngineOptions } from '@sqlenv/model';
+import { checkContextHoldsSystemTurn, EngineCompletionSource, LlmPolicy, systemTurnIds } from '@sqlenv/agents';
+import type * as ModelModule from '@sqlenv/model';
+import type { EngineMemoryPlan, ExperimentalEngineOptions, InferenceEngine, LoraConfig, PublicEngineOptions } from '@sqlenv/model';
 import type { RunModelSpec, SamplingSettings } from '@sqlenv/protocol';
-import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import { join } from 'node:path';
+import { AppError, ErrorCode, readMemoryLimit, silentLogger, type Logger, type MemoryLimit } from '@sqlenv/shared';
 import { isStatsWeightsBlob } from '../trainer.ts';
 import type { ModelExecution } from './execution.ts';
-import { loadPolicySetup } from './policy-setup.ts';
+import { loadPolicySetup, type PolicySetup } from './policy-setup.ts';
 
 /** The model policy of a run in one process: one InferenceEngine shared by every episode. */
 export interface ModelResources {
@@ -14,6 +16,8 @@ export interface ModelResources {
   sampling: SamplingSettings;
   /** Tokens an episode may use in all (the spec's context_tokens, capped by the model's). */
   contextTokens: number;
+  /** Turns the in-process engine batches: the concurrency asked for, capped by the turns whose KV fits under the memory limit. */
+  maxBatchSize?: number;
   /**
    * Apply the committed weights of a policy version: an adapter blob (safetensors, as
    * `encodeAdapter` writes it) replaces the LoRA tensors; a statistics-only blob
@@ -24,7 +28,7 @@ export interface ModelResources {
 }
 
 export interface ModelResourcesOptions {
-  /** Most turns batched into one generation run (the worker's concurrency). */
+  /** Most turns batched into one generation run (the worker's concurrency), capped by the turns whose KV cache fits the memory limit. */
   maxBatchSize: NonNullable<PublicEngineOptions['maxBatchSize']>;
   /** The engine's measurement knobs (InferenceEngine `experimentalEngineOptionsSchema`: the bench sets them); default: the engine's. */
   experimental?: ExperimentalEngineOptions;
@@ -37,7 +41,36 @@ export interface ModelResourcesOptions {
   execution?: ModelExecution;
   /** Engine replicas, splitting `execution`'s threads; default: `replicaPlan` (several for a small model on the CPU). */
   replicas?: PublicEngineOptions['replicas'];
+  /** The memory limit the engine is planned under; default: this process's (readMemoryLimit). */
+  memoryLimit?: MemoryLimit;
   logger?: Logger;
+}
+
+/**
+ * What is refused before anything is loaded (a context that cannot hold the system turn, a model that
+ * cannot fit the memory limit) and the engine's KV budget and batch under that limit. Concurrency
+ * beyond the turns whose KV fits is served by queueing: the extra turns wait for a row.
+ */
+function planModelMemory(
+  model: typeof ModelModule,
+  input: Pick<PolicySetup, 'config' | 'chat' | 'prompt' | 'contextTokens'> & { spec: RunModelSpec; modelDir: string; lora: LoraConfig | null; options: ModelResourcesOptions; logger: Logger },
+): EngineMemoryPlan {
+  const { spec, options, logger } = input;
+  const systemIds = systemTurnIds(input.chat, input.prompt);
+  checkContextHoldsSystemTurn(input.chat, systemIds, input.contextTokens);
+  const memoryLimit = options.memoryLimit ?? readMemoryLimit();
+  const plan = model.planEngineMemory({
+    config: input.config,
+    what: join(input.modelDir, 'config.json'),
+    memoryLimit,
+    lora: input.lora ?? undefined,
+    maxBatchSize: Math.max(1, options.maxBatchSize),
+    turnTokens: Math.min(input.contextTokens, systemIds.length + spec.max_new_tokens),
+  });
+  if (plan.maxBatchSize < options.maxBatchSize) {
+    logger.warn({ concurrency: options.maxBatchSize, maxBatchSize: plan.maxBatchSize, kvCacheBytes: plan.kvCacheBytes, memoryLimitBytes: memoryLimit.bytes, memoryLimitSource: memoryLimit.source }, 'batch capped by the memory limit: the other turns wait');
+  }
+  return plan;
 }
 
 /**
@@ -51,11 +84,13 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
   const { config, chat, prompt, contextTokens, stopIds } = await loadPolicySetup(spec, modelDir);
   const lora = options.lora === null ? null : model.parseLoraConfig(spec.lora);
   if (lora === null && spec.adapter !== null) throw new AppError(ErrorCode.VALIDATION, 'an adapter needs the LoRA inputs (lora: null was asked for)');
+  const plan = planModelMemory(model, { spec, modelDir, config, chat, prompt, contextTokens, lora, options, logger });
   const engine = await model.InferenceEngine.start(
     {
       modelDir,
       ...(lora === null ? {} : { lora }),
-      maxBatchSize: Math.max(1, options.maxBatchSize),
+      maxBatchSize: plan.maxBatchSize,
+      kvCacheBytes: plan.kvCacheBytes,
       ...(options.experimental === undefined ? {} : { experimental: options.experimental }),
       topK: spec.sampling.top_k,
       stopIds,
@@ -66,7 +101,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
         : model.replicaPlan({
             provider: options.execution.provider,
             threads: options.execution.intraOpThreads,
-            maxBatchSize: options.maxBatchSize,
+            maxBatchSize: plan.maxBatchSize,
             weightBytes: 4 * model.countParameters(config),
             replicas: options.replicas,
           })),
@@ -103,6 +138,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
     engine,
     sampling,
     contextTokens,
+    maxBatchSize: plan.maxBatchSize,
     applyWeights: async (blob, version) => {
       const weights = blob === null || isStatsWeightsBlob(blob) ? null : decode(blob, `weights of version ${version}`);
       await engine.setLora(weights, version);
