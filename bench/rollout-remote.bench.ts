@@ -19,6 +19,7 @@
  *   BENCH_MODELS=sqlenv-tiny,sqlenv-base BENCH_CONCURRENCY=32 BENCH_ROUNDS=5 npm run bench:rollout-remote   # both checkpoints, the target's row
  *   BENCH_CONCURRENCY=8 BENCH_WORKERS=1 BENCH_ROUNDS=1 BENCH_EPISODES=8 BENCH_RESULTS_DIR=/tmp/rr npm run bench:rollout-remote   # smallest
  */
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { countParameters, readModelConfig, replicaPlan, type EngineStats } from '@sqlenv/model';
@@ -128,7 +129,9 @@ async function playAll(config: Config, episodesOf: (w: number) => number, extra:
 
 function serverFlags(config: Config): string[] {
   const w = config.workers;
-  return ['--model', config.modelDir, '--threads', String(settings.BENCH_THREADS * w), '--max-batch-size', String(config.concurrency * w), '--replicas', String(config.replicas * w), '--max-loras', '0', '--log-level', 'info'];
+  // The commands refuse more threads than cores; the replicas still match the eval processes' together.
+  const threads = Math.min(availableParallelism(), settings.BENCH_THREADS * w);
+  return ['--model', config.modelDir, '--threads', String(threads), '--max-batch-size', String(config.concurrency * w), '--replicas', String(config.replicas * w), '--max-loras', '0', '--log-level', 'info'];
 }
 
 function serverStats(stats: Partial<EngineStats>): ServerStats {
