@@ -1,6 +1,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
+import { listeningUrlOf } from '@sqlenv/model-server';
 
 /** The `sqlenv` bin, run as a user would. */
 export const SQLENV_BIN = join(import.meta.dirname, '..', 'apps', 'cli', 'bin', 'sqlenv.js');
@@ -26,14 +27,10 @@ export async function startServeModel(args: readonly string[], env: Record<strin
     const timer = setTimeout(() => reject(new Error(`serve-model did not start: ${logs.join('')}`)), 180_000);
     lines.on('line', (line) => {
       logs.push(line);
-      try {
-        const entry = JSON.parse(line) as { msg?: string; url?: string };
-        if (entry.msg === 'model server listening' && entry.url !== undefined) {
-          clearTimeout(timer);
-          resolve(entry.url);
-        }
-      } catch {
-        // Not a log line: kept in logs only.
+      const listening = listeningUrlOf(line);
+      if (listening !== undefined) {
+        clearTimeout(timer);
+        resolve(listening);
       }
     });
     void exited.then(() => reject(new Error(`serve-model exited early: ${logs.join('\n')}`)));

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { EngineStats } from '@sqlenv/model';
+import { listeningUrlOf } from '@sqlenv/model-server';
 import { repoRoot, sqlenvBin } from './repo-paths.ts';
 
 export interface ServeModelChild {
@@ -17,22 +18,12 @@ export interface ServeModelChild {
   stop(): Promise<void>;
 }
 
-/** The `url` of the server's "listening" log line, or undefined for any other line. */
-function listeningUrl(line: string): string | undefined {
-  try {
-    const entry = JSON.parse(line) as { msg?: unknown; url?: unknown };
-    return entry.msg === 'model server listening' && typeof entry.url === 'string' ? entry.url : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 function waitForListening(child: ChildProcess): Promise<string> {
   return new Promise<string>((resolve, reject) => {
     child.once('exit', (code, signal) => reject(new Error(`serve-model exited (code ${code}, signal ${signal}) before listening`)));
     // The reader stays attached after the line: the server's later log lines must not fill the pipe.
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      const url = listeningUrl(line);
+      const url = listeningUrlOf(line);
       if (url !== undefined) resolve(url);
     });
   });

@@ -74,6 +74,19 @@ interface Model {
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
 
+/** The message of the log line a server writes once it listens (with its `url`): what a supervisor waits for. */
+export const LISTENING_MESSAGE = 'model server listening';
+
+/** The `url` of a JSON log line that says the server listens; undefined for any other line. */
+export function listeningUrlOf(line: string): string | undefined {
+  try {
+    const entry = JSON.parse(line) as { msg?: unknown; url?: unknown };
+    return entry.msg === LISTENING_MESSAGE && typeof entry.url === 'string' ? entry.url : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The project's InferenceEngine behind vLLM's OpenAI-compatible completions contract
  * (docs/remote-inference.md): `/v1/completions` on token ids, runtime LoRA adapters by name,
@@ -145,7 +158,7 @@ export class ModelServer {
       await engine.close();
       throw error;
     }
-    log.info({ url: server.url, model: server.servedModelName, maxModelLen: server.#limits.maxModelLen, lora: model.lora, maxLoras: options.maxLoras, auth: options.apiKey !== undefined }, 'model server listening');
+    log.info({ url: server.url, model: server.servedModelName, maxModelLen: server.#limits.maxModelLen, lora: model.lora, maxLoras: options.maxLoras, auth: options.apiKey !== undefined }, LISTENING_MESSAGE);
     return server;
   }
 
