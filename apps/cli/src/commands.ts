@@ -52,11 +52,7 @@ export const commands: Record<string, Command> = {
   model: { summary: 'write random checkpoints, print logits, generate text (ONNX Runtime)', usage: modelUsage, subcommands: ['init', 'tokenizer', 'logits', 'generate'], run: async (argv, io) => (await import('./commands/model.ts')).modelCommand(argv, io) },
   'sft-data': { summary: "write the oracle's episodes as SFT data in the LLM agent's prompt and tool-call format", usage: sftDataUsage, run: async (argv, io) => (await import('./commands/sft-data.ts')).sftDataCommand(argv, io) },
   sft: stoppable('supervised fine-tuning of a LoRA adapter on assistant tokens (writes a PEFT adapter directory)', sftUsage, async () => (await import('./commands/sft.ts')).sftCommand),
-  learn: {
-    summary: 'the learning run npm start runs: SFT warm start, held-out eval, GRPO, eval again, report (one JSON line)',
-    usage: learnUsage,
-    run: async (argv, io) => (await import('./commands/learn.ts')).learnCommand(argv, io),
-  },
+  learn: stoppable('the learning run npm start runs: SFT warm start, held-out eval, GRPO, eval again, report (one JSON line)', learnUsage, async () => (await import('./commands/learn.ts')).learnCommand),
   train: stoppable('embedded run: coordinator, workers and trainer in one process (no Redis)', trainUsage, async () => (await import('./commands/train.ts')).trainCommand),
   coordinator: stoppable('distributed run: admit GRPO groups into Redis and report the run', coordinatorUsage, async () => (await import('./commands/coordinator.ts')).coordinatorCommand),
   worker: stoppable('distributed run: play episode jobs from Redis until SIGTERM', workerUsage, async () => (await import('./commands/worker.ts')).workerCommand),

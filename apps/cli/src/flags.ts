@@ -31,7 +31,7 @@ export interface ParseFlagsOptions {
  * (`--x ''`, `X=`) counts as not given. Throws UsageError (exit 2) with the reason, naming the
  * environment variable a bad value came from.
  */
-export function parseFlags<S extends z.ZodType>(argv: readonly string[], specs: Record<string, FlagSpec>, schema: S, options: ParseFlagsOptions = {}): { flags: z.infer<S>; positionals: string[] } {
+export function parseFlags<S extends z.ZodType>(argv: readonly string[], specs: Record<string, FlagSpec>, schema: S, options: ParseFlagsOptions = {}): { flags: z.infer<S>; positionals: string[]; given: string[] } {
   const { command = '', positionals = 0, env = {} } = options;
   const label = command.includes(' ') ? `${command.slice(command.indexOf(' ') + 1)}: ` : '';
   let parsed: { values: Record<string, string | boolean | undefined>; positionals: string[] };
@@ -57,7 +57,7 @@ export function parseFlags<S extends z.ZodType>(argv: readonly string[], specs: 
     const variables = [...new Set(result.error.issues.map((issue) => fromEnv.get(String(issue.path[0]))).filter((v) => v !== undefined))];
     throw new UsageError(`${label}${formatFlagIssues(result.error, specs, raw, schema)}${variables.length > 0 ? ` (from ${variables.join(', ')})` : ''}`);
   }
-  return { flags: result.data, positionals: parsed.positionals };
+  return { flags: result.data, positionals: parsed.positionals, given: Object.keys(raw) };
 }
 
 /** A token that is a negative number (`-1`, `-0.5`, `-1e3`), never a flag: no flag name starts with a digit or a dot. */

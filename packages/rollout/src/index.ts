@@ -26,6 +26,7 @@ export type { TurnTokens, TokenRecordingEpisode } from '@sqlenv/agents';
 
 // A whole training run in one call, and what a process needs to play or train a run.
 export { runTraining, type TrainingRunOptions, type TrainingRunResult } from './training-run.ts';
+export { RunInterrupted, abortReasonOf, type ResumeFrom } from './training-resume.ts';
 export { sparkline } from './training-progress.ts';
 export { createRunResolver, RuntimeCache, runtimeOptionsFrom, scheduledQuestions } from './resources/run-resources.ts';
 export { createModelResources, type ModelResources } from './resources/model-resources.ts';

@@ -76,6 +76,8 @@ export interface CommittedVersion {
   trajectories: readonly (readonly Trajectory[])[];
   /** The weights blob published for this version. */
   weights: Buffer;
+  /** Parts stored under the weights key (the learner's optimizer state). */
+  parts?: Readonly<Record<string, Uint8Array>> | undefined;
   updateStats: UpdateStats | null;
   phaseSeconds: TrainerPhaseSeconds;
 }
@@ -296,7 +298,7 @@ async function trainBatch(spec: RolloutRunSpec, groups: readonly ScoredGroup[], 
   options.metrics?.trainerUpdateSeconds.inc({ run: runId }, (performance.now() - started) / 1000);
   logger.info({ version: newVersion, groups: stats.group_ids, rewardMean: stats.reward_mean, successRate: stats.success_rate, maxStaleness: stats.max_staleness }, 'batch trained');
   options.onBatch?.(stats);
-  await options.onCommitted?.({ version: newVersion, stats, trajectories, weights, updateStats, phaseSeconds });
+  await options.onCommitted?.({ version: newVersion, stats, trajectories, weights, parts, updateStats, phaseSeconds });
   return newVersion;
 }
 

@@ -1,7 +1,10 @@
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { drawQuestionIds } from '@sqlenv/agents';
 import type { BatchStats, RolloutRunSpec } from '@sqlenv/protocol';
-import { evaluateIntoRunDir, RunRecorder, writeRunReport, writeRunSpec, type SavedEval } from '@sqlenv/runs';
+import { evaluateIntoRunDir, RUN_CHECKPOINT_DIR, RunRecorder, writeResumePoint, writeRunReport, writeRunSpec, type SavedEval } from '@sqlenv/runs';
 import { AppError, ErrorCode, PhaseProgress, type Logger, type ProgressMode } from '@sqlenv/shared';
 import type { SqlEnvRuntime } from '@sqlenv/sql-env';
 import { runCoordinator, type RunSummary } from './coordinator.ts';
@@ -15,6 +18,7 @@ import { RolloutWorker, type ResolveRun } from './rollout-worker.ts';
 import { startStatusServer, type StatusServer } from './status-server.ts';
 import { runTrainer } from './trainer.ts';
 import { renderProgress } from './training-progress.ts';
+import { ABORTED, abortReasonOf, emptySummary, keptEvaluation, phaseSpec, RunInterrupted, savedWeights, unlessAborted, type ResumeFrom } from './training-resume.ts';
 import { BullmqTransport, type BullmqTransportConfigInput } from './transport/bullmq-transport.ts';
 import { InProcessTransport } from './transport/in-process-transport.ts';
 import type { Transport } from './transport/transport.ts';
@@ -67,7 +71,14 @@ export interface TrainingRunOptions {
   /** How the SQL runtime is opened (cache directory, executor pool, missing databases). */
   runtime: RuntimeOptions;
   logger: Logger;
+  /**
+   * Stops the run keeping its work: the update in flight is finished and committed, the last
+   * version's adapter and the learner's state are saved (checkpoint/), the report is written, and
+   * runTraining rejects with RunInterrupted. The abort reason (a signal name) is recorded.
+   */
   signal?: AbortSignal;
+  /** Continue an interrupted run from its checkpoint (readResumePoint): the 'before' evaluation kept, the GRPO phase from `version`. */
+  resume?: ResumeFrom;
   /** Progress on a stream (bar or lines); 'off' or absent: none. */
   progress?: { stream: NodeJS.WritableStream & { columns?: number }; mode: ProgressMode };
 }
@@ -110,7 +121,7 @@ export async function runTraining(spec: RolloutRunSpec, options: TrainingRunOpti
     runtimes = new RuntimeCache(options.runtime);
     const runtime = await runtimes.get(spec.dataset);
     const questions = scheduledQuestions(runtime.dataset, spec.split);
-    const recorder = new RunRecorder({ dir: runDir, runId: spec.run_id, saveEvery: options.saveEvery, ...(spec.model ? { baseModel: options.modelDir ?? spec.model.fingerprint } : {}), logger });
+    const recorder = new RunRecorder({ dir: runDir, runId: spec.run_id, saveEvery: options.saveEvery, versionOffset: options.resume?.version ?? 0, ...(spec.model ? { baseModel: options.modelDir ?? spec.model.fingerprint } : {}), logger });
     writeRunSpec(runDir, spec);
     const resolveRun = createRunResolver(runtimes, {
       ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
@@ -119,59 +130,108 @@ export async function runTraining(spec: RolloutRunSpec, options: TrainingRunOpti
       ...(options.remote === undefined ? {} : { remote: options.remote }),
       logger,
     });
+    const { signal, resume } = options;
+    // Stopped by the signal: keep what is committed, say where to continue, and reject with RunInterrupted.
+    const interrupted = (episodesDone: number, parts: Readonly<Record<string, Uint8Array>>): never => {
+      const version = recorder.lastVersion;
+      recorder.finish();
+      const reason = signal === undefined ? 'SIGINT' : abortReasonOf(signal);
+      const checkpoint = writeResumePoint(runDir, { run_id: spec.run_id, version, episodes_done: episodesDone, reason }, parts);
+      const report = writeRunReport(runDir);
+      logger.warn({ version, episodesDone, reason }, 'run interrupted; its work is kept');
+      throw new RunInterrupted({ version, reason, report, checkpoint, adapters: recorder.savedAdapterVersions });
+    };
+    const startDone = resume?.episodesDone ?? 0;
+    const startParts = resume?.parts ?? {};
 
-    // 2. The held-out evaluation before any update.
+    // 2. The held-out evaluation before any update (a resumed run keeps the one it made).
     heldOut = options.heldOut === undefined ? undefined : new HeldOutEvaluation(spec, runtime, resolveRun, { ...options.heldOut, runDir, concurrency: options.concurrency }, progress);
     const evals: SavedEval[] = [];
-    if (heldOut) evals.push(await heldOut.run('before', 0, null));
+    if (heldOut) {
+      const kept = resume === undefined ? undefined : keptEvaluation(runDir, 'before', spec.run_id);
+      const before = kept ?? (await unlessAborted(heldOut.run('before', 0, null), signal));
+      if (before === ABORTED) return interrupted(startDone, startParts);
+      evals.push(before);
+    }
 
-    // 3. Coordinator, worker and trainer on the transport.
-    await transport.registerRun(spec);
-    const metrics = new RolloutMetrics();
-    if (options.metricsPort !== undefined) {
-      server = await startStatusServer({
-        port: options.metricsPort,
-        host: '127.0.0.1',
-        registry: metrics.registry,
-        status: async () => ({ app: 'train', run_id: spec.run_id, counters: await activeTransport.counters(spec.run_id) }),
-        logger,
-      });
-    }
-    if (options.localWorker) {
-      worker = new RolloutWorker({ transport, resolveRun, concurrency: options.concurrency, runId: spec.run_id, workerId: options.redis === undefined ? 'embedded' : `train-${process.pid}`, discoveryMs: 200, logger, metrics });
-      await worker.start();
-    }
+    // 3. Coordinator, worker and trainer on the transport (a resumed run: the episodes left, from its last version).
+    const phase = phaseSpec(spec, runDir, resume);
+    let summary: RunSummary;
     const batches: BatchStats[] = [];
-    const grpoProgress = new PhaseProgress('GRPO', progress.stream, progress.mode);
-    // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
-    // the statistics-only updater.
-    updater = await policyUpdaterFor(spec, options.modelDir, logger, options.execution);
-    const trainer = runTrainer({ transport, runId: spec.run_id, updater, pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b), onCommitted: recorder.onCommitted, ...(options.adapterShare === undefined ? {} : { adapterShare: options.adapterShare }) });
-    // Surface a trainer failure at once instead of waiting on a coordinator that can no longer finish.
-    const trainerFailed = trainer.then(
-      () => new Promise<never>(() => undefined),
-      (error: unknown) => Promise.reject(error),
-    );
-    const columns = (): number => progress.stream.columns || 100;
-    if (progress.mode !== 'off') {
-      progressTimer = setInterval(() => {
-        void activeTransport.counters(spec.run_id).then((c) => {
-          grpoProgress.draw(renderProgress(spec, c, batches, grpoProgress.elapsedS, columns()), c.consumedEpisodes + c.failedGroups * spec.group_size, spec.episodes);
+    if (phase.episodes > 0) {
+      await transport.registerRun(phase);
+      // A resumed model run: the learner continues from the saved version with its optimizer state (a commit that keeps version 0).
+      const optimizerParts = Object.entries(startParts);
+      const startWeights = resume === undefined ? null : savedWeights(runDir, resume.version);
+      if (optimizerParts.length > 0 && startWeights !== null) {
+        const key = `${phase.run_id}/weights/v0-resumed-${randomBytes(4).toString('hex')}`;
+        for (const [name, bytes] of optimizerParts) await transport.blobs.put(`${key}/${name}`, Buffer.from(bytes));
+        await transport.blobs.put(key, startWeights);
+        await transport.commit(phase.run_id, { expectedVersion: 0, newVersion: 0, weightsKey: key, trained: [], dropped: [], trainedSlots: [], batch: null });
+      }
+      const metrics = new RolloutMetrics();
+      if (options.metricsPort !== undefined) {
+        server = await startStatusServer({
+          port: options.metricsPort,
+          host: '127.0.0.1',
+          registry: metrics.registry,
+          status: async () => ({ app: 'train', run_id: phase.run_id, counters: await activeTransport.counters(phase.run_id) }),
+          logger,
         });
-      }, progress.mode === 'bar' ? 200 : 1000);
-    }
-    const summary = await Promise.race([runCoordinator({ transport, spec, questions, pollMs: 50, logger, metrics, ...(options.signal ? { signal: options.signal } : {}) }), trainerFailed]);
-    await trainer;
-    if (progressTimer) {
-      clearInterval(progressTimer);
-      progressTimer = undefined;
-      grpoProgress.finish(renderProgress(spec, await transport.counters(spec.run_id), batches, summary.elapsed_s, columns()));
+      }
+      if (options.localWorker) {
+        worker = new RolloutWorker({ transport, resolveRun, concurrency: options.concurrency, runId: phase.run_id, workerId: options.redis === undefined ? 'embedded' : `train-${process.pid}`, discoveryMs: 200, logger, metrics });
+        await worker.start();
+      }
+      const grpoProgress = new PhaseProgress('GRPO', progress.stream, progress.mode);
+      // A model run learns (GRPO on the LoRA adapter); oracle and random runs exercise the loop with
+      // the statistics-only updater.
+      updater = await policyUpdaterFor(phase, options.modelDir, logger, options.execution);
+      const trainer = runTrainer({ transport, runId: phase.run_id, updater, pollMs: 50, runWaitMs: 10_000, logger, metrics, retention: { keepLast: options.keepWeights, checkpointEvery: 0 }, onBatch: (b) => batches.push(b), onCommitted: recorder.onCommitted, ...(signal ? { signal } : {}), ...(options.adapterShare === undefined ? {} : { adapterShare: options.adapterShare }) });
+      // Surface a trainer failure at once instead of waiting on a coordinator that can no longer finish.
+      const trainerFailed = trainer.then(
+        () => new Promise<never>(() => undefined),
+        (error: unknown) => Promise.reject(error),
+      );
+      const columns = (): number => progress.stream.columns || 100;
+      if (progress.mode !== 'off') {
+        progressTimer = setInterval(() => {
+          void activeTransport.counters(phase.run_id).then((c) => {
+            grpoProgress.draw(renderProgress(phase, c, batches, grpoProgress.elapsedS, columns()), c.consumedEpisodes + c.failedGroups * phase.group_size, phase.episodes);
+          });
+        }, progress.mode === 'bar' ? 200 : 1000);
+      }
+      const coordinated = runCoordinator({ transport, spec: phase, questions, pollMs: 50, logger, metrics, ...(signal ? { signal } : {}) }).catch((error: unknown): typeof ABORTED => {
+        if (signal?.aborted === true) return ABORTED;
+        throw error;
+      });
+      const grpo = await Promise.race([coordinated, trainerFailed]);
+      // Stopped: the trainer finishes and commits the update in flight, then stops too.
+      await trainer;
+      if (progressTimer) {
+        clearInterval(progressTimer);
+        progressTimer = undefined;
+        grpoProgress.finish(renderProgress(phase, await transport.counters(phase.run_id), batches, grpoProgress.elapsedS, columns()));
+      }
+      if (grpo === ABORTED) {
+        const c = await transport.counters(phase.run_id);
+        return interrupted(startDone + (c.trainedGroups + c.droppedGroups + c.failedGroups) * spec.group_size, recorder.lastVersion > (resume?.version ?? 0) ? recorder.lastParts : startParts);
+      }
+      summary = { ...grpo, policy_version: recorder.lastVersion };
+    } else {
+      summary = emptySummary(spec, transport.kind, recorder.lastVersion);
     }
     await worker?.close();
     recorder.finish();
 
     // 4. The held-out evaluation of the final weights, and the report.
-    if (heldOut) evals.push(await heldOut.run('after', summary.policy_version, recorder.lastWeights));
+    if (heldOut) {
+      const version = recorder.lastVersion;
+      const after = await unlessAborted(heldOut.run('after', version, recorder.lastWeights ?? savedWeights(runDir, version)), signal);
+      if (after === ABORTED) return interrupted(spec.episodes, {});
+      evals.push(after);
+    }
+    rmSync(join(runDir, RUN_CHECKPOINT_DIR), { recursive: true, force: true });
     const report = writeRunReport(runDir);
     return { summary, batches, report, adapters: recorder.savedAdapterVersions, evals, nonFiniteVersions: recorder.nonFiniteVersions };
   } finally {
@@ -225,6 +285,7 @@ class HeldOutEvaluation {
     const { saved } = await evaluateIntoRunDir({
       runDir: this.#options.runDir,
       name,
+      runId: this.#spec.run_id,
       version,
       policy: resources.policy,
       createEnvironment: () => this.#runtime.createEnvironment(),

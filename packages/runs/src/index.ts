@@ -8,6 +8,9 @@ export {
   SFT_DATA_FILE,
   SFT_STEPS_FILE,
   LEARN_RESULT_FILE,
+  RUN_COMMAND_FILE,
+  RUN_LOCK_FILE,
+  RUN_CHECKPOINT_DIR,
   adapterVersionDir,
   savedEvalPath,
   sftOutputDir,
@@ -32,3 +35,5 @@ export {
 export { RunRecorder, saveAdapterVersion, writeAdapterBlobDir, readRunMetrics, type RunRecorderOptions, type RecordedVersion } from './run-directory.ts';
 export { renderRunReport, writeRunReport, writeRunSpec, pickEvalPair, type RunReportInput } from './run-report.ts';
 export { evaluateIntoRunDir, type RunEvaluationOptions } from './run-evaluation.ts';
+export { claimRunDir, readRunCommand, writeRunCommand, acquireLock, lockIsLive, RunCommandSchema, type ClaimMode, type RunDirClaim, type RunCommand, type RunLock } from './run-ownership.ts';
+export { writeResumePoint, readResumePoint, ResumePointSchema, type ResumePoint, type SavedResumePoint } from './run-checkpoint.ts';

@@ -17,6 +17,8 @@ export interface RecordedVersion {
   trajectories: readonly (readonly Trajectory[])[];
   /** The weights blob published for this version. */
   weights: Buffer;
+  /** Parts stored with the weights (the optimizer state of a GRPO learner), kept for a resume checkpoint. */
+  parts?: Readonly<Record<string, Uint8Array>> | undefined;
   updateStats: UpdateStats | null;
   phaseSeconds: Readonly<Record<string, number>>;
 }
@@ -98,6 +100,8 @@ export interface RunRecorderOptions {
   baseModel?: string;
   /** Refuse a directory whose run.json names another run (two runs' lines would mix). */
   runId?: string;
+  /** A resumed GRPO phase: its version v is version versionOffset + v of the run (metrics lines, adapters). */
+  versionOffset?: number;
   logger?: Logger;
 }
 
@@ -112,7 +116,7 @@ export class RunRecorder {
   readonly #logger: Logger;
   readonly #startedAt: number;
   #lastAt: number;
-  #last: { version: number; weights: Buffer } | undefined;
+  #last: { version: number; weights: Buffer; parts: Readonly<Record<string, Uint8Array>> } | undefined;
   #savedVersions = new Set<number>();
   #nonFinite: number[] = [];
 
@@ -145,9 +149,20 @@ export class RunRecorder {
     return [...this.#savedVersions].sort((a, b) => a - b);
   }
 
+  /** The run's version of the last version recorded (the offset when none was). */
+  get lastVersion(): number {
+    return this.#last?.version ?? (this.#options.versionOffset ?? 0);
+  }
+
+  /** The optimizer state and other parts stored with the last version recorded. */
+  get lastParts(): Readonly<Record<string, Uint8Array>> {
+    return this.#last?.parts ?? {};
+  }
+
   readonly onCommitted = (committed: RecordedVersion): void => {
     const now = performance.now();
-    const line = runMetricsLine({
+    const offset = this.#options.versionOffset ?? 0;
+    const relative = runMetricsLine({
       stats: committed.stats,
       trajectories: committed.trajectories,
       updateStats: committed.updateStats,
@@ -155,13 +170,14 @@ export class RunRecorder {
       timeMs: now - this.#startedAt,
       intervalSeconds: (now - this.#lastAt) / 1000,
     });
+    const line = { ...relative, version: relative.version + offset };
     this.#lastAt = now;
     appendFileSync(join(this.dir, RUN_METRICS_FILE), `${JSON.stringify(line)}\n`);
     if (line.non_finite.length > 0) this.#nonFinite.push(line.version);
     if (line.non_finite.length > 0) this.#logger.error({ version: line.version, fields: line.non_finite }, 'the learner reported non-finite numbers');
-    this.#last = { version: committed.version, weights: committed.weights };
+    this.#last = { version: line.version, weights: committed.weights, parts: committed.parts ?? {} };
     const every = this.#options.saveEvery;
-    if (every > 0 && committed.version % every === 0) this.#saveAdapter(committed.version, committed.weights);
+    if (every > 0 && line.version % every === 0) this.#saveAdapter(line.version, committed.weights);
   };
 
   /** Save the last version's adapter (when it is one and not saved yet); returns its directory or null. */

@@ -5,6 +5,8 @@ import { savedEvalFromReport, writeSavedEval, type SavedEval } from './saved-eva
 export interface RunEvaluationOptions {
   runDir: string;
   name: string;
+  /** The training run it belongs to (recorded in the file as run_id). */
+  runId?: string;
   /** The policy version being evaluated. */
   version: number;
   policy: Policy;
@@ -29,7 +31,7 @@ export async function evaluateIntoRunDir(options: RunEvaluationOptions): Promise
     policyVersion: options.version,
     ...(options.onProgress === undefined ? {} : { onProgress: (done: number, total: number) => options.onProgress?.(done, total) }),
   });
-  const saved = savedEvalFromReport(report, transcripts, { name: options.name, version: options.version, dataset: options.dataset, split: options.split, seeds: [options.seed] });
+  const saved = savedEvalFromReport(report, transcripts, { name: options.name, version: options.version, dataset: options.dataset, split: options.split, seeds: [options.seed], ...(options.runId === undefined ? {} : { runId: options.runId }) });
   // The run's own evaluations (train's before/after): the run recorder already refuses another run's directory, and a resumed run re-takes them.
   return { saved, path: writeSavedEval(options.runDir, saved, { force: true }) };
 }

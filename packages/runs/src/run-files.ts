@@ -2,13 +2,16 @@ import { join } from 'node:path';
 
 /**
  * Every name inside a run directory (docs/run-directory.md): what a training run leaves behind
- * for people. Nothing reads it back to train.
+ * for people, and what a `--resume` reads back to continue an interrupted run.
  *
  *     run.json             the run spec
  *     metrics.jsonl        one line per policy version (RunMetricsLineSchema)
  *     evals/<name>.json    saved evaluations (SavedEvalSchema)
  *     adapters/v<N>/       PEFT adapters of chosen versions
  *     report.html          the report, rebuilt from the files above
+ *     command.json         the command that made the run, its run id and options (what --resume reads)
+ *     run.lock             the owner while a command runs in it (pid, host)
+ *     checkpoint/          where an interrupted GRPO phase stopped (resume.json, the optimizer state)
  *
  * and, from `sqlenv learn`, its SFT warm start and its result:
  *
@@ -22,6 +25,9 @@ export const RUN_METRICS_FILE = 'metrics.jsonl';
 export const EVALS_DIR = 'evals';
 export const ADAPTERS_DIR = 'adapters';
 export const REPORT_FILE = 'report.html';
+export const RUN_COMMAND_FILE = 'command.json';
+export const RUN_LOCK_FILE = 'run.lock';
+export const RUN_CHECKPOINT_DIR = 'checkpoint';
 
 /** `adapters/v<N>`: where the adapter of policy version N is saved. */
 export function adapterVersionDir(runDir: string, version: number): string {

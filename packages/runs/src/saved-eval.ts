@@ -39,6 +39,8 @@ export const SavedEvalSchema = z.strictObject({
   name: EvalNameSchema,
   /** The policy version evaluated (0 = before any update). */
   version: z.number().int().nonnegative(),
+  /** The training run whose evaluation this is (a run directory's held-out evaluations); absent for a standalone `sqlenv eval` and in older files. */
+  run_id: z.string().optional(),
   dataset: z.string(),
   split: SplitName.nullable(),
   policy: z.string(),
@@ -87,6 +89,8 @@ export interface SavedEvalMeta {
   dataset: string;
   split: SplitName | null;
   seeds: readonly number[];
+  /** The training run it belongs to (recorded as run_id). */
+  runId?: string;
   /** The question text by id, for episodes whose transcript does not show it. */
   questionText?: (questionId: string) => string | undefined;
 }
@@ -117,6 +121,7 @@ export function savedEvalFromReport(report: EvaluationReport, transcripts: Trans
     schema_version: 1,
     name: meta.name,
     version: meta.version,
+    ...(meta.runId === undefined ? {} : { run_id: meta.runId }),
     dataset: meta.dataset,
     split: meta.split,
     policy: report.policy,
@@ -175,7 +180,7 @@ export function writeSavedEval(runDir: string, saved: SavedEval, options: { forc
 }
 
 /** Every saved evaluation of a run directory, by version then name (none: []). */
-export function readSavedEvals(runDir: string): SavedEval[] {
+export function readSavedEvals(runDir: string, options: { runId?: string } = {}): SavedEval[] {
   const dir = join(runDir, EVALS_DIR);
   if (!existsSync(dir)) return [];
   const evals = readdirSync(dir)
@@ -188,7 +193,12 @@ export function readSavedEvals(runDir: string): SavedEval[] {
       } catch (cause) {
         throw new AppError(ErrorCode.VALIDATION, `${path} is not valid JSON`, { cause });
       }
-      return parseSavedEval(json, path);
+      const saved = parseSavedEval(json, path);
+      // A result is computed only from the evaluations of the run asking (the run id is in each).
+      if (options.runId !== undefined && saved.run_id !== options.runId) {
+        throw new AppError(ErrorCode.VALIDATION, `${path} is an evaluation of ${saved.run_id === undefined ? 'no training run' : `run ${saved.run_id}`}, not of run ${options.runId}`);
+      }
+      return saved;
     });
   return evals.sort((a, b) => a.version - b.version || a.name.localeCompare(b.name));
 }

@@ -1,18 +1,21 @@
-import { createWriteStream, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { PhaseProgress, silentLogger } from '@sqlenv/shared';
+import { AppError, ErrorCode, PhaseProgress, signalExitCode, silentLogger } from '@sqlenv/shared';
 import type { SftSummary } from '@sqlenv/grpo';
+import type { SavedEval } from '@sqlenv/runs';
 import type { ModelExecution } from '@sqlenv/rollout';
-import { LEARN_RESULT_FILE, pairedDifferenceOf, passAtKOf, readSavedEvals, REPORT_FILE, SFT_DATA_FILE, SFT_DIR, SFT_STEPS_FILE, sftOutputDir, successInterval } from '@sqlenv/runs';
-import { intFlag, parseFlags, positiveIntFlag } from '../flags.ts';
+import { claimRunDir, LEARN_RESULT_FILE, pairedDifferenceOf, passAtKOf, readResumePoint, readSavedEvals, REPORT_FILE, RUN_SPEC_FILE, SFT_DATA_FILE, SFT_DIR, SFT_STEPS_FILE, sftOutputDir, successInterval, writeRunCommand, type RunDirClaim } from '@sqlenv/runs';
+import { intFlag, MAX_EPISODES, parseFlags, positiveIntFlag, seedsFlag } from '../flags.ts';
 import { UsageError } from '../cli-error.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
 import { DatasetFlags, datasetFlagOptions } from '../dataset-flags.ts';
 import { writeSftData } from './sft-data.ts';
 import { SftOptionsSchema, sftJobOptions } from './sft.ts';
-import { train, trainCommandLine, trainRunSpec, TrainOptionsSchema, type TrainOptionsInput } from './train.ts';
+import { trainCommandLine, trainRun, trainRunSpec, TrainOptionsSchema, type TrainOptionsInput } from './train.ts';
+import { claimModeOf, resumedOptions, savedOptionsOf } from '../run-dir-flags.ts';
 import { ExecutionFlags, executionFlagOptions, startExecution } from '../execution-flags.ts';
 import { executionOptionsOf } from './execution-options.ts';
 import { AdapterShareOptionsSchema, adapterShareOptionSpecs, InferenceOptionsSchema, inferenceOptionSpecs, type InferenceOptions } from './inference-options.ts';
@@ -35,7 +38,7 @@ const LearnFlags = DatasetFlags.extend({
   /** full: every weight (small models trained from scratch); lora: a LoRA adapter (r = --lora-rank) that GRPO continues (Hugging Face checkpoints). */
   'sft-mode': z.enum(['full', 'lora']).default('full'),
   /** GRPO: episodes, groups and sampling. */
-  episodes: positiveIntFlag.default(8192),
+  episodes: positiveIntFlag.max(MAX_EPISODES, 'a bound no run needs: split larger work into several runs').default(8192),
   'group-size': positiveIntFlag.default(8),
   'groups-per-batch': positiveIntFlag.default(4),
   /** Policy versions an episode may lag the trainer (0: on-policy, rollouts wait for each update; 1: the next batch is sampled while the update runs). */
@@ -54,11 +57,17 @@ const LearnFlags = DatasetFlags.extend({
   /** The learner's settings as JSON (sqlenv train's --learner: PPO epochs, loss normalisation, KL β, optimizer); --lr on top. */
   learner: z.string().min(1).optional(),
   /** Held-out evaluation: every dev question this many times (each its own seed), at the GRPO temperature. */
-  'eval-seeds': positiveIntFlag.default(8),
+  'eval-seeds': seedsFlag.default(8),
   /** Dev questions per evaluation (all, or N drawn by the eval seed). */
   'eval-questions': z.union([z.literal('all'), positiveIntFlag]).default('all'),
   redis: z.string().min(1).optional(),
   'local-worker': z.enum(['true', 'false']).default('true'),
+  /** Continue the interrupted run in --run-dir with its saved settings (SFT redone if it had not finished, the 'before' evaluation kept, GRPO from its last version). */
+  resume: z.boolean().default(false),
+  /** Replace what --run-dir holds (the new directory is made before the old one is removed). */
+  force: z.boolean().default(false),
+  /** The GRPO phase's run id (set by learn itself; kept in command.json so a resume continues it). */
+  'grpo-run-id': z.string().min(1).optional(),
 })
   .extend(ExecutionFlags.shape)
   .extend(InferenceOptionsSchema.shape)
@@ -95,8 +104,8 @@ export interface LearnResult {
  * report. The last stdout line is one JSON object (LearnResult). Exit 1 when the run produced NaNs or
  * the policy collapsed (sqlenv train's checks).
  */
-export async function learnCommand(argv: string[], io: CommandIo): Promise<number> {
-  const { flags } = parseFlags(
+export async function learnCommand(argv: readonly string[], io: CommandIo): Promise<number> {
+  const { flags, given } = parseFlags(
     argv,
     {
       model: { type: 'string' },
@@ -125,6 +134,8 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       'eval-questions': { type: 'string' },
       redis: { type: 'string' },
       'local-worker': { type: 'string' },
+      resume: { type: 'boolean' },
+      force: { type: 'boolean' },
       ...datasetFlagOptions,
       ...executionFlagOptions,
       ...inferenceOptionSpecs,
@@ -133,8 +144,23 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
     LearnFlags,
     { env: io.env ?? {} },
   );
-  return learn(flags, io);
+  claimModeOf(flags);
+  if (given.includes('grpo-run-id')) throw new UsageError('--grpo-run-id is set by sqlenv learn itself');
+  if (!flags.resume) return learn(flags, io);
+  if (flags['run-dir'] === undefined) throw new UsageError('--resume needs --run-dir: the run directory of the run to continue');
+  const claim = claimRunDir(flags['run-dir'], { mode: 'resume', command: 'learn', label: '--run-dir' });
+  try {
+    const saved = claim.resumed as NonNullable<RunDirClaim['resumed']>;
+    const flagOf = (key: string): string => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+    const options = LearnFlags.parse(resumedOptions(saved, flags, given, LEARN_RESUME_MAY_CHANGE, flagOf));
+    return await learn({ ...options, 'run-dir': flags['run-dir'], resume: true }, io, claim);
+  } finally {
+    claim.release();
+  }
 }
+
+/** What a resumed learn may run with differently (where and how it runs, as train's RESUME_MAY_CHANGE), by learn's keys. */
+const LEARN_RESUME_MAY_CHANGE: ReadonlySet<string> = new Set(['execution-provider', 'device-id', 'threads', 'cpu-arena', 'redis', 'local-worker', 'concurrency', 'inferenceUrl', 'inferenceApiKey', 'inferenceConcurrency', 'adapterShare']);
 
 export type LearnOptions = z.infer<typeof LearnFlags>;
 
@@ -143,8 +169,10 @@ export type LearnOptions = z.infer<typeof LearnFlags>;
  * training run with held-out evaluations before and after GRPO (train → runTraining), then the
  * numbers of the two evaluations. Returns the exit code.
  */
-export async function learn(flags: LearnOptions, io: CommandIo): Promise<number> {
+export async function learn(input: LearnOptions, io: CommandIo, resumedClaim?: RunDirClaim): Promise<number> {
   const logger = io.logger ?? silentLogger;
+  // The GRPO phase's run id is the run's from the start, so that a resume continues the same run.
+  const flags: LearnOptions = { ...input, 'grpo-run-id': input['grpo-run-id'] ?? `train-${randomBytes(3).toString('hex')}` };
   // Resolved once (flag, else SQLENV_SKIP_MISSING_DBS) and handed to every phase that loads the dataset.
   const skipMissing = flags['skip-missing-dbs'] === true;
   if (!existsSync(join(flags.model, 'config.json'))) {
@@ -159,77 +187,147 @@ export async function learn(flags: LearnOptions, io: CommandIo): Promise<number>
   const runDir = resolve(flags['run-dir'] ?? join('runs', `learn-${new Date().toISOString().replace(/[:.]/g, '-')}`));
   // The GRPO phase's settings (whole groups, --reward, --learner) are checked now, not after the SFT steps.
   await trainRunSpec(TrainOptionsSchema.parse(grpoOptions(flags, flags.model, undefined, runDir, false, execution, skipMissing)));
-  mkdirSync(runDir, { recursive: true });
+  // The run directory is this run's before anything is written: another run's (or one in use) is refused here.
+  const claim = resumedClaim ?? claimRunDir(runDir, { mode: claimModeOf(flags), command: 'learn', label: '--run-dir' });
+  try {
+    if (resumedClaim === undefined) writeRunCommand(runDir, 'learn', flags['grpo-run-id'] as string, savedOptionsOf({ ...flags, 'run-dir': runDir }));
+    return await learnPhases(flags, io, { runDir, execution, skipMissing, started, resumed: resumedClaim !== undefined });
+  } finally {
+    if (resumedClaim === undefined) claim.release();
+  }
+}
+
+interface LearnRun {
+  runDir: string;
+  execution: ModelExecution;
+  skipMissing: boolean;
+  started: number;
+  /** Continuing an interrupted run: finished phases are kept. */
+  resumed: boolean;
+}
+
+/** The phases of a learning run in its claimed run directory; returns the exit code. */
+async function learnPhases(flags: LearnOptions, io: CommandIo, run: LearnRun): Promise<number> {
+  const { runDir, execution, skipMissing, started } = run;
+  const logger = io.logger ?? silentLogger;
+  const grpoRunId = flags['grpo-run-id'] as string;
   const tty = (io.stderr as { isTTY?: boolean }).isTTY === true;
   const say = (text: string): void => void io.stderr.write(`${text}\n`);
-  say(`sqlenv learn: ${flags.model} on ${flags.dataset}; run directory ${runDir}`);
+  say(`sqlenv learn: ${flags.model} on ${flags.dataset}; run directory ${runDir}${run.resumed ? ' (resumed)' : ''}`);
 
-  // Phase 1: SFT warm start on the oracle's episodes of the train split.
+  // Phase 1: SFT warm start on the oracle's episodes of the train split (kept by a resume once it finished).
   let policyModel = flags.model;
   let adapter: string | undefined;
   if (flags['sft-steps'] > 0) {
-    const data = join(runDir, SFT_DIR, SFT_DATA_FILE);
-    mkdirSync(join(runDir, SFT_DIR), { recursive: true });
-    const written = await writeSftData(
-      { dataset: flags.dataset, 'skip-missing-dbs': skipMissing, split: 'train', model: flags.model, out: data, episodes: 'all', seed: flags.seed, format: 'messages', thinking: false },
-      io,
-    );
-    say(`SFT data: ${written.lines} oracle episodes of the train split (${written.skipped.length} skipped), ${written.meanTokens.toFixed(0)} tokens each on average`);
     const lora = flags['sft-mode'] === 'lora';
     const sftOut = sftOutputDir(runDir, flags['sft-mode']);
-    const { runSftJob } = await import('@sqlenv/grpo');
-    const steps = createWriteStream(join(runDir, SFT_DIR, SFT_STEPS_FILE));
-    const progress = new PhaseProgress('SFT', io.stderr, tty ? 'bar' : 'lines');
-    let summary: SftSummary;
-    try {
-      summary = await runSftJob(
-        sftJobOptions(SftOptionsSchema.parse({
-          model: flags.model,
-          data,
-          steps: flags['sft-steps'],
-          out: sftOut,
-          full: !lora,
-          ...(lora ? { loraRank: flags['lora-rank'], loraAlpha: 2 * flags['lora-rank'] } : {}),
-          learningRate: flags['sft-lr'],
-          batchSize: flags['sft-batch-size'],
-          schedule: 'cosine',
-          warmupSteps: Math.min(10, Math.floor(flags['sft-steps'] / 10)),
-          shuffle: true,
-          seed: flags.seed,
-          ...executionOptionsOf(execution),
-        })),
-        { stdout: steps },
-        { logger, onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`) },
-      );
-    } finally {
-      await new Promise<void>((done) => steps.end(done));
+    if (run.resumed && existsSync(sftOut)) say(`SFT: kept from the run (${sftOut})`);
+    else {
+      // An SFT phase that did not finish left no output (it is written whole at the end): it starts again.
+      rmSync(join(runDir, SFT_DIR), { recursive: true, force: true });
+      const stopped = await sftPhase(flags, io, { runDir, sftOut, lora, execution, skipMissing, tty, say });
+      if (stopped !== undefined) return stopped;
     }
-    progress.finish();
     if (lora) adapter = sftOut;
     else policyModel = sftOut;
-    say(`SFT: ${summary.steps} steps, loss ${summary.firstLoss.toFixed(3)} → ${summary.lastLoss.toFixed(3)}; ${lora ? 'adapter' : 'model'} in ${sftOut}`);
   }
 
   // Phases 2–4: evaluation before, GRPO, evaluation after (a training run with held-out evaluations).
   const trainOptions = grpoOptions(flags, policyModel, adapter, runDir, tty, execution, skipMissing);
-  say(`GRPO: ${trainCommandLine(trainOptions)}`);
-  const trainIo = { stdout: io.stderr, stderr: io.stderr, env: {}, logger };
-  const code = await train(TrainOptionsSchema.parse(trainOptions), trainIo).catch((error: unknown) => reportCommandError(trainIo, 'train', error));
-  const evals = readSavedEvals(runDir);
-  const before = evals.find((e) => e.name === 'before');
-  const after = evals.find((e) => e.name === 'after');
+  const trainIo: CommandIo = { stdout: io.stderr, stderr: io.stderr, env: {}, logger, ...(io.signal === undefined ? {} : { signal: io.signal }) };
+  let code: number;
+  let evals: SavedEval[];
+  // A resumed run whose GRPO phase had started continues it from its checkpoint; one that finished is only summed up.
+  const grpoStarted = run.resumed && existsSync(join(runDir, RUN_SPEC_FILE));
+  if (grpoStarted && readResumePoint(runDir) === undefined && existsSync(join(runDir, LEARN_RESULT_FILE))) {
+    say('sqlenv learn: the run had finished; its result is computed again from its evaluations');
+    code = 0;
+    evals = readSavedEvals(runDir, { runId: grpoRunId });
+  } else {
+    say(`GRPO: ${trainCommandLine(trainOptions)}${grpoStarted ? ' (resumed from its checkpoint)' : ''}`);
+    const outcome = await trainRun(TrainOptionsSchema.parse(trainOptions), trainIo, { claim: { dir: runDir, resumed: undefined, release: () => undefined }, resume: grpoStarted, command: 'learn' }).catch((error: unknown) => ({ code: reportCommandError(trainIo, 'train', error), runId: grpoRunId, evals: [] as SavedEval[] }));
+    code = outcome.code;
+    evals = outcome.evals;
+    if (io.signal?.aborted === true) return code;
+  }
+  // Only this run's evaluations make its result (each carries the run id).
+  const before = evals.find((e) => e.name === 'before' && e.run_id === grpoRunId);
+  const after = evals.find((e) => e.name === 'after' && e.run_id === grpoRunId);
   if (before === undefined || after === undefined) {
     say(`sqlenv learn: the run ended without both evaluations (sqlenv train exited ${code})`);
     return code === 0 ? 1 : code;
   }
+  return writeLearnResult(io, runDir, before, after, started, code);
+}
+
+interface SftPhaseContext {
+  runDir: string;
+  sftOut: string;
+  lora: boolean;
+  execution: ModelExecution;
+  skipMissing: boolean;
+  tty: boolean;
+  say: (text: string) => void;
+}
+
+/** The SFT warm start; returns an exit code when a signal stopped it (nothing of it is kept), else undefined. */
+async function sftPhase(flags: LearnOptions, io: CommandIo, context: SftPhaseContext): Promise<number | undefined> {
+  const { runDir, sftOut, lora, execution, skipMissing, tty, say } = context;
+  const logger = io.logger ?? silentLogger;
+  const data = join(runDir, SFT_DIR, SFT_DATA_FILE);
+  mkdirSync(join(runDir, SFT_DIR), { recursive: true });
+  const written = await writeSftData(
+    { dataset: flags.dataset, 'skip-missing-dbs': skipMissing, split: 'train', model: flags.model, out: data, episodes: 'all', seed: flags.seed, format: 'messages', thinking: false },
+    io,
+  );
+  say(`SFT data: ${written.lines} oracle episodes of the train split (${written.skipped.length} skipped), ${written.meanTokens.toFixed(0)} tokens each on average`);
+  const { runSftJob } = await import('@sqlenv/grpo');
+  const steps = createWriteStream(join(runDir, SFT_DIR, SFT_STEPS_FILE));
+  const progress = new PhaseProgress('SFT', io.stderr, tty ? 'bar' : 'lines');
+  let summary: SftSummary;
+  try {
+    summary = await runSftJob(
+      sftJobOptions(SftOptionsSchema.parse({
+        model: flags.model,
+        data,
+        steps: flags['sft-steps'],
+        out: sftOut,
+        full: !lora,
+        ...(lora ? { loraRank: flags['lora-rank'], loraAlpha: 2 * flags['lora-rank'] } : {}),
+        learningRate: flags['sft-lr'],
+        batchSize: flags['sft-batch-size'],
+        schedule: 'cosine',
+        warmupSteps: Math.min(10, Math.floor(flags['sft-steps'] / 10)),
+        shuffle: true,
+        seed: flags.seed,
+        ...executionOptionsOf(execution),
+      })),
+      { stdout: steps },
+      { logger, onStep: (step) => progress.update(step.step, flags['sft-steps'], ` steps · loss ${step.loss.toFixed(3)}`), ...(io.signal === undefined ? {} : { signal: io.signal }) },
+    );
+  } catch (error) {
+    if (io.signal?.aborted !== true || !(error instanceof AppError) || error.code !== ErrorCode.ABORTED) throw error;
+    const reason = typeof io.signal.reason === 'string' ? io.signal.reason : 'SIGINT';
+    say(`sqlenv learn: stopped by ${reason} during the SFT warm start; nothing is trained yet (a resume starts SFT again)\ncontinue it with: sqlenv learn --run-dir ${runDir} --resume`);
+    return signalExitCode(reason);
+  } finally {
+    await new Promise<void>((done) => steps.end(done));
+  }
+  progress.finish();
+  say(`SFT: ${summary.steps} steps, loss ${summary.firstLoss.toFixed(3)} → ${summary.lastLoss.toFixed(3)}; ${lora ? 'adapter' : 'model'} in ${sftOut}`);
+  return undefined;
+}
+
+/** The run's numbers from its two evaluations: result.json and the last stdout line. Returns `code`. */
+function writeLearnResult(io: CommandIo, runDir: string, before: SavedEval, after: SavedEval, started: number, code: number): number {
   const b = successInterval(before);
   const a = successInterval(after);
   const paired = pairedDifferenceOf(before, after);
   if (paired === null) {
-    say('sqlenv learn: the two evaluations share no (question, seed) episode, so they cannot be compared');
+    io.stderr.write('sqlenv learn: the two evaluations share no (question, seed) episode, so they cannot be compared\n');
     return code === 0 ? 1 : code;
   }
-  const passAtK = (saved: typeof before): Record<string, number | null> => Object.fromEntries(Object.entries(passAtKOf(saved)).map(([k, v]) => [k, v === null ? null : round(v)]));
+  const passAtK = (saved: SavedEval): Record<string, number | null> => Object.fromEntries(Object.entries(passAtKOf(saved)).map(([k, v]) => [k, v === null ? null : round(v)]));
   const result: LearnResult = {
     success_before: round(b.rate),
     success_after: round(a.rate),
@@ -275,6 +373,7 @@ function grpoOptions(flags: LearnOptions, model: string, adapter: string | undef
     ...(flags.learner === undefined ? {} : { learner: flags.learner }),
     ...(flags['tis-cap'] === undefined ? {} : { tisCap: flags['tis-cap'] }),
     runDir,
+    run_id: flags['grpo-run-id'],
     evalEpisodes: flags['eval-questions'],
     evalSeeds: flags['eval-seeds'],
     evalTemperature: flags.temperature,

@@ -3,7 +3,7 @@ import { RolloutRunSpecSchema, RunIdSchema, type RolloutRunSpec, type RunModelSp
 import { AppError, ErrorCode, formatZodIssues } from '@sqlenv/shared';
 import { parseRewardConfig } from '@sqlenv/sql-env';
 import { totalGroups } from '@sqlenv/rollout';
-import { booleanText, jsonObjectOption, type FlagSpec } from '../flags.ts';
+import { booleanText, jsonObjectOption, MAX_EPISODES, type FlagSpec } from '../flags.ts';
 
 /** Run-spec options of `sqlenv coordinator` and `sqlenv train`; their defaults live in RolloutRunSpecSchema. */
 export const specOptionSpecs: Record<string, FlagSpec> = {
@@ -33,7 +33,8 @@ export const SpecOptionsSchema = z.object({
   dataset: z.string().optional(),
   split: z.string().optional(),
   policy: z.string().optional(),
-  episodes: int.optional(),
+  /** At most MAX_EPISODES: a run beyond it is a typo, not a plan (it would be refused after hours). */
+  episodes: int.positive().max(MAX_EPISODES, 'a bound no run needs: split larger work into several runs').optional(),
   group_size: int.optional(),
   groups_per_batch: int.optional(),
   max_staleness: int.optional(),

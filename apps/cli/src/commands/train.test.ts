@@ -21,3 +21,26 @@ describe('trainCommandLine', () => {
     expect(line).toBe('sqlenv train --policy model --inference-url http://a:8000,http://b:8000 --adapter-share /share --adapter-share-as /adapters');
   });
 });
+
+describe('training runs bound their sizes with clear messages', () => {
+  const capture = (): { io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream }; text: () => string } => {
+    let text = '';
+    const stream = { write: (chunk: string) => ((text += chunk), true) } as unknown as NodeJS.WritableStream;
+    return { io: { stdout: stream, stderr: stream }, text: () => text };
+  };
+
+  it('train and learn refuse --episodes beyond 1,000,000 and --eval-seeds beyond 10,000 before loading anything', async () => {
+    const { main } = await import('../main.ts');
+    for (const [args, message] of [
+      [['train', '--episodes', '2000000'], '--episodes must be ≤ 1,000,000'],
+      [['train', '--eval-seeds', '20000'], '--eval-seeds must be ≤ 10,000'],
+      [['learn', '--episodes', '2000000'], '--episodes must be ≤ 1,000,000'],
+      [['learn', '--eval-seeds', '20000'], '--eval-seeds must be ≤ 10,000'],
+      [['coordinator', '--redis', 'redis://127.0.0.1:1', '--episodes', '2000000'], '--episodes must be ≤ 1,000,000'],
+    ] as const) {
+      const c = capture();
+      expect(await main([...args], { ...c.io, env: {} }), c.text()).toBe(2);
+      expect(c.text()).toContain(message);
+    }
+  });
+});

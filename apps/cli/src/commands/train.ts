@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { BatchStats, RolloutRunSpec } from '@sqlenv/protocol';
-import { runtimeOptionsFrom, runTraining, sparkline, type RunSummary } from '@sqlenv/rollout';
-import { pairedDifferenceOf, passAtKOf, successInterval, type SavedEval } from '@sqlenv/runs';
+import { RunInterrupted, runtimeOptionsFrom, runTraining, sparkline, type ResumeFrom, type RunSummary } from '@sqlenv/rollout';
+import { claimRunDir, pairedDifferenceOf, passAtKOf, readResumePoint, RUN_SPEC_FILE, savedEvalPath, successInterval, writeRunCommand, type RunDirClaim, type SavedEval } from '@sqlenv/runs';
 import { createRootLogger, progressMode, silentLogger, maxOf, minOf } from '@sqlenv/shared';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
-import { booleanText, printUsage, parseFlags, wantsHelp, type FlagSpec } from '../flags.ts';
+import { booleanText, MAX_EPISODES, printUsage, parseFlags, seedsFlag, wantsHelp, type FlagSpec } from '../flags.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
+import { UsageError } from '../cli-error.ts';
+import { claimModeOf, reportInterrupted, resumedOptions, savedOptionsOf } from '../run-dir-flags.ts';
 import { runSpecFrom, SpecOptionsSchema, specOptionSpecs } from './spec-options.ts';
 import { ModelDirOptionsSchema, modelDirOptionSpecs, ModelSpecOptionsSchema, modelSpecOptionSpecs, runModelSpec } from './model-options.ts';
 import { checkExecutionProvider, ExecutionOptionsSchema, executionOptionSpecs, modelExecutionOf } from './execution-options.ts';
@@ -29,6 +32,8 @@ const trainOptionSpecs: Record<string, FlagSpec> = {
   'eval-temperature': { key: 'evalTemperature', env: 'SQLENV_EVAL_TEMPERATURE' },
   'local-worker': { key: 'localWorker', env: 'SQLENV_LOCAL_WORKER' },
   progress: { key: 'progress', env: 'SQLENV_PROGRESS' },
+  resume: { key: 'resume', type: 'boolean' },
+  force: { key: 'force', type: 'boolean' },
   redis: transportOptionSpecs.redis as FlagSpec,
   'key-base': transportOptionSpecs['key-base'] as FlagSpec,
 };
@@ -40,7 +45,7 @@ const trainOptionSpecs: Record<string, FlagSpec> = {
  * equal and would all be dropped as zero-variance.
  */
 export const TrainOptionsSchema = SpecOptionsSchema.extend({
-  episodes: z.coerce.number().int().positive().default(256),
+  episodes: z.coerce.number().int().positive().max(MAX_EPISODES, 'a bound no run needs: split larger work into several runs').default(256),
   policy: z.string().default('random'),
   /** Episodes in flight at once. */
   concurrency: z.coerce.number().int().positive().default(8),
@@ -59,7 +64,7 @@ export const TrainOptionsSchema = SpecOptionsSchema.extend({
   /** Episode i of an evaluation resets with eval seed + i (the same in both evaluations). */
   evalSeed: z.coerce.number().int().nonnegative().default(0),
   /** Play every evaluation question this many times, each with its own seed (sampling needs it; greedy repeats itself). */
-  evalSeeds: z.coerce.number().int().positive().default(1),
+  evalSeeds: seedsFlag.default(1),
   /** Sampling temperature of the held-out evaluations (0 = greedy, the default; the run's own temperature is --temperature). */
   evalTemperature: z.coerce.number().nonnegative().default(0),
   /**
@@ -75,6 +80,10 @@ export const TrainOptionsSchema = SpecOptionsSchema.extend({
    * pipes), off; auto = bar on a terminal, off otherwise (and with --json).
    */
   progress: z.enum(['auto', 'bar', 'lines', 'off']).default('auto'),
+  /** Continue the interrupted run in --run-dir (its saved settings; only where and how it runs may change). */
+  resume: booleanText.default(false),
+  /** Replace what --run-dir holds (the new run directory is made before the old one is removed). */
+  force: booleanText.default(false),
 })
   .extend(RuntimeOptionsSchema.shape)
   .extend(ModelDirOptionsSchema.shape)
@@ -97,10 +106,42 @@ export const trainFlagSpecs: Record<string, FlagSpec> = { ...specOptionSpecs, ..
 export async function trainCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   if (wantsHelp(argv)) return printUsage(io, trainUsage);
   try {
-    return await train(parseFlags(argv, trainFlagSpecs, TrainOptionsSchema, { env: io.env ?? {} }).flags, io);
+    const { flags, given } = parseFlags(argv, trainFlagSpecs, TrainOptionsSchema, { env: io.env ?? {} });
+    if (!flags.resume) return await train(flags, io);
+    if (flags.runDir === undefined) throw new UsageError('--resume needs --run-dir: the run directory of the run to continue');
+    claimModeOf(flags);
+    const claim = claimRunDir(flags.runDir, { mode: 'resume', command: 'train', label: '--run-dir' });
+    try {
+      const saved = claim.resumed as NonNullable<RunDirClaim['resumed']>;
+      const flagOf = new Map(Object.entries(trainFlagSpecs).map(([flag, spec]) => [spec.key ?? flag, `--${flag}`]));
+      const options = TrainOptionsSchema.parse(resumedOptions(saved, flags, given, RESUME_MAY_CHANGE, (key) => flagOf.get(key) ?? key));
+      return await train({ ...options, runDir: flags.runDir, resume: true }, io, { claim, resume: true });
+    } finally {
+      claim.release();
+    }
   } catch (error) {
     return reportCommandError(io, 'train', error);
   }
+}
+
+/** What a resumed run may run with differently from its first part: where and how, never what it computes. */
+export const RESUME_MAY_CHANGE: ReadonlySet<string> = new Set(['executionProvider', 'deviceId', 'threads', 'cpuArena', 'logLevel', 'progress', 'json', 'metricsPort', 'redisUrl', 'keyBase', 'localWorker', 'concurrency', 'inferenceUrl', 'inferenceApiKey', 'inferenceConcurrency', 'adapterShare', 'cacheDir', 'executors']);
+
+/** How a caller that owns the run directory (sqlenv learn, a resumed train) hands it over. */
+export interface TrainContext {
+  /** The run directory, already claimed: train neither claims it nor writes command.json. */
+  claim?: RunDirClaim;
+  /** Continue the run in it from its checkpoint. */
+  resume?: boolean;
+  /** The command a message tells to run to continue an interrupted run (default: sqlenv train). */
+  command?: string;
+}
+
+/** A finished `train`: its exit code, and the held-out evaluations of this run. */
+export interface TrainOutcome {
+  code: number;
+  runId: string;
+  evals: SavedEval[];
 }
 
 /**
@@ -113,41 +154,80 @@ export async function trainRunSpec(options: TrainOptions): Promise<RolloutRunSpe
 
 /**
  * A training run from its options (runTraining does the run), printed as `sqlenv train` prints it.
- * Exit code 1 when the finished run failed loudly (runProblems); errors are thrown.
+ * Exit code 1 when the finished run failed loudly (runProblems), 130/143 when a signal stopped it
+ * (its work kept); errors are thrown.
  */
-export async function train(options: TrainOptions, io: CommandIo): Promise<number> {
+export async function train(options: TrainOptions, io: CommandIo, context: TrainContext = {}): Promise<number> {
+  return (await trainRun(options, io, context)).code;
+}
+
+/** train, returning the run's evaluations too (sqlenv learn computes its result from them). */
+export async function trainRun(options: TrainOptions, io: CommandIo, context: TrainContext = {}): Promise<TrainOutcome> {
   const spec = await trainRunSpec(options);
   const logger = io.logger ?? (options.logLevel === 'silent' ? silentLogger : createRootLogger('train', { fd: 2, level: options.logLevel }));
   const execution = modelExecutionOf(options);
-  // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
-  if (execution.provider !== 'cpu') await checkExecutionProvider(execution, io.env ?? {}, logger);
-  await checkAdapterShare(options);
-  const remote = await startRemoteInference(options, { training: spec.policy === 'model', ...(spec.model === undefined ? {} : { sampling: { topP: spec.model.sampling.top_p, topK: spec.model.sampling.top_k } }), logger });
   const runDir = options.runDir ?? join('runs', spec.run_id);
-  const run = await runTraining(spec, {
-    ...(remote === undefined ? {} : { remote }),
-    ...(options.adapterShare === undefined ? {} : { adapterShare: options.adapterShare }),
-    runDir,
-    saveEvery: options.saveEvery,
-    keepWeights: options.keepWeights,
-    concurrency: options.concurrency,
-    ...(options.redisUrl === undefined ? {} : { redis: transportConfig(options) }),
-    localWorker: options.localWorker,
-    ...(options.evalEpisodes === 0 ? {} : { heldOut: { episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, seeds: options.evalSeeds, temperature: options.evalTemperature } }),
-    ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
-    ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
-    execution,
-    runtime: runtimeOptionsFrom(options, logger),
-    logger,
-    ...(io.signal ? { signal: io.signal } : {}),
-    progress: { stream: io.stderr, mode: progressMode(options.json && options.progress === 'auto' ? 'off' : options.progress, io.stderr) },
-  });
-  const { summary, batches, report, adapters, evals } = run;
-  const evalJson = Object.fromEntries(evals.map((x) => [x.name, { version: x.version, episodes: x.episodes_count, success_rate: x.success_rate, mean_reward: x.mean_reward, pass_at_k: passAtKOf(x) }]));
-  const paired = pairedJson(evals);
-  if (options.json) io.stdout.write(`${JSON.stringify({ ...summary, run_dir: runDir, report, adapters, evals: evalJson, ...(paired === undefined ? {} : { paired }) })}\n`);
-  else io.stdout.write(`${formatSummary(summary, batches)}${formatRunDir(runDir, report, adapters, evals)}`);
-  return runHealth(io, run.nonFiniteVersions, evals);
+  // The run directory is this run's before anything is written or loaded (a second run is refused here).
+  const claim = context.claim ?? claimRunDir(runDir, { mode: claimModeOf(options), command: 'train', label: '--run-dir' });
+  try {
+    // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
+    if (execution.provider !== 'cpu') await checkExecutionProvider(execution, io.env ?? {}, logger);
+    await checkAdapterShare(options);
+    const resume = context.resume === true ? resumePointOf(runDir, spec.run_id) : undefined;
+    if (context.claim === undefined) writeRunCommand(runDir, 'train', spec.run_id, savedOptionsOf({ ...options, run_id: spec.run_id }));
+    const remote = await startRemoteInference(options, { training: spec.policy === 'model', ...(spec.model === undefined ? {} : { sampling: { topP: spec.model.sampling.top_p, topK: spec.model.sampling.top_k } }), logger });
+    let run: Awaited<ReturnType<typeof runTraining>>;
+    try {
+      run = await runTraining(spec, {
+        ...(remote === undefined ? {} : { remote }),
+        ...(options.adapterShare === undefined ? {} : { adapterShare: options.adapterShare }),
+        runDir,
+        saveEvery: options.saveEvery,
+        keepWeights: options.keepWeights,
+        concurrency: options.concurrency,
+        ...(options.redisUrl === undefined ? {} : { redis: transportConfig(options) }),
+        localWorker: options.localWorker,
+        ...(options.evalEpisodes === 0 ? {} : { heldOut: { episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, seeds: options.evalSeeds, temperature: options.evalTemperature } }),
+        ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
+        ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
+        ...(resume === undefined ? {} : { resume }),
+        execution,
+        runtime: runtimeOptionsFrom(options, logger),
+        logger,
+        ...(io.signal ? { signal: io.signal } : {}),
+        progress: { stream: io.stderr, mode: progressMode(options.json && options.progress === 'auto' ? 'off' : options.progress, io.stderr) },
+      });
+    } catch (error) {
+      if (!(error instanceof RunInterrupted)) throw error;
+      return { code: reportInterrupted(io, context.command ?? 'train', runDir, error), runId: spec.run_id, evals: [] };
+    }
+    const { summary, batches, report, adapters, evals } = run;
+    const evalJson = Object.fromEntries(evals.map((x) => [x.name, { version: x.version, episodes: x.episodes_count, success_rate: x.success_rate, mean_reward: x.mean_reward, pass_at_k: passAtKOf(x) }]));
+    const paired = pairedJson(evals);
+    if (options.json) io.stdout.write(`${JSON.stringify({ ...summary, run_dir: runDir, report, adapters, evals: evalJson, ...(paired === undefined ? {} : { paired }) })}\n`);
+    else io.stdout.write(`${formatSummary(summary, batches)}${formatRunDir(runDir, report, adapters, evals)}`);
+    return { code: runHealth(io, run.nonFiniteVersions, evals), runId: spec.run_id, evals };
+  } finally {
+    if (context.claim === undefined) claim.release();
+  }
+}
+
+/**
+ * Where a resumed run continues: its checkpoint (written when a signal stopped it). A run killed
+ * without one (SIGKILL, a crash) cannot be continued; a finished one has nothing left.
+ */
+function resumePointOf(runDir: string, runId: string): ResumeFrom {
+  const saved = readResumePoint(runDir);
+  if (saved === undefined) {
+    const finished = existsSync(join(runDir, RUN_SPEC_FILE)) && existsSync(savedEvalPath(runDir, 'after'));
+    throw new UsageError(
+      finished
+        ? `--resume: the run in ${runDir} finished; nothing is left to continue`
+        : `--resume: ${runDir} has no checkpoint/resume.json (a run stopped by SIGINT or SIGTERM writes one; one killed outright does not): it cannot be continued; --force replaces it`,
+    );
+  }
+  if (saved.point.run_id !== runId) throw new UsageError(`--resume: the checkpoint in ${runDir} is of run ${saved.point.run_id}, not ${runId}`);
+  return { version: saved.point.version, episodesDone: saved.point.episodes_done, parts: saved.parts };
 }
 
 /** The `sqlenv train` command line of these options (what `sqlenv learn` says it runs, so it can be run alone). */
