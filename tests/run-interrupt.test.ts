@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -48,7 +48,7 @@ function sqlenv(args: string[], stop?: { when: () => boolean; signals: NodeJS.Si
 }
 
 const trainArgs = (runDir: string): string[] => [
-  'train', '--policy', 'model', '--model', model, '--run-dir', runDir, '--episodes', '200', '--group-size', '4', '--groups-per-batch', '1',
+  'train', '--policy', 'model', '--model', model, '--run-dir', runDir, '--episodes', '64', '--group-size', '4', '--groups-per-batch', '1',
   '--max-staleness', '0', '--concurrency', '4', '--max-new-tokens', '12', '--temperature', '1.5', '--eval-episodes', '2', '--progress', 'off',
 ];
 
@@ -91,6 +91,24 @@ describe('an interrupted training run keeps its work and continues with --resume
     const again = await sqlenv(['train', '--run-dir', runDir, '--resume']);
     expect(again.code).toBe(2);
     expect(again.stderr).toContain('finished; nothing is left to continue');
+  }, 600_000);
+
+  it('sqlenv learn: SIGINT during GRPO exits 130 saying how to continue; --resume keeps SFT and the before evaluation and prints the result line', async () => {
+    const runDir = join(scratch, 'learn');
+    const args = ['learn', '--model', model, '--run-dir', runDir, '--sft-steps', '1', '--sft-batch-size', '2', '--episodes', '64', '--group-size', '4', '--groups-per-batch', '1', '--max-staleness', '0', '--max-new-tokens', '12', '--concurrency', '4', '--eval-questions', '2', '--eval-seeds', '1', '--temperature', '1.5'];
+    const stopped = await sqlenv(args, { when: () => existsSync(join(runDir, 'metrics.jsonl')) && readRunMetrics(runDir).length >= 1, signals: ['SIGINT'] });
+    expect(stopped.code, stopped.stderr).toBe(130);
+    expect(stopped.stderr).toContain(`continue it with: sqlenv learn --run-dir ${runDir} --resume`);
+    // No result line from a run that did not finish.
+    expect(stopped.stdout).toBe('');
+    const resumed = await sqlenv(['learn', '--run-dir', runDir, '--resume']);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stderr).toContain('SFT: kept from the run');
+    expect(resumed.stderr).toContain('(resumed from its checkpoint)');
+    const result = JSON.parse(resumed.stdout.trim().split('\n').at(-1) ?? '') as { episodes_per_eval: number };
+    expect(result.episodes_per_eval).toBe(2);
+    const evals = readSavedEvals(runDir);
+    expect(evals.find((e) => e.name === 'after')?.version).toBe(readRunMetrics(runDir).at(-1)?.version);
   }, 600_000);
 
   it('a second signal exits at once and leaves nothing half-written', async () => {
