@@ -4,7 +4,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { claimRunDir, readSavedEvals, RUN_LOCK_FILE, writeRunCommand } from '@sqlenv/runs';
-import { main } from '../apps/cli/src/main.ts';
+import { main } from '@sqlenv/cli';
 
 /**
  * Issue 35, finding 1: a run directory owns one run. `learn` on a finished run used to read the old
