@@ -22,3 +22,4 @@ export { decodeOptimizerState, decodeSftCheckpoint, encodeLearnerState, encodeSf
 export { checkSftSample, parseSftLine, readSftExamples, renderSftMessages, type SftLine, type SftMessage } from './sft-examples.ts';
 export { runSft, sftBatchLines, type SftEvalReport, type SftRunOptions, type SftStepReport } from './sft-run.ts';
 export { runSftJob, type SftJobOptions, type SftSummary } from './sft-job.ts';
+export { planLearnerMemory, microBatchActivationBytes, MIN_MICRO_BATCH_TOKENS, type LearnerMemoryPlan, type LearnerMemoryInput } from './learner-memory.ts';

@@ -1,8 +1,8 @@
-import type { LoraLearner, MismatchReport, PolicySample, UpdateReport } from '@sqlenv/grpo';
+import type { LearnerMemoryPlan, LoraLearner, MismatchReport, PolicySample, UpdateReport } from '@sqlenv/grpo';
 import { parseLearnerConfig, type LearnerConfig } from '@sqlenv/grpo/config';
 import type { ModelConfig } from '@sqlenv/model';
 import { trainingSequence, type RolloutRunSpec, type RunModelSpec } from '@sqlenv/protocol';
-import { AppError, ErrorCode, silentLogger, type Logger } from '@sqlenv/shared';
+import { AppError, ErrorCode, readMemoryLimit, silentLogger, type Logger, type MemoryLimit } from '@sqlenv/shared';
 import type { SessionConfig } from '@sqlenv/onnx-graph';
 import type { UpdateStats } from '@sqlenv/runs';
 import type { ModelExecution } from './resources/execution.ts';
@@ -37,20 +37,23 @@ export class GrpoPolicyUpdater implements PolicyUpdater {
    * as workers do): the run's LoRA shape, its initial adapter (or PEFT's init: the base policy) and
    * its learner settings.
    */
-  static async create(spec: RunModelSpec, modelDir: string, options: { logger?: Logger; session?: SessionConfig; seed?: number } & LearnerOverrides = {}): Promise<GrpoPolicyUpdater> {
+  static async create(spec: RunModelSpec, modelDir: string, options: { logger?: Logger; session?: SessionConfig; seed?: number; memoryLimit?: MemoryLimit } & LearnerOverrides = {}): Promise<GrpoPolicyUpdater> {
     const model = await import('@sqlenv/model');
     const { LoraLearner } = await import('@sqlenv/grpo');
     const fingerprint = model.modelFingerprint(modelDir);
     if (fingerprint !== spec.fingerprint) {
       throw new AppError(ErrorCode.VALIDATION, `--model ${modelDir} is not the run's model: fingerprint ${fingerprint.slice(0, 19)}… differs from the spec's ${spec.fingerprint.slice(0, 19)}…`);
     }
+    // Sized to the memory limit before the weights are read: a learner that cannot fit is refused with the numbers.
+    const plan = await planLearner(spec, modelDir, options, options.memoryLimit);
+    if (plan.reduced) (options.logger ?? silentLogger).warn({ microBatchTokens: plan.microBatchTokens, budgetBytes: plan.budgetBytes }, 'learner micro-batch reduced to fit the memory limit');
     const { config, weights } = model.loadModel(modelDir);
     const lora = model.parseLoraConfig(spec.lora);
     const init = spec.adapter === null ? undefined : model.loadAdapterDir(spec.adapter, config).weights;
     const learner = await LoraLearner.create(config, weights, {
       lora,
       objective: 'policy',
-      config: learnerConfigOf(spec, options),
+      config: { ...learnerConfigOf(spec, options), microBatchTokens: plan.microBatchTokens, recompute: plan.recompute },
       seed: options.seed ?? 0,
       ...(init === undefined ? {} : { init }),
       ...(options.session === undefined ? {} : { session: options.session }),
@@ -127,6 +130,26 @@ export async function policyUpdaterFor(spec: RolloutRunSpec, modelDir: string | 
   if (spec.model === undefined) return Object.assign(new StatsPolicyUpdater(), { close: () => Promise.resolve() });
   if (modelDir === undefined) throw new AppError(ErrorCode.VALIDATION, `run ${spec.run_id} trains a model: give the trainer --model DIR (SQLENV_MODEL_DIR), the same model directory the workers use`);
   return GrpoPolicyUpdater.create(spec.model, modelDir, { logger, session: { ...execution, logger: logger.child({ role: 'learner' }) }, ...overrides });
+}
+
+/**
+ * The learner's micro-batch and recompute setting for a model run under the memory limit (this
+ * process's, the container's where smaller): a micro-batch the run's learner settings leave at the
+ * default is shrunk to fit; one they set is checked. Throws VALIDATION with the estimate when none
+ * fits. `sqlenv train` and `learn` call it at start, before anything is loaded.
+ */
+export async function planLearner(spec: RunModelSpec, modelDir: string, overrides: LearnerOverrides = {}, limit: MemoryLimit = readMemoryLimit()): Promise<LearnerMemoryPlan> {
+  const { readModelConfig, parseLoraConfig } = await import('@sqlenv/model');
+  const { planLearnerMemory } = await import('@sqlenv/grpo');
+  const config = learnerConfigOf(spec, overrides);
+  return planLearnerMemory({
+    config: readModelConfig(modelDir),
+    lora: parseLoraConfig(spec.lora),
+    microBatchTokens: config.microBatchTokens,
+    recompute: config.recompute,
+    explicit: spec.learner['microBatchTokens'] !== undefined,
+    limit,
+  });
 }
 
 /**

@@ -15,7 +15,7 @@ export { RolloutWorker } from './rollout-worker.ts';
 export { runTrainer, waitForRun, StatsPolicyUpdater, type PolicyUpdater, type PolicyUpdate, type TrainingBatch } from './trainer.ts';
 export { serveRuns } from './trainer-pool.ts';
 export { runSynchronous } from './synchronous-run.ts';
-export { GrpoPolicyUpdater, mismatchStats, OPTIMIZER_PART, policyUpdaterFor, type LearnerOverrides } from './grpo-updater.ts';
+export { GrpoPolicyUpdater, mismatchStats, OPTIMIZER_PART, planLearner, policyUpdaterFor, type LearnerOverrides } from './grpo-updater.ts';
 export { WeightsFollower } from './weights-follower.ts';
 export { groupAdvantages } from './advantages.ts';
 export { scoreGroup, batchStats } from './scoring.ts';

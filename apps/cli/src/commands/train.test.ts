@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { runProblems, trainCommandLine } from './train.ts';
 
@@ -37,6 +38,8 @@ describe('training runs bound their sizes with clear messages', () => {
       [['learn', '--episodes', '2000000'], '--episodes must be ≤ 1,000,000'],
       [['learn', '--eval-seeds', '20000'], '--eval-seeds must be ≤ 10,000'],
       [['coordinator', '--redis', 'redis://127.0.0.1:1', '--episodes', '2000000'], '--episodes must be ≤ 1,000,000'],
+      // A learner micro-batch the memory limit cannot hold is refused at start, with the estimate.
+      [['train', '--policy', 'model', '--model', fileURLToPath(new URL('../../../../models/sqlenv-tiny', import.meta.url)), '--learner', '{"microBatchTokens":100000000}'], 'the learner does not fit in'],
     ] as const) {
       const c = capture();
       expect(await main([...args], { ...c.io, env: {} }), c.text()).toBe(2);

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { BatchStats, RolloutRunSpec } from '@sqlenv/protocol';
-import { RunInterrupted, runtimeOptionsFrom, runTraining, sparkline, type ResumeFrom, type RunSummary } from '@sqlenv/rollout';
+import { planLearner, RunInterrupted, runtimeOptionsFrom, runTraining, sparkline, type ResumeFrom, type RunSummary } from '@sqlenv/rollout';
 import { claimRunDir, pairedDifferenceOf, passAtKOf, readResumePoint, RUN_SPEC_FILE, savedEvalPath, successInterval, writeRunCommand, type RunDirClaim, type SavedEval } from '@sqlenv/runs';
 import { createRootLogger, progressMode, silentLogger, maxOf, minOf } from '@sqlenv/shared';
 import { runtimeOptionSpecs, RuntimeOptionsSchema, transportConfig, transportOptionSpecs, TransportOptionsSchema } from './transport-options.ts';
@@ -149,7 +149,10 @@ export interface TrainOutcome {
  * settings validated); throws a VALIDATION AppError naming what is wrong. Nothing is written.
  */
 export async function trainRunSpec(options: TrainOptions): Promise<RolloutRunSpec> {
-  return runSpecFrom(options, () => `train-${randomBytes(3).toString('hex')}`, await runModelSpec(options.policy, options));
+  const spec = runSpecFrom(options, () => `train-${randomBytes(3).toString('hex')}`, await runModelSpec(options.policy, options));
+  // The learner sized to the memory limit now, before anything is loaded: one that cannot fit is refused (exit 2) with the estimate.
+  if (spec.model !== undefined && options.modelDir !== undefined) await planLearner(spec.model, options.modelDir, options.tisCap === undefined ? {} : { tisCap: options.tisCap });
+  return spec;
 }
 
 /**
