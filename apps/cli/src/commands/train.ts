@@ -170,12 +170,12 @@ export async function trainRun(options: TrainOptions, io: CommandIo, context: Tr
   const logger = io.logger ?? (options.logLevel === 'silent' ? silentLogger : createRootLogger('train', { fd: 2, level: options.logLevel }));
   const execution = modelExecutionOf(options);
   const runDir = options.runDir ?? join('runs', spec.run_id);
+  // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
+  if (execution.provider !== 'cpu') await checkExecutionProvider(execution, io.env ?? {}, logger);
+  await checkAdapterShare(options);
   // The run directory is this run's before anything is written or loaded (a second run is refused here).
   const claim = context.claim ?? claimRunDir(runDir, { mode: claimModeOf(options), command: 'train', label: '--run-dir' });
   try {
-    // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
-    if (execution.provider !== 'cpu') await checkExecutionProvider(execution, io.env ?? {}, logger);
-    await checkAdapterShare(options);
     const resume = context.resume === true ? resumePointOf(runDir, spec.run_id) : undefined;
     if (context.claim === undefined) writeRunCommand(runDir, 'train', spec.run_id, savedOptionsOf({ ...options, run_id: spec.run_id }));
     const remote = await startRemoteInference(options, { training: spec.policy === 'model', ...(spec.model === undefined ? {} : { sampling: { topP: spec.model.sampling.top_p, topK: spec.model.sampling.top_k } }), logger });
