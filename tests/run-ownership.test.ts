@@ -92,6 +92,20 @@ describe('run directory ownership', () => {
     }
   });
 
+  it('sft refuses an --out another sft is writing (its lock beside the directory)', async () => {
+    const out = join(scratch, 'sft-out');
+    const sleeper = spawn('sleep', ['60']);
+    try {
+      writeFileSync(join(scratch, '.sft-out.lock'), JSON.stringify({ pid: sleeper.pid, host: hostname(), command: 'sft', started_at: '2026-01-01T00:00:00.000Z' }));
+      const busy = await cli(['sft', '--model', model, '--data', join(scratch, 'no-data.jsonl'), '--steps', '1', '--out', out]);
+      expect(busy.code).toBe(2);
+      expect(busy.stderr).toContain(`--out ${out} is in use by sqlenv sft (pid ${sleeper.pid}`);
+      expect(existsSync(out)).toBe(false);
+    } finally {
+      sleeper.kill('SIGKILL');
+    }
+  });
+
   it('a stale lock (its process gone) is taken over; two claims at once: one wins', () => {
     const dir = join(scratch, 'stale');
     mkdirSync(dir);

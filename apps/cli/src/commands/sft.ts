@@ -1,5 +1,8 @@
+import { mkdirSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { SftJobOptions } from '@sqlenv/grpo';
+import { acquireLock } from '@sqlenv/runs';
 import { createRootLogger } from '@sqlenv/shared';
 import { parseFlags, printUsage, wantsHelp, type FlagSpec } from '../flags.ts';
 import { reportCommandError, type CommandIo } from '../io.ts';
@@ -114,14 +117,35 @@ export async function sftCommand(argv: readonly string[], io: CommandIo): Promis
   if (wantsHelp(argv)) return printUsage(io, sftUsage);
   try {
     const options = parseFlags(argv, sftOptionSpecs, SftOptionsSchema, { env: io.env ?? {} }).flags;
-    const logger = io.logger ?? createRootLogger('sft', { fd: 2, level: 'warn' });
-    const job = sftJobOptions(options);
-    // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
-    if (job.execution?.provider !== 'cpu') await checkExecutionProvider(modelExecutionOf(options), {}, logger);
-    const { runSftJob } = await import('@sqlenv/grpo');
-    await runSftJob(job, io, { logger, ...(io.signal === undefined ? {} : { signal: io.signal }) });
-    return 0;
+    // One sft per --out at a time: a second one (or a learn's) is refused while the first runs.
+    const release = lockOutput(options.out);
+    try {
+      return await sft(options, io);
+    } finally {
+      release();
+    }
   } catch (error) {
     return reportCommandError(io, 'sft', error);
   }
+}
+
+/** The lock of an --out directory: a hidden file beside it (the directory itself is replaced whole at the end). */
+export function sftOutputLock(out: string): string {
+  const path = resolve(out);
+  return join(dirname(path), `.${basename(path)}.lock`);
+}
+
+function lockOutput(out: string): () => void {
+  mkdirSync(dirname(resolve(out)), { recursive: true });
+  return acquireLock(sftOutputLock(out), 'sft', `--out ${out}`);
+}
+
+async function sft(options: SftOptions, io: CommandIo): Promise<number> {
+  const logger = io.logger ?? createRootLogger('sft', { fd: 2, level: 'warn' });
+  const job = sftJobOptions(options);
+  // Asked for a GPU: refuse at once, with the reason, when it cannot run (never train on the CPU instead).
+  if (job.execution?.provider !== 'cpu') await checkExecutionProvider(modelExecutionOf(options), {}, logger);
+  const { runSftJob } = await import('@sqlenv/grpo');
+  await runSftJob(job, io, { logger, ...(io.signal === undefined ? {} : { signal: io.signal }) });
+  return 0;
 }
