@@ -8,6 +8,21 @@ export interface EpisodeContext {
   dbId: string;
   /** Seed for stochastic policies; the same seed gives the same episode. */
   seed: number;
+  /**
+   * The evaluation lane playing the episode (from the policy's `openLane`) and the episode's index,
+   * its place in a lockstep round. Absent outside evaluations and for policies without lanes.
+   */
+  lockstep?: { lane: PolicyLane; order: number };
+}
+
+/**
+ * One evaluation lane of a policy that batches across episodes: it plays episodes one after another
+ * and is open from its first episode to its last, so a deterministic inference engine can wait for
+ * every open lane's turn before it runs a round (docs/inference.md, "Deterministic evaluations").
+ */
+export interface PolicyLane {
+  /** The lane plays no more episodes. */
+  close(): void;
 }
 
 /** Why a policy ends an episode it cannot continue (an LLM out of context). */
@@ -41,6 +56,8 @@ export interface PolicyEpisode {
 export interface Policy {
   readonly name: string;
   begin(context: EpisodeContext): PolicyEpisode;
+  /** A lane for an evaluation's lane of episodes (passed back in each episode's context); policies that do not batch across episodes have none. */
+  openLane?(): PolicyLane;
 }
 
 /**

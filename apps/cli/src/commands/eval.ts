@@ -11,7 +11,7 @@ import { DatasetFlags, datasetFlagOptions, openSqlRuntime } from '../dataset-fla
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 import { UsageError } from '../cli-error.ts';
-import { formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
+import { DETERMINISTIC_REMOTE, formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
 import { precisionSuccessRate } from '../precision-success-rate.ts';
 import { startExecution } from '../execution-flags.ts';
 
@@ -36,6 +36,8 @@ const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   'eval-version': intFlag.optional(),
   /** Replace an evaluation already saved under --eval-name. */
   force: z.boolean().default(false),
+  /** The in-process engine plays the episodes in lockstep rounds: the same command gives the same evaluation every time (docs/inference.md, "Deterministic evaluations"). */
+  deterministic: z.boolean().default(false),
 });
 
 /** `sqlenv eval`: play episodes with a baseline policy and print the report. */
@@ -60,12 +62,14 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       'eval-name': { type: 'string' },
       'eval-version': { type: 'string' },
       force: { type: 'boolean' },
+      deterministic: { type: 'boolean' },
       ...modelFlagOptions,
       ...datasetFlagOptions,
     },
     EvalFlags,
     { env: io.env ?? {} },
   );
+  if (flags.deterministic && flags.inferenceUrl !== undefined) throw new UsageError(DETERMINISTIC_REMOTE);
   const save = saveEvalTarget(flags);
   if (save !== undefined) {
     // Before any episode is played: an existing evaluation of that name is kept unless --force.
@@ -87,7 +91,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     const questionIds = Array.from({ length: flags.seeds }, () => drawn).flat();
     let policy: Policy;
     if (flags.policy === 'model') {
-      model = await startModelPolicy(flags, { maxBatchSize: flags.concurrency, logger: io.logger ?? silentLogger, execution });
+      model = await startModelPolicy(flags, { maxBatchSize: flags.concurrency, logger: io.logger ?? silentLogger, execution, deterministic: flags.deterministic });
       policy = model.policy;
     } else {
       policy = createBaselinePolicy(flags.policy, dataset, flags.seed);

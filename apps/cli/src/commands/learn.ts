@@ -59,6 +59,8 @@ const LearnFlags = DatasetFlags.extend({
   'eval-questions': z.union([z.literal('all'), positiveIntFlag]).default('all'),
   redis: z.string().min(1).optional(),
   'local-worker': z.enum(['true', 'false']).default('true'),
+  /** The held-out evaluations in lockstep rounds (sqlenv train's --deterministic). */
+  deterministic: z.boolean().default(false),
 })
   .extend(ExecutionFlags.shape)
   .extend(InferenceOptionsSchema.shape)
@@ -125,6 +127,7 @@ export async function learnCommand(argv: string[], io: CommandIo): Promise<numbe
       'eval-questions': { type: 'string' },
       redis: { type: 'string' },
       'local-worker': { type: 'string' },
+      deterministic: { type: 'boolean' },
       ...datasetFlagOptions,
       ...executionFlagOptions,
       ...inferenceOptionSpecs,
@@ -279,6 +282,7 @@ function grpoOptions(flags: LearnOptions, model: string, adapter: string | undef
     evalSeeds: flags['eval-seeds'],
     evalTemperature: flags.temperature,
     evalSeed: 1_000_000 + flags.seed,
+    ...(flags.deterministic ? { deterministic: true } : {}),
     progress: tty ? 'bar' : 'lines',
     ...executionOptionsOf(execution),
     ...(flags.redis === undefined ? {} : { redisUrl: flags.redis, localWorker: flags['local-worker'] }),

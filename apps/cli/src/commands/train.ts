@@ -29,6 +29,7 @@ const trainOptionSpecs: Record<string, FlagSpec> = {
   'eval-temperature': { key: 'evalTemperature', env: 'SQLENV_EVAL_TEMPERATURE' },
   'local-worker': { key: 'localWorker', env: 'SQLENV_LOCAL_WORKER' },
   progress: { key: 'progress', env: 'SQLENV_PROGRESS' },
+  deterministic: { key: 'deterministic', type: 'boolean' },
   redis: transportOptionSpecs.redis as FlagSpec,
   'key-base': transportOptionSpecs['key-base'] as FlagSpec,
 };
@@ -75,6 +76,8 @@ export const TrainOptionsSchema = SpecOptionsSchema.extend({
    * pipes), off; auto = bar on a terminal, off otherwise (and with --json).
    */
   progress: z.enum(['auto', 'bar', 'lines', 'off']).default('auto'),
+  /** The held-out evaluations in lockstep rounds on their own engine: the same run gives the same evaluations (docs/inference.md, "Deterministic evaluations"). */
+  deterministic: booleanText.default(false),
 })
   .extend(RuntimeOptionsSchema.shape)
   .extend(ModelDirOptionsSchema.shape)
@@ -133,7 +136,7 @@ export async function train(options: TrainOptions, io: CommandIo): Promise<numbe
     concurrency: options.concurrency,
     ...(options.redisUrl === undefined ? {} : { redis: transportConfig(options) }),
     localWorker: options.localWorker,
-    ...(options.evalEpisodes === 0 ? {} : { heldOut: { episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, seeds: options.evalSeeds, temperature: options.evalTemperature } }),
+    ...(options.evalEpisodes === 0 ? {} : { heldOut: { episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, seeds: options.evalSeeds, temperature: options.evalTemperature, deterministic: options.deterministic } }),
     ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
     ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
     execution,

@@ -3,7 +3,7 @@ import type { LoraWeights } from '../graphs/lora.ts';
 import { AdapterEpochs } from './adapter-epochs.ts';
 import { uniformsForSeed } from './batch.ts';
 import type { SchedulerPolicy } from './engine-options.ts';
-import { Executor, turnResult, type Row, type Turn, type TurnRequest, type TurnResult } from './executor.ts';
+import { Executor, turnResult, type Row, type Turn, type TurnRequest, type TurnResult, type TurnRound } from './executor.ts';
 import { checkRowInput, type Generator } from './generator.ts';
 import type { RowKvCache } from './kv-cache.ts';
 import { KvStore } from './kv-store.ts';
@@ -19,8 +19,9 @@ import { StatsRecorder, type SchedulerStats } from './scheduler-stats.ts';
  *   active rows ──decodes?──▶ held in the resident decode batch, one decode chunk per adapter generation
  *     ──▶ finished rows resolve and park; the rest stay active; yield to the thread's messages
  *
- * Each row reads its uniforms from its seed's stream at its own offset, so a turn's tokens depend
- * neither on the chunking nor on its batch-mates.
+ * Each row reads its uniforms from its seed's stream at its own offset, so which uniform a token is
+ * drawn with depends neither on the chunking nor on its batch-mates; its log-probs do, by float
+ * rounding (docs/inference.md, "Exactness"). Lockstep rounds (deterministic engines) fix the batches.
  */
 export class EngineCore {
   readonly #generator: Generator;
@@ -30,6 +31,8 @@ export class EngineCore {
   readonly #recorder: StatsRecorder;
   readonly #executor: Executor;
   readonly #waiting: Turn[] = [];
+  /** Turns of each lockstep round arrived so far. */
+  readonly #rounds = new Map<number, number>();
   #active: Row[] = [];
   #running = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -59,7 +62,11 @@ export class EngineCore {
     return this.#epochs.version;
   }
 
-  submit(request: TurnRequest): Promise<TurnResult> {
+  /**
+   * Queue one turn. `round`: a lockstep round's turn (deterministic engines), admitted once every
+   * turn of its round has arrived here (planAdmission); such turns wait for no batch window.
+   */
+  submit(request: TurnRequest, round?: TurnRound): Promise<TurnResult> {
     return new Promise((resolve, reject) => {
       try {
         if (!Number.isInteger(request.maxNewTokens) || request.maxNewTokens < 1) {
@@ -71,9 +78,10 @@ export class EngineCore {
         return;
       }
       const arrivedMs = performance.now();
-      this.#waiting.push({ request, epoch: this.#epochs.requested, uniforms: uniformsForSeed(request.seed ?? 0, request.maxNewTokens), arrivedMs, resolve, reject });
+      if (round !== undefined) this.#roundArrived(round);
+      this.#waiting.push({ request, epoch: this.#epochs.requested, uniforms: uniformsForSeed(request.seed ?? 0, request.maxNewTokens), arrivedMs, round, resolve, reject });
       this.#recorder.arrived(request.cacheKey, arrivedMs);
-      this.#kick(true);
+      this.#kick(round === undefined);
     });
   }
 
@@ -90,6 +98,12 @@ export class EngineCore {
       this.#epochs.request(weights, version, resolve);
       this.#kick(false);
     });
+  }
+
+  /** Count a round's turn in; the counts of earlier rounds go (rounds never overlap: the next is sent once the last has returned). */
+  #roundArrived(round: TurnRound): void {
+    for (const id of this.#rounds.keys()) if (id < round.id) this.#rounds.delete(id);
+    this.#rounds.set(round.id, (this.#rounds.get(round.id) ?? 0) + 1);
   }
 
   #kick(fromSubmit: boolean): void {
@@ -109,7 +123,13 @@ export class EngineCore {
 
   #state(): SchedulerState {
     return {
-      waiting: this.#waiting.map((t) => ({ promptIds: t.request.promptIds, maxNewTokens: t.request.maxNewTokens, cacheKey: t.request.cacheKey, epoch: t.epoch })),
+      waiting: this.#waiting.map((t) => ({
+        promptIds: t.request.promptIds,
+        maxNewTokens: t.request.maxNewTokens,
+        cacheKey: t.request.cacheKey,
+        epoch: t.epoch,
+        ...(t.round === undefined ? {} : { round: { ...t.round, arrived: this.#rounds.get(t.round.id) ?? 0 } }),
+      })),
       active: this.#active.map((r) => ({ promptLength: r.turn.request.promptIds.length, maxNewTokens: r.turn.request.maxNewTokens, generatedTokens: r.generated.tokens.length, generation: r.generation })),
       epochs: { applied: this.#epochs.applied, generation: this.#epochs.generation, pending: this.#epochs.pending },
       kept: this.#store.view(),

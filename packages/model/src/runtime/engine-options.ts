@@ -50,6 +50,15 @@ export const publicEngineOptionsSchema = z.strictObject({
    * of memory, and makes big models' runs several times slower (docs/inference.md, "Memory of a run").
    */
   cpuMemArena: z.boolean().default(true),
+  /**
+   * Lockstep rounds for the turns of lanes (`InferenceEngine.openLane`, one per evaluation lane): a
+   * round runs once every open lane has submitted its turn, its turns sorted by their order key
+   * (the episode index) and routed to replicas by a fixed rule, so a batched turn's rows, batch-mates
+   * and chunk boundaries depend only on the command, never on timing, and the same evaluation gives
+   * the same tokens every time at a given concurrency (docs/inference.md, "Deterministic evaluations").
+   * Turns outside lanes are served as usual. Default false.
+   */
+  deterministic: z.boolean().default(false),
 });
 
 export const experimentalEngineOptionsSchema = z.strictObject({

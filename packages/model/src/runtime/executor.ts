@@ -22,6 +22,12 @@ export interface TurnResult extends GenerationResult {
   policyVersion: number;
 }
 
+/** A lockstep round as a replica is told of it: its id and the number of its turns this replica gets. */
+export interface TurnRound {
+  id: number;
+  size: number;
+}
+
 /** A submitted turn, waiting or running. */
 export interface Turn {
   request: TurnRequest;
@@ -30,6 +36,8 @@ export interface Turn {
   uniforms: Float32Array;
   /** `performance.now()` when it arrived. */
   arrivedMs: number;
+  /** Its lockstep round (deterministic engines): the round's id and how many of its turns this replica gets. */
+  round?: TurnRound | undefined;
   resolve: (result: TurnResult) => void;
   reject: (error: AppError) => void;
 }

@@ -5,12 +5,14 @@ import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-wor
 import { engineOptionsSchema, type EngineOptions, type InferenceEngineOptions } from './engine-options.ts';
 import { readModelConfig } from '../io/weights.ts';
 import { planEngineMemory } from '../memory/engine-memory-plan.ts';
-import type { TurnRequest, TurnResult } from './executor.ts';
+import type { TurnRequest, TurnResult, TurnRound } from './executor.ts';
+import { TurnRounds, type EngineLane, type RoundTurn } from './turn-rounds.ts';
 import type { LoraWeights } from '../graphs/lora.ts';
 import { emptySchedulerStats, type SchedulerStats } from './scheduler-stats.ts';
 
 export { engineOptionsSchema, experimentalEngineOptionsSchema, publicEngineOptionsSchema, turnSchedulingDefaults, type EngineOptions, type ExperimentalEngineOptions, type InferenceEngineOptions, type PublicEngineOptions } from './engine-options.ts';
 export type { TurnRequest, TurnResult } from './executor.ts';
+export type { EngineLane } from './turn-rounds.ts';
 
 /** Largest model (float32 weight bytes) the CPU default runs as several replicas: each holds its own copy. */
 export const REPLICA_MAX_WEIGHT_BYTES = 256 * 2 ** 20;
@@ -59,6 +61,12 @@ class Replica {
   }
 }
 
+/** Why a turn request is refused before it is queued (undefined: it is not). */
+function checkTurn(request: TurnRequest): AppError | undefined {
+  if (Number.isInteger(request.maxNewTokens) && request.maxNewTokens >= 1) return undefined;
+  return new AppError(ErrorCode.VALIDATION, `maxNewTokens must be an integer ≥ 1, got ${request.maxNewTokens}`);
+}
+
 /** Sum of the replicas' counters. */
 function addStats(a: SchedulerStats, b: SchedulerStats): SchedulerStats {
   const sum = { ...a };
@@ -80,12 +88,16 @@ export class InferenceEngine {
   /** Which replica holds each episode's cache (least recently used first; bounded). */
   readonly #home = new Map<string, Replica>();
   readonly #homeLimit: number;
+  /** Deterministic engines: the lockstep rounds of the lanes, and the replica of each episode of the last round. */
+  readonly #rounds: TurnRounds | undefined;
+  #roundHomes = new Map<string, number>();
   #policyVersion = 0;
 
-  private constructor(replicas: Replica[], vocabSize: number, homeLimit: number) {
+  private constructor(replicas: Replica[], vocabSize: number, homeLimit: number, deterministic: boolean) {
     this.vocabSize = vocabSize;
     this.#replicas = replicas;
     this.#homeLimit = homeLimit;
+    this.#rounds = deterministic ? new TurnRounds((round, turns) => this.#runRound(round, turns)) : undefined;
   }
 
   /** Start the worker threads, load the checkpoint in each and build their generation sessions. */
@@ -127,6 +139,7 @@ export class InferenceEngine {
       workers.map(({ worker }) => new Replica(worker, log)),
       first.ready.vocabSize,
       4 * options.maxBatchSize,
+      options.deterministic,
     );
   }
 
@@ -150,11 +163,65 @@ export class InferenceEngine {
     return { ...s, meanBatchSize: s.steps === 0 ? 0 : s.rowSteps / s.steps };
   }
 
+  /** Whether lanes play in lockstep rounds (engine option `deterministic`). */
+  get deterministic(): boolean {
+    return this.#rounds !== undefined;
+  }
+
   /** Queue one turn; resolves when it has finished (its stop token or its budget). */
   generate(request: TurnRequest): Promise<TurnResult> {
-    if (!Number.isInteger(request.maxNewTokens) || request.maxNewTokens < 1) {
-      return Promise.reject(new AppError(ErrorCode.VALIDATION, `maxNewTokens must be an integer ≥ 1, got ${request.maxNewTokens}`));
-    }
+    const invalid = checkTurn(request);
+    if (invalid !== undefined) return Promise.reject(invalid);
+    return this.#post(this.#route(request.cacheKey), request);
+  }
+
+  /**
+   * A lane: one evaluation lane, playing episodes one after another, one turn at a time. On a
+   * deterministic engine its turns run in lockstep rounds with the other open lanes' (TurnRounds,
+   * turn-rounds.ts); otherwise they are plain `generate` calls.
+   */
+  openLane(): EngineLane {
+    const rounds = this.#rounds;
+    if (rounds === undefined) return { generate: (request) => this.generate(request), close: () => undefined };
+    const lane = rounds.open();
+    return {
+      generate: (request, order) => {
+        const invalid = checkTurn(request);
+        return invalid === undefined ? lane.generate(request, order) : Promise.reject(invalid);
+      },
+      close: () => lane.close(),
+    };
+  }
+
+  /**
+   * A released round's turns, in order. An episode already in the last round stays on its replica
+   * (its cache is there); a new one goes to the replica with the fewest of this round's episodes
+   * (the lowest index on a tie), taken in the round's order. Episodes missing from the round have
+   * ended. Each replica is told how many of the round's turns it gets (its share is admitted once
+   * all of it has arrived), and they are posted to it in order.
+   */
+  #runRound(round: number, turns: readonly RoundTurn[]): Promise<TurnResult>[] {
+    const homes = new Map<string, number>();
+    const load = this.#replicas.map(() => 0);
+    const target = turns.map(({ request }) => {
+      const home = request.cacheKey === undefined ? undefined : this.#roundHomes.get(request.cacheKey);
+      if (home !== undefined) load[home] = (load[home] as number) + 1;
+      return home;
+    });
+    const placed = target.map((home) => {
+      if (home !== undefined) return home;
+      const least = load.indexOf(minOf(load));
+      load[least] = (load[least] as number) + 1;
+      return least;
+    });
+    turns.forEach(({ request }, i) => {
+      if (request.cacheKey !== undefined) homes.set(request.cacheKey, placed[i] as number);
+    });
+    this.#roundHomes = homes;
+    return turns.map(({ request }, i) => this.#post(this.#replicas[placed[i] as number] as Replica, request, { id: round, size: load[placed[i] as number] as number }));
+  }
+
+  #post(replica: Replica, request: TurnRequest, round?: TurnRound): Promise<TurnResult> {
     const turn = {
       promptIds: [...request.promptIds],
       maxNewTokens: request.maxNewTokens,
@@ -163,10 +230,9 @@ export class InferenceEngine {
       ...(request.topP === undefined ? {} : { topP: request.topP }),
       ...(request.cacheKey === undefined ? {} : { cacheKey: request.cacheKey }),
     };
-    const replica = this.#route(request.cacheKey);
     replica.inFlight++;
     return replica.rpc
-      .call((id) => ({ type: 'submit', id, turn }))
+      .call((id) => ({ type: 'submit', id, turn, ...(round === undefined ? {} : { round }) }))
       .then((reply) => {
         if (reply.type !== 'turn') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
         return reply.result;

@@ -31,6 +31,15 @@ export interface WaitingTurnView {
   cacheKey?: string | undefined;
   /** Adapter swaps requested before it arrived. */
   epoch: number;
+  /** A lockstep round's turn (deterministic engines): admitted only once every turn of its round has arrived. */
+  round?: RoundView | undefined;
+}
+
+/** A lockstep round as one replica sees it: its id, how many of its turns this replica gets, how many have arrived. */
+export interface RoundView {
+  id: number;
+  size: number;
+  arrived: number;
 }
 
 /** A row being decoded. */
@@ -64,7 +73,7 @@ export type PlanStep = { kind: 'swap' } | { kind: 'admit'; claim: Claim; dropSta
 
 export interface AdmissionPlan {
   steps: PlanStep[];
-  /** Nothing waiting or active once the swaps are applied: the loop stops. */
+  /** Nothing waiting or active once the swaps are applied, or only turns of a round still arriving: the loop stops (the next turn restarts it). */
   idle: boolean;
   /** Runs over the admitted turns (indices in admission order) and their decode steps; none when no turn is admitted. */
   prefill: { groups: number[][]; steps: number } | undefined;
@@ -175,6 +184,11 @@ function sharesMore(turn: WaitingTurnView, claim: Claim, cachedLength: number, a
   );
 }
 
+/** Whether a turn may be admitted as far as its lockstep round goes: it has none, or every turn of it has arrived. */
+export function roundArrived(turn: Pick<WaitingTurnView, 'round'> | undefined): boolean {
+  return turn?.round === undefined || turn.round.arrived >= turn.round.size;
+}
+
 /** Bytes a turn may grow to: its prompt plus its whole token budget. */
 function reservedBytes(promptLength: number, maxNewTokens: number, policy: SchedulerPolicy): number {
   return (promptLength + maxNewTokens) * policy.bytesPerToken;
@@ -204,6 +218,8 @@ export function planAdmission(state: SchedulerState, policy: SchedulerPolicy): A
   applySwaps(state.waiting[0]);
   const nothing = { steps, prefill: undefined, morePrefill: false };
   if (state.active.length === 0 && state.waiting.length === 0) return { ...nothing, idle: true };
+  // Lockstep: the round is admitted only once all of its turns are here, so its batches do not depend on when they came.
+  if (state.active.length === 0 && !roundArrived(state.waiting[0])) return { ...nothing, idle: true };
   if (policy.batching === 'static' && state.active.length > 0) return { ...nothing, idle: false };
   const admitted: Admitted[] = [];
   let reserved = state.active.reduce((n, r) => n + reservedBytes(r.promptLength, r.maxNewTokens, policy), 0);
@@ -212,6 +228,7 @@ export function planAdmission(state: SchedulerState, policy: SchedulerPolicy): A
   let morePrefill = false;
   for (const turn of state.waiting) {
     if (state.active.length + admitted.length >= policy.maxBatchSize) break;
+    if (!roundArrived(turn)) break;
     // Every earlier turn is admitted: a swap it waits for can apply now.
     if (turn.epoch !== applied) applySwaps(turn);
     if (turn.epoch !== applied) break;
