@@ -18,7 +18,7 @@ export interface EpisodeContext {
 /**
  * One evaluation lane of a policy that batches across episodes: it plays episodes one after another
  * and is open from its first episode to its last, so a deterministic inference engine can wait for
- * every open lane's turn before it runs a round (docs/inference.md, "Deterministic evaluations").
+ * every open lane's turn before it runs a round (docs/inference.md, "Exactness").
  */
 export interface PolicyLane {
   /** The lane plays no more episodes. */

@@ -36,7 +36,7 @@ const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   'eval-version': intFlag.optional(),
   /** Replace an evaluation already saved under --eval-name. */
   force: z.boolean().default(false),
-  /** The in-process engine plays the episodes in lockstep rounds: the same command gives the same evaluation every time (docs/inference.md, "Deterministic evaluations"). */
+  /** The in-process engine plays the episodes in lockstep rounds: the same command gives the same evaluation every time (docs/inference.md, "Exactness"). */
   deterministic: z.boolean().default(false),
 });
 

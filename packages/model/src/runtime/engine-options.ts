@@ -55,7 +55,7 @@ export const publicEngineOptionsSchema = z.strictObject({
    * round runs once every open lane has submitted its turn, its turns sorted by their order key
    * (the episode index) and routed to replicas by a fixed rule, so a batched turn's rows, batch-mates
    * and chunk boundaries depend only on the command, never on timing, and the same evaluation gives
-   * the same tokens every time at a given concurrency (docs/inference.md, "Deterministic evaluations").
+   * the same tokens every time at a given concurrency (docs/inference.md, "Exactness").
    * Turns outside lanes are served as usual. Default false.
    */
   deterministic: z.boolean().default(false),

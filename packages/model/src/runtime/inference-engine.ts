@@ -195,7 +195,7 @@ export class InferenceEngine {
 
   /**
    * A released round's turns, in order. An episode already in the last round stays on its replica
-   * (its cache is there); a new one goes to the replica with the fewest of this round's episodes
+   * (its cache is there); a new one goes to the replica with the fewest of the round's episodes
    * (the lowest index on a tie), taken in the round's order. Episodes missing from the round have
    * ended. Each replica is told how many of the round's turns it gets (its share is admitted once
    * all of it has arrived), and they are posted to it in order.
