@@ -91,6 +91,13 @@ describe('sqlenv CLI', () => {
     }
   });
 
+  it('--deterministic is refused with --inference-url (the servers batch as requests arrive), before anything starts', async () => {
+    const { code, stderr } = await run(['eval', '--policy', 'model', '--model', 'no-such-model', '--deterministic', '--inference-url', 'http://127.0.0.1:9']);
+    expect(code).toBe(2);
+    expect(stderr).toContain('--deterministic needs the in-process engine');
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+  });
+
   it('a missing dataset directory gives a clear message naming it', async () => {
     const missing = path.join(scratch, 'no-such-dataset');
     const { code, stderr } = await run(['eval', '--dataset', missing, '--episodes', '1']);
