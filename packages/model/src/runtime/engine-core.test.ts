@@ -82,3 +82,21 @@ describe('EngineCore: the runs it makes', () => {
     expect(runs[before]?.fed).toEqual([3]);
   }, 60_000);
 });
+
+describe('EngineCore: lockstep rounds', () => {
+  const flush = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+  it("runs none of a round's turns until all have arrived, then all of them in one run; a refused turn still counts", async () => {
+    const c = core({ maxBatchSize: 8, batchWindowMs: 0 });
+    const round = { id: 1, size: 4 };
+    const first = [0, 1].map((i) => c.submit({ promptIds: prompt(4, i), maxNewTokens: 2, seed: i }, round));
+    for (let i = 0; i < 5; i++) await flush();
+    expect(runs).toEqual([]);
+    // Refused (an id outside the vocabulary), yet one of the round's four.
+    await expect(c.submit({ promptIds: [config.vocabSize + 5], maxNewTokens: 2 }, round)).rejects.toThrow();
+    for (let i = 0; i < 5; i++) await flush();
+    expect(runs).toEqual([]);
+    await Promise.all([...first, c.submit({ promptIds: prompt(6, 9), maxNewTokens: 2, seed: 9 }, round)]);
+    expect(runs.map((r) => r.fed)).toEqual([[4, 4, 6]]);
+  }, 60_000);
+});

@@ -68,6 +68,8 @@ export class EngineCore {
    */
   submit(request: TurnRequest, round?: TurnRound): Promise<TurnResult> {
     return new Promise((resolve, reject) => {
+      // Counted even when refused below: the round's other turns must not wait for it.
+      if (round !== undefined) this.#roundArrived(round);
       try {
         if (!Number.isInteger(request.maxNewTokens) || request.maxNewTokens < 1) {
           throw new AppError(ErrorCode.VALIDATION, `maxNewTokens must be an integer ≥ 1, got ${request.maxNewTokens}`);
@@ -75,10 +77,10 @@ export class EngineCore {
         checkRowInput({ inputIds: request.promptIds, ...(request.topP === undefined ? {} : { topP: request.topP }) }, this.#generator.config.vocabSize);
       } catch (error) {
         reject(error as AppError);
+        if (round !== undefined) this.#kick(false);
         return;
       }
       const arrivedMs = performance.now();
-      if (round !== undefined) this.#roundArrived(round);
       this.#waiting.push({ request, epoch: this.#epochs.requested, uniforms: uniformsForSeed(request.seed ?? 0, request.maxNewTokens), arrivedMs, round, resolve, reject });
       this.#recorder.arrived(request.cacheKey, arrivedMs);
       this.#kick(round === undefined);
