@@ -69,10 +69,10 @@ export class EngineCompletionSource implements CompletionSource {
     this.#sampling = sampling;
   }
 
-  /** An engine lane: on a deterministic engine the lanes' turns run in lockstep rounds. */
+  /** An engine lane: on a deterministic engine the lanes' turns run in lockstep. */
   openLane(): PolicyLane {
     const lane = this.#engine.openLane();
-    const handle: PolicyLane = { close: () => lane.close() };
+    const handle: PolicyLane = { close: () => lane.close(), ...(lane.pool === undefined ? {} : { pool: lane.pool }) };
     this.#lanes.set(handle, lane);
     return handle;
   }

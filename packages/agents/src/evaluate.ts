@@ -118,18 +118,27 @@ export async function evaluate(
   const maxActions = options.maxActionsPerEpisode ?? 100;
   const records: EpisodeRecord[] = new Array<EpisodeRecord>(total);
   let nextIndex = 0;
+  /** A pooled lane's next index by pool (deterministic engines: one pool per replica). */
+  const nextInPool = new Map<number, number>();
   let finished = 0;
+  /** The next episode a lane plays: the next of all, or of its pool (indices ≡ pool mod count). */
+  const take = (pool: PolicyLane['pool']): number => {
+    if (pool === undefined) return nextIndex++;
+    const k = nextInPool.get(pool.index) ?? 0;
+    nextInPool.set(pool.index, k + 1);
+    return pool.index + k * pool.count;
+  };
 
   // A lane plays episodes one after another, open from its first to its last (the policy's lane with
-  // it), so a deterministic engine waits for each lane's turn: which episodes share a round does not
-  // depend on which lane takes the next index first, and episodes are ordered by index in it.
+  // it), so a deterministic engine can wait for each lane's next turn; a pooled lane takes its
+  // replica's share, so which episodes a replica plays does not depend on which lane finished first.
   const runLane = async (): Promise<void> => {
     const lane = policy.openLane?.();
     try {
       const env = await createEnvironment();
       try {
         for (;;) {
-          const index = nextIndex++;
+          const index = take(lane?.pool);
           if (index >= total) return;
           const questionId = options.questionIds?.[index];
           const reset: ResetOptions = questionId === undefined ? { seed: seed + index } : { question_id: questionId, seed: seed + index };

@@ -61,7 +61,7 @@ export class LlmPolicy implements Policy {
     return this.#systemIds;
   }
 
-  /** The completion source's lane (the engine's: lockstep rounds on a deterministic engine); one that holds nothing for a source without lanes. */
+  /** The completion source's lane (the engine's: lockstep on a deterministic engine); one that holds nothing for a source without lanes. */
   openLane(): PolicyLane {
     return this.#options.source.openLane?.() ?? { close: () => undefined };
   }

@@ -10,7 +10,7 @@ export interface EpisodeContext {
   seed: number;
   /**
    * The evaluation lane playing the episode (from the policy's `openLane`) and the episode's index,
-   * its place in a lockstep round. Absent outside evaluations and for policies without lanes.
+   * its order key in a deterministic engine. Absent outside evaluations and for policies without lanes.
    */
   lockstep?: { lane: PolicyLane; order: number };
 }
@@ -18,11 +18,13 @@ export interface EpisodeContext {
 /**
  * One evaluation lane of a policy that batches across episodes: it plays episodes one after another
  * and is open from its first episode to its last, so a deterministic inference engine can wait for
- * every open lane's turn before it runs a round (docs/inference.md, "Exactness").
+ * every open lane's next turn before it runs on (docs/inference.md, "Exactness").
  */
 export interface PolicyLane {
   /** The lane plays no more episodes. */
   close(): void;
+  /** Deterministic engines: the lane plays only episodes whose index ≡ `index` mod `count` (its replica's share). */
+  readonly pool?: { index: number; count: number };
 }
 
 /** Why a policy ends an episode it cannot continue (an LLM out of context). */

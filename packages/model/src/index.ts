@@ -89,7 +89,7 @@ export {
   type PublicEngineOptions,
 } from './runtime/engine-options.ts';
 export type { TurnRequest, TurnResult } from './runtime/executor.ts';
-export { TurnRounds, type EngineLane, type RoundRunner, type RoundTurn } from './runtime/turn-rounds.ts';
+export type { EngineLane } from './runtime/inference-engine.ts';
 export {
   modelInit,
   modelLogits,

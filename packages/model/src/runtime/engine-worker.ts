@@ -5,7 +5,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { ErrorCode, isAppError, workerInput } from '@sqlenv/shared';
 import { EngineCore } from './engine-core.ts';
 import { schedulerPolicy, type EngineOptions } from './engine-options.ts';
-import type { TurnRequest, TurnResult, TurnRound } from './executor.ts';
+import type { TurnLane, TurnRequest, TurnResult } from './executor.ts';
 import { Generator } from './generator.ts';
 import { loadModel } from '../io/weights.ts';
 import { isBigModel, weightBytes } from './prepacking.ts';
@@ -24,8 +24,10 @@ export interface EngineWorkerSetup {
 }
 
 export type EngineRequest =
-  /** A turn; `round`: its lockstep round (deterministic engines), the round's turns for this replica posted together, in order. */
-  | { type: 'submit'; id: number; turn: TurnRequest; round?: TurnRound }
+  /** A turn; `lane`: the evaluation lane it comes from (deterministic engines). */
+  | { type: 'submit'; id: number; turn: TurnRequest; lane?: TurnLane }
+  /** An evaluation lane opens or closes on this replica (deterministic engines); no reply. */
+  | { type: 'lane'; lane: number; open: boolean }
   /** New adapter tensors (null: keep the current ones) and the policy version they are. */
   | { type: 'set-lora'; id: number; weights: Record<string, Float32Array> | null; version: number };
 
@@ -77,7 +79,12 @@ if (port !== null) {
         );
         return;
       }
-      core.submit(request.turn, request.round).then(
+      if (request.type === 'lane') {
+        if (request.open) core.openLane(request.lane);
+        else core.closeLane(request.lane);
+        return;
+      }
+      core.submit(request.turn, request.lane).then(
         (result) => reply({ type: 'turn', id: request.id, result, stats: { ...core.stats } }),
         (error: unknown) => fail(request.id, error),
       );

@@ -22,10 +22,10 @@ export interface TurnResult extends GenerationResult {
   policyVersion: number;
 }
 
-/** A lockstep round as a replica is told of it: its id and the number of its turns this replica gets. */
-export interface TurnRound {
+/** The evaluation lane a turn comes from (deterministic engines): the lane's id and the turn's order key (its episode's index). */
+export interface TurnLane {
   id: number;
-  size: number;
+  order: number;
 }
 
 /** A submitted turn, waiting or running. */
@@ -36,8 +36,10 @@ export interface Turn {
   uniforms: Float32Array;
   /** `performance.now()` when it arrived. */
   arrivedMs: number;
-  /** Its lockstep round (deterministic engines): the round's id and how many of its turns this replica gets. */
-  round?: TurnRound | undefined;
+  /** Its evaluation lane (deterministic engines). */
+  lane?: TurnLane | undefined;
+  /** The loop iteration it arrived in (lane turns are admitted by iteration, then order key). */
+  stamp: number;
   resolve: (result: TurnResult) => void;
   reject: (error: AppError) => void;
 }

@@ -5,14 +5,12 @@ import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-wor
 import { engineOptionsSchema, type EngineOptions, type InferenceEngineOptions } from './engine-options.ts';
 import { readModelConfig } from '../io/weights.ts';
 import { planEngineMemory } from '../memory/engine-memory-plan.ts';
-import type { TurnRequest, TurnResult, TurnRound } from './executor.ts';
-import { TurnRounds, type EngineLane, type RoundTurn } from './turn-rounds.ts';
+import type { TurnLane, TurnRequest, TurnResult } from './executor.ts';
 import type { LoraWeights } from '../graphs/lora.ts';
 import { emptySchedulerStats, type SchedulerStats } from './scheduler-stats.ts';
 
 export { engineOptionsSchema, experimentalEngineOptionsSchema, publicEngineOptionsSchema, turnSchedulingDefaults, type EngineOptions, type ExperimentalEngineOptions, type InferenceEngineOptions, type PublicEngineOptions } from './engine-options.ts';
 export type { TurnRequest, TurnResult } from './executor.ts';
-export type { EngineLane } from './turn-rounds.ts';
 
 /** Largest model (float32 weight bytes) the CPU default runs as several replicas: each holds its own copy. */
 export const REPLICA_MAX_WEIGHT_BYTES = 256 * 2 ** 20;
@@ -40,14 +38,33 @@ export interface EngineStats extends SchedulerStats {
   meanBatchSize: number;
 }
 
+/**
+ * One evaluation lane's side of the engine (`openLane`): it plays episodes one after another, one
+ * turn at a time, and is open from its first episode to its last.
+ */
+export interface EngineLane {
+  /** This lane's next turn; `order` is its episode's index (unique among the open lanes). */
+  generate(request: TurnRequest, order: number): Promise<TurnResult>;
+  /** The lane plays no more episodes. Idempotent. */
+  close(): void;
+  /**
+   * Deterministic engines: the lane's replica and how many there are. The episodes a lane plays
+   * must be a fixed share of them (evaluate: indices ≡ `index` mod `count`), so that which episodes
+   * a replica plays does not depend on which lane finished first.
+   */
+  readonly pool?: { index: number; count: number };
+}
+
 /** One engine thread: its call plumbing, its latest counters and the turns it holds. */
 class Replica {
   readonly rpc: WorkerRpc<EngineRequest, EngineReply>;
+  readonly worker: Worker;
   /** The worker's counters as of its latest finished turn. */
   stats: SchedulerStats = emptySchedulerStats();
   inFlight = 0;
 
   constructor(worker: Worker, log: Logger) {
+    this.worker = worker;
     // Registered before the call plumbing's own listener: a turn's counters are in place when its caller resumes.
     worker.on('message', (reply: EngineReply) => {
       if (reply.type === 'turn' && reply.stats.turns >= this.stats.turns) this.stats = reply.stats;
@@ -88,16 +105,15 @@ export class InferenceEngine {
   /** Which replica holds each episode's cache (least recently used first; bounded). */
   readonly #home = new Map<string, Replica>();
   readonly #homeLimit: number;
-  /** Deterministic engines: the lockstep rounds of the lanes, and the replica of each episode of the last round. */
-  readonly #rounds: TurnRounds | undefined;
-  #roundHomes = new Map<string, number>();
+  readonly #deterministic: boolean;
+  #nextLane = 0;
   #policyVersion = 0;
 
   private constructor(replicas: Replica[], vocabSize: number, homeLimit: number, deterministic: boolean) {
     this.vocabSize = vocabSize;
     this.#replicas = replicas;
     this.#homeLimit = homeLimit;
-    this.#rounds = deterministic ? new TurnRounds((round, turns) => this.#runRound(round, turns)) : undefined;
+    this.#deterministic = deterministic;
   }
 
   /** Start the worker threads, load the checkpoint in each and build their generation sessions. */
@@ -163,9 +179,9 @@ export class InferenceEngine {
     return { ...s, meanBatchSize: s.steps === 0 ? 0 : s.rowSteps / s.steps };
   }
 
-  /** Whether lanes play in lockstep rounds (engine option `deterministic`). */
+  /** Whether lanes play in lockstep (engine option `deterministic`). */
   get deterministic(): boolean {
-    return this.#rounds !== undefined;
+    return this.#deterministic;
   }
 
   /** Queue one turn; resolves when it has finished (its stop token or its budget). */
@@ -176,52 +192,37 @@ export class InferenceEngine {
   }
 
   /**
-   * A lane: one evaluation lane, playing episodes one after another, one turn at a time. On a
-   * deterministic engine its turns run in lockstep rounds with the other open lanes' (TurnRounds,
-   * turn-rounds.ts); otherwise they are plain `generate` calls.
+   * A lane: one evaluation lane, playing episodes one after another. On a deterministic engine lane
+   * k lives on replica k mod replicas, which runs nothing while one of its open lanes has no turn
+   * there (EngineCore, planAdmission): each decode chunk waits for the next turns of the lanes whose
+   * turns ended in the last one, and lane turns are admitted by that chunk, then by episode index, so
+   * no batch depends on timing. Otherwise its turns are plain `generate` calls.
    */
   openLane(): EngineLane {
-    const rounds = this.#rounds;
-    if (rounds === undefined) return { generate: (request) => this.generate(request), close: () => undefined };
-    const lane = rounds.open();
+    if (!this.#deterministic) return { generate: (request) => this.generate(request), close: () => undefined };
+    const id = this.#nextLane++;
+    const index = id % this.#replicas.length;
+    const replica = this.#replicas[index] as Replica;
+    const post = (message: EngineRequest): void => {
+      if (!replica.rpc.closed && replica.rpc.crashed === undefined) replica.worker.postMessage(message);
+    };
+    post({ type: 'lane', lane: id, open: true });
+    let open = true;
     return {
       generate: (request, order) => {
-        const invalid = checkTurn(request);
-        return invalid === undefined ? lane.generate(request, order) : Promise.reject(invalid);
+        const invalid = checkTurn(request) ?? (open ? undefined : new AppError(ErrorCode.ABORTED, 'the lane is closed'));
+        return invalid === undefined ? this.#post(replica, request, { id, order }) : Promise.reject(invalid);
       },
-      close: () => lane.close(),
+      close: () => {
+        if (!open) return;
+        open = false;
+        post({ type: 'lane', lane: id, open: false });
+      },
+      pool: { index, count: this.#replicas.length },
     };
   }
 
-  /**
-   * A released round's turns, in order. An episode already in the last round stays on its replica
-   * (its cache is there); a new one goes to the replica with the fewest of the round's episodes
-   * (the lowest index on a tie), taken in the round's order. Episodes missing from the round have
-   * ended. Each replica is told how many of the round's turns it gets (its share is admitted once
-   * all of it has arrived), and they are posted to it in order.
-   */
-  #runRound(round: number, turns: readonly RoundTurn[]): Promise<TurnResult>[] {
-    const homes = new Map<string, number>();
-    const load = this.#replicas.map(() => 0);
-    const target = turns.map(({ request }) => {
-      const home = request.cacheKey === undefined ? undefined : this.#roundHomes.get(request.cacheKey);
-      if (home !== undefined) load[home] = (load[home] as number) + 1;
-      return home;
-    });
-    const placed = target.map((home) => {
-      if (home !== undefined) return home;
-      const least = load.indexOf(minOf(load));
-      load[least] = (load[least] as number) + 1;
-      return least;
-    });
-    turns.forEach(({ request }, i) => {
-      if (request.cacheKey !== undefined) homes.set(request.cacheKey, placed[i] as number);
-    });
-    this.#roundHomes = homes;
-    return turns.map(({ request }, i) => this.#post(this.#replicas[placed[i] as number] as Replica, request, { id: round, size: load[placed[i] as number] as number }));
-  }
-
-  #post(replica: Replica, request: TurnRequest, round?: TurnRound): Promise<TurnResult> {
+  #post(replica: Replica, request: TurnRequest, lane?: TurnLane): Promise<TurnResult> {
     const turn = {
       promptIds: [...request.promptIds],
       maxNewTokens: request.maxNewTokens,
@@ -232,7 +233,7 @@ export class InferenceEngine {
     };
     replica.inFlight++;
     return replica.rpc
-      .call((id) => ({ type: 'submit', id, turn, ...(round === undefined ? {} : { round }) }))
+      .call((id) => ({ type: 'submit', id, turn, ...(lane === undefined ? {} : { lane }) }))
       .then((reply) => {
         if (reply.type !== 'turn') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
         return reply.result;

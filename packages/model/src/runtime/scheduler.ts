@@ -31,15 +31,6 @@ export interface WaitingTurnView {
   cacheKey?: string | undefined;
   /** Adapter swaps requested before it arrived. */
   epoch: number;
-  /** A lockstep round's turn (deterministic engines): admitted only once every turn of its round has arrived. */
-  round?: RoundView | undefined;
-}
-
-/** A lockstep round as one replica sees it: its id, how many of its turns this replica gets, how many have arrived. */
-export interface RoundView {
-  id: number;
-  size: number;
-  arrived: number;
 }
 
 /** A row being decoded. */
@@ -59,6 +50,12 @@ export interface SchedulerState {
   epochs: { applied: number; generation: number; pending: readonly PendingSwap[] };
   /** The KV store's kept caches, oldest first. */
   kept: readonly KeptCacheView[];
+  /**
+   * Deterministic engines: the evaluation lanes open on this replica and how many of them have a turn
+   * here (waiting or active). A lane whose turn has finished is stepping its environment; its next
+   * turn (or its close) is waited for.
+   */
+  lanes?: { open: number; present: number } | undefined;
 }
 
 /** What an admitted turn starts from: nothing, its episode's cache, or the first `length` tokens of a shared prefix. */
@@ -73,7 +70,7 @@ export type PlanStep = { kind: 'swap' } | { kind: 'admit'; claim: Claim; dropSta
 
 export interface AdmissionPlan {
   steps: PlanStep[];
-  /** Nothing waiting or active once the swaps are applied, or only turns of a round still arriving: the loop stops (the next turn restarts it). */
+  /** Nothing waiting or active once the swaps are applied, or a lane's next turn is awaited: the loop stops (the next message restarts it). */
   idle: boolean;
   /** Runs over the admitted turns (indices in admission order) and their decode steps; none when no turn is admitted. */
   prefill: { groups: number[][]; steps: number } | undefined;
@@ -184,9 +181,9 @@ function sharesMore(turn: WaitingTurnView, claim: Claim, cachedLength: number, a
   );
 }
 
-/** Whether a turn may be admitted as far as its lockstep round goes: it has none, or every turn of it has arrived. */
-export function roundArrived(turn: Pick<WaitingTurnView, 'round'> | undefined): boolean {
-  return turn?.round === undefined || turn.round.arrived >= turn.round.size;
+/** Whether the loop may go on as far as lanes go: none is open here, or every open one has its turn here. */
+export function lanesPresent(state: Pick<SchedulerState, 'lanes'>): boolean {
+  return state.lanes === undefined || state.lanes.present >= state.lanes.open;
 }
 
 /** Bytes a turn may grow to: its prompt plus its whole token budget. */
@@ -218,8 +215,8 @@ export function planAdmission(state: SchedulerState, policy: SchedulerPolicy): A
   applySwaps(state.waiting[0]);
   const nothing = { steps, prefill: undefined, morePrefill: false };
   if (state.active.length === 0 && state.waiting.length === 0) return { ...nothing, idle: true };
-  // Lockstep: the round is admitted only once all of its turns are here, so its batches do not depend on when they came.
-  if (state.active.length === 0 && !roundArrived(state.waiting[0])) return { ...nothing, idle: true };
+  // Lockstep: nothing runs until every open lane has its turn here, so no batch depends on when an environment step ended.
+  if (!lanesPresent(state)) return { ...nothing, idle: true };
   if (policy.batching === 'static' && state.active.length > 0) return { ...nothing, idle: false };
   const admitted: Admitted[] = [];
   let reserved = state.active.reduce((n, r) => n + reservedBytes(r.promptLength, r.maxNewTokens, policy), 0);
@@ -228,7 +225,6 @@ export function planAdmission(state: SchedulerState, policy: SchedulerPolicy): A
   let morePrefill = false;
   for (const turn of state.waiting) {
     if (state.active.length + admitted.length >= policy.maxBatchSize) break;
-    if (!roundArrived(turn)) break;
     // Every earlier turn is admitted: a swap it waits for can apply now.
     if (turn.epoch !== applied) applySwaps(turn);
     if (turn.epoch !== applied) break;
