@@ -122,10 +122,10 @@ try {
     '| --- | ---: | --- | ---: | ---: | --- | --- | --- | ---: |',
     ...rows.map((r) => `| ${r.engine} | ${r.episodes} | ${r.secondsEach.join(', ')} | ${r.episodesPerS.toFixed(2)} | ${r.meanBatchSize.toFixed(2)} | ${r.differingEpisodes.join(', ') || '—'} | ${r.sameFile.map((s) => (s ? 'yes' : 'no')).join(', ') || '—'} | ${r.logprobs.map((d) => `${d.differing} of ${d.tokens}`).join(', ') || '—'} | ${r.logprobs.length === 0 ? '—' : Math.max(...r.logprobs.map((d) => d.maxAbs)).toExponential(1)} |`),
     '',
-    `Throughput cost of --deterministic: ${(100 * cost).toFixed(1)} % fewer episodes per second than the default engine.`,
+    `Throughput of --deterministic: ${Math.abs(100 * cost).toFixed(1)} % ${cost >= 0 ? 'fewer' : 'more'} episodes per second than the default engine.`,
     `Default against deterministic (first rounds): ${across.differing} of ${across.tokens} log-probs of tokens sampled alike differ, by at most ${across.maxAbs.toExponential(1)}.`,
   ];
-  bench.write({ title: 'Deterministic evaluations: lockstep rounds against the default engine', body, data: { settings, rows, cost, across } });
+  bench.write({ title: 'Deterministic evaluations: --deterministic against the default engine', body, data: { settings, rows, cost, across } });
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

@@ -10,7 +10,7 @@ import { createSqlEnvRuntime, type SqlEnvRuntime } from '@sqlenv/sql-env';
 import { writeTinySpider } from '@sqlenv/sql-env/testing';
 
 /**
- * `--deterministic`: an evaluation played in lockstep rounds saves the same file every time, byte
+ * `--deterministic`: an evaluation played in lockstep saves the same file every time, byte
  * for byte but for its created_at, however its environment steps are timed and however many engine
  * replicas serve it. A tiny random Qwen3 at temperature 1, so every token is sampled; the
  * environments sleep a random few milliseconds at every reset and step (a different random stream
@@ -86,7 +86,7 @@ describe('deterministic evaluations', () => {
       expect(parsed.episodes.some((ep) => ep.transcript.length > 1)).toBe(true);
       expect(again.file).toBe(first.file);
       // Not only the tokens: every log-prob to the last bit, since every turn ran in the same batches.
-      // (Without lockstep rounds they differ by float rounding from run to run: docs/inference.md, "Exactness".)
+      // (Without lockstep they differ by float rounding from run to run: docs/inference.md, "Exactness".)
       expect(again.logprobs).toEqual(first.logprobs);
     }
   }, 240_000);

@@ -96,6 +96,9 @@ describe('sqlenv CLI', () => {
     expect(code).toBe(2);
     expect(stderr).toContain('--deterministic needs the in-process engine');
     expect(stderr.trim().split('\n')).toHaveLength(1);
+    const both = await run(['eval', '--deterministic', '--no-deterministic']);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('give one of the two');
   });
 
   it('a missing dataset directory gives a clear message naming it', async () => {

@@ -37,7 +37,7 @@ export interface HeldOutSettings {
   seeds: number;
   /** Sampling temperature of the evaluation (0: greedy). */
   temperature: number;
-  /** Play it in lockstep rounds on its own engine (the engine's `deterministic` option): the same run gives the same evaluations. Default false. */
+  /** Play it in lockstep on its own engine (the engine's `deterministic` option): the same run gives the same evaluations. Default false. */
   deterministic?: boolean;
 }
 
@@ -127,7 +127,7 @@ export async function runTraining(spec: RolloutRunSpec, options: TrainingRunOpti
     const resolveRun = createRunResolver(runtimes, resolverOptions);
 
     // 2. The held-out evaluation before any update.
-    // Its own resources: a deterministic evaluation's engine plays in lockstep rounds, the worker's does not.
+    // Its own resources: a deterministic evaluation's engine plays in lockstep, the worker's does not.
     const evalResolver = options.heldOut?.deterministic === true ? createRunResolver(runtimes, { ...resolverOptions, deterministic: true }) : resolveRun;
     heldOut = options.heldOut === undefined ? undefined : new HeldOutEvaluation(spec, runtime, evalResolver, { ...options.heldOut, runDir, concurrency: options.concurrency }, progress);
     const evals: SavedEval[] = [];

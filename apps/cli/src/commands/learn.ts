@@ -59,7 +59,7 @@ const LearnFlags = DatasetFlags.extend({
   'eval-questions': z.union([z.literal('all'), positiveIntFlag]).default('all'),
   redis: z.string().min(1).optional(),
   'local-worker': z.enum(['true', 'false']).default('true'),
-  /** The held-out evaluations in lockstep rounds (sqlenv train's --deterministic). */
+  /** The held-out evaluations in lockstep (sqlenv train's --deterministic). */
   deterministic: z.boolean().default(false),
 })
   .extend(ExecutionFlags.shape)

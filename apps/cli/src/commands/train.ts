@@ -76,7 +76,7 @@ export const TrainOptionsSchema = SpecOptionsSchema.extend({
    * pipes), off; auto = bar on a terminal, off otherwise (and with --json).
    */
   progress: z.enum(['auto', 'bar', 'lines', 'off']).default('auto'),
-  /** The held-out evaluations in lockstep rounds on their own engine: the same run gives the same evaluations (docs/inference.md, "Exactness"). */
+  /** The held-out evaluations in lockstep on their own engine: the same run gives the same evaluations (docs/inference.md, "Exactness"). */
   deterministic: booleanText.default(false),
 })
   .extend(RuntimeOptionsSchema.shape)

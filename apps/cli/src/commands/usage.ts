@@ -20,7 +20,7 @@ export const evalUsage =
             [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
              [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl] ${executionUsage}
              ${inferenceUsage}]
-            [--save-eval RUN_DIR --eval-name NAME [--eval-version N] [--force]] [--deterministic]`;
+            [--save-eval RUN_DIR --eval-name NAME [--eval-version N] [--force]] [--deterministic|--no-deterministic]`;
 
 export const learnUsage =
   `sqlenv learn [--model DIR] [--dataset builtin-heldout|builtin|DIR [--skip-missing-dbs]] [--run-dir DIR] [--seed S]

@@ -51,12 +51,12 @@ export const publicEngineOptionsSchema = z.strictObject({
    */
   cpuMemArena: z.boolean().default(true),
   /**
-   * Lockstep rounds for the turns of lanes (`InferenceEngine.openLane`, one per evaluation lane): a
-   * round runs once every open lane has submitted its turn, its turns sorted by their order key
-   * (the episode index) and routed to replicas by a fixed rule, so a batched turn's rows, batch-mates
-   * and chunk boundaries depend only on the command, never on timing, and the same evaluation gives
-   * the same tokens every time at a given concurrency (docs/inference.md, "Exactness").
-   * Turns outside lanes are served as usual. Default false.
+   * Evaluation lanes (`InferenceEngine.openLane`) in lockstep: each lane lives on one replica, which
+   * runs nothing while one of its open lanes has no turn there, and lane turns are admitted by the
+   * loop iteration they arrived in, then by episode index. A turn's batch-mates, row and chunk
+   * boundaries then depend only on the command, never on timing: the same evaluation gives the same
+   * tokens every time at a given concurrency (docs/inference.md, "Exactness"). Turns outside lanes
+   * are served as usual. Default false.
    */
   deterministic: z.boolean().default(false),
 });

@@ -41,7 +41,7 @@ export interface ModelResourcesOptions {
   execution?: ModelExecution;
   /** Engine replicas, splitting `execution`'s threads; default: `replicaPlan` (several for a small model on the CPU). */
   replicas?: PublicEngineOptions['replicas'];
-  /** Lockstep rounds for evaluations (the engine's `deterministic` option): the same evaluation gives the same tokens every time. Default false. */
+  /** Lanes in lockstep for evaluations (the engine's `deterministic` option): the same evaluation gives the same tokens every time. Default false. */
   deterministic?: PublicEngineOptions['deterministic'];
   /** The memory limit the engine is planned under; default: this process's (readMemoryLimit). */
   memoryLimit?: MemoryLimit;

@@ -116,7 +116,7 @@ export interface RunResolverOptions extends RuntimeOptions {
   execution?: ModelExecution;
   /** Sample model runs on inference servers instead of an in-process engine. */
   remote?: RemoteInferenceOptions;
-  /** The in-process engine plays evaluations in lockstep rounds (its `deterministic` option). */
+  /** The in-process engine plays evaluations in lockstep (its `deterministic` option). */
   deterministic?: boolean;
 }
 
