@@ -91,6 +91,16 @@ describe('sqlenv CLI', () => {
     }
   });
 
+  it('--deterministic is refused with --inference-url (the servers batch as requests arrive), before anything starts', async () => {
+    const { code, stderr } = await run(['eval', '--policy', 'model', '--model', 'no-such-model', '--deterministic', '--inference-url', 'http://127.0.0.1:9']);
+    expect(code).toBe(2);
+    expect(stderr).toContain('--deterministic needs the in-process engine');
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+    const both = await run(['eval', '--deterministic', '--no-deterministic']);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('give one of the two');
+  });
+
   it('a missing dataset directory gives a clear message naming it', async () => {
     const missing = path.join(scratch, 'no-such-dataset');
     const { code, stderr } = await run(['eval', '--dataset', missing, '--episodes', '1']);
@@ -210,6 +220,13 @@ describe('sqlenv model', () => {
     const { TrajectorySchema } = await import('@sqlenv/protocol');
     const lines = (await readFile(trajectories, 'utf8')).trim().split('\n');
     expect(lines).toHaveLength(3);
+    // --save-eval plays in lockstep by default: the same command saves the same file but its created_at.
+    const saved = async (name: string): Promise<string> => {
+      const r = await run(['eval', '--policy', 'model', '--model', dir, '--episodes', '6', '--concurrency', '3', '--temperature', '1', '--max-new-tokens', '16', '--save-eval', scratch, '--eval-name', name]);
+      expect(r.code, r.stderr).toBe(0);
+      return (await readFile(path.join(scratch, 'evals', `${name}.json`), 'utf8')).replace(/"created_at":"[^"]*"/, '').replace(`"name":"${name}"`, '');
+    };
+    expect(await saved('same-b')).toBe(await saved('same-a'));
     for (const line of lines) expect(TrajectorySchema.parse(JSON.parse(line))).toMatchObject({ schema_version: 2, policy: 'model', sampling: { temperature: 1 } });
 
     const played = await run(['play', '--policy', 'model', '--model', dir, '--question-id', 'retail_shop_train_0', '--max-new-tokens', '8', '--context-tokens', '1400']);

@@ -44,8 +44,9 @@ export const ModelFlags = z.object({
 export type ModelFlags = z.infer<typeof ModelFlags>;
 
 /** Start the model policy from flags: one inference engine for all concurrent episodes, or the inference servers of --inference-url. */
-export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSize: number; logger: Logger; execution: ModelExecution | undefined }): Promise<ModelResources> {
+export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSize: number; logger: Logger; execution: ModelExecution | undefined; deterministic?: boolean }): Promise<ModelResources> {
   if (flags.model === undefined) throw new UsageError('--policy model needs --model DIR (config.json + safetensors; tokenizer.json for Qwen vocabularies)');
+  if (options.deterministic === true && flags.inferenceUrl !== undefined) throw new UsageError(DETERMINISTIC_REMOTE);
   const rollout = await import('@sqlenv/rollout');
   const { modelFingerprint } = await import('@sqlenv/model');
   const { modelSpecFrom } = await import('./commands/model-options.ts');
@@ -70,8 +71,12 @@ export async function startModelPolicy(flags: ModelFlags, options: { maxBatchSiz
     logger: options.logger,
     ...(options.execution === undefined ? {} : { execution: options.execution }),
     ...(flags.adapter === undefined ? { lora: null } : {}),
+    ...(options.deterministic === true ? { deterministic: true } : {}),
   });
 }
+
+/** Why --deterministic is refused with --inference-url. */
+export const DETERMINISTIC_REMOTE = '--deterministic needs the in-process engine: inference servers (--inference-url) batch requests as they arrive, so their tokens depend on timing; leave out one of the two';
 
 /** One turn of a transcript: what the model wrote, the action, what the environment said, the reward. */
 export function formatTurn(event: TurnEvent, episodeLabel: string): string {

@@ -1,6 +1,6 @@
 import type { SqlObservation } from '@sqlenv/protocol';
-import type { InferenceEngine } from '@sqlenv/model';
-import type { EpisodeContext } from './policy.ts';
+import type { EngineLane, InferenceEngine } from '@sqlenv/model';
+import type { EpisodeContext, PolicyLane } from './policy.ts';
 
 /**
  * Where an LLM agent's completions come from. The model (an InferenceEngine
@@ -40,6 +40,8 @@ export interface EpisodeCompleter {
 export interface CompletionSource {
   /** Called once per episode. */
   episode(context: EpisodeContext): EpisodeCompleter;
+  /** A lane of episodes (Policy `openLane`); sources that do not batch across episodes have none. */
+  openLane?(): PolicyLane;
 }
 
 /** Sampling settings of a model source (what the trajectory records). */
@@ -59,16 +61,28 @@ export interface SamplingOptions {
 export class EngineCompletionSource implements CompletionSource {
   readonly #engine: InferenceEngine;
   readonly #sampling: SamplingOptions;
+  /** The lanes this source opened (an episode's context may carry another source's). */
+  readonly #lanes = new WeakMap<PolicyLane, EngineLane>();
 
   constructor(engine: InferenceEngine, sampling: SamplingOptions) {
     this.#engine = engine;
     this.#sampling = sampling;
   }
 
+  /** An engine lane: on a deterministic engine the lanes' turns run in lockstep. */
+  openLane(): PolicyLane {
+    const lane = this.#engine.openLane();
+    const handle: PolicyLane = { close: () => lane.close(), ...(lane.pool === undefined ? {} : { pool: lane.pool }) };
+    this.#lanes.set(handle, lane);
+    return handle;
+  }
+
   episode(context: EpisodeContext): EpisodeCompleter {
+    const lane = context.lockstep === undefined ? undefined : this.#lanes.get(context.lockstep.lane);
+    const order = context.lockstep?.order ?? 0;
     return {
       complete: async (request) => {
-        const result = await this.#engine.generate({
+        const turn = {
           promptIds: request.promptIds,
           maxNewTokens: request.maxNewTokens,
           seed: request.seed,
@@ -76,7 +90,8 @@ export class EngineCompletionSource implements CompletionSource {
           cacheKey: context.episodeId,
           temperature: this.#sampling.temperature,
           topP: this.#sampling.topP,
-        });
+        };
+        const result = await (lane === undefined ? this.#engine.generate(turn) : lane.generate(turn, order));
         return { tokens: result.tokens, logprobs: result.logprobs, finishReason: result.finishReason, policyVersion: result.policyVersion };
       },
     };

@@ -1,6 +1,6 @@
 import type { EpisodeDoneReason, EpisodeState, ResetOptions, SqlAction, StepInfo, StepResult, TrajectoryOutcome, TrajectoryStep, TrajectoryTurn } from '@sqlenv/protocol';
 import { toAppError, appendAll, mulberry32 } from '@sqlenv/shared';
-import type { Policy } from './policy.ts';
+import type { Policy, PolicyLane } from './policy.ts';
 import { passAtKs, type PassAtK } from './pass-at-k.ts';
 import { runEpisode, type TurnEvent } from './run-episode.ts';
 
@@ -118,23 +118,40 @@ export async function evaluate(
   const maxActions = options.maxActionsPerEpisode ?? 100;
   const records: EpisodeRecord[] = new Array<EpisodeRecord>(total);
   let nextIndex = 0;
+  /** A pooled lane's next index by pool (deterministic engines: one pool per replica). */
+  const nextInPool = new Map<number, number>();
   let finished = 0;
+  /** The next episode a lane plays: the next of all, or of its pool (indices ≡ pool mod count). */
+  const take = (pool: PolicyLane['pool']): number => {
+    if (pool === undefined) return nextIndex++;
+    const k = nextInPool.get(pool.index) ?? 0;
+    nextInPool.set(pool.index, k + 1);
+    return pool.index + k * pool.count;
+  };
 
+  // A lane plays episodes one after another, open from its first to its last (the policy's lane with
+  // it), so a deterministic engine can wait for each lane's next turn; a pooled lane takes its
+  // replica's share, so which episodes a replica plays does not depend on which lane finished first.
   const runLane = async (): Promise<void> => {
-    const env = await createEnvironment();
+    const lane = policy.openLane?.();
     try {
-      for (;;) {
-        const index = nextIndex++;
-        if (index >= total) return;
-        const questionId = options.questionIds?.[index];
-        const reset: ResetOptions = questionId === undefined ? { seed: seed + index } : { question_id: questionId, seed: seed + index };
-        const record = await playEpisode(env, policy, index, reset, maxActions, options.onTurn, options.policyVersion ?? 0);
-        records[index] = record;
-        finished += 1;
-        options.onProgress?.(finished, total, record);
+      const env = await createEnvironment();
+      try {
+        for (;;) {
+          const index = take(lane?.pool);
+          if (index >= total) return;
+          const questionId = options.questionIds?.[index];
+          const reset: ResetOptions = questionId === undefined ? { seed: seed + index } : { question_id: questionId, seed: seed + index };
+          const record = await playEpisode(env, policy, index, reset, maxActions, options.onTurn, options.policyVersion ?? 0, lane);
+          records[index] = record;
+          finished += 1;
+          options.onProgress?.(finished, total, record);
+        }
+      } finally {
+        await env.close();
       }
     } finally {
-      await env.close();
+      lane?.close();
     }
   };
   await Promise.all(Array.from({ length: concurrency }, runLane));
@@ -149,6 +166,7 @@ async function playEpisode(
   maxActions: number,
   onTurn: EvaluateOptions['onTurn'],
   policyVersion: number,
+  lane: PolicyLane | undefined,
 ): Promise<EpisodeRecord> {
   const record: EpisodeRecord = {
     index,
@@ -185,6 +203,7 @@ async function playEpisode(
       questionId: state.question_id ?? '',
       dbId: state.db_id ?? '',
       seed: record.seed,
+      ...(lane === undefined ? {} : { lockstep: { lane, order: index } }),
     });
     const run = await runEpisode(env, actor, first.observation, {
       maxTurns: maxActions,

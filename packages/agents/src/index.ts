@@ -4,6 +4,7 @@ export {
   type EpisodeContext,
   type Policy,
   type PolicyEpisode,
+  type PolicyLane,
   type PolicyMove,
   type PolicyStop,
   type PolicyStopReason,

@@ -3,7 +3,7 @@ import { AppError, ErrorCode, appendAll, mixSeeds } from '@sqlenv/shared';
 import type { ChatFormat, ToolDefinition } from '@sqlenv/model';
 import { fillTemplate, renderFirstUser, renderToolResult, type AgentPrompt } from './agent-prompt.ts';
 import type { Completion, CompletionSource, EpisodeCompleter } from './completion-source.ts';
-import type { EpisodeContext, Policy, PolicyMove, TokenRecordingEpisode, TurnTokens } from './policy.ts';
+import type { EpisodeContext, Policy, PolicyLane, PolicyMove, TokenRecordingEpisode, TurnTokens } from './policy.ts';
 import { actionToolCall } from './action-completion.ts';
 import { parseToolCall } from './tool-call-parser.ts';
 
@@ -59,6 +59,11 @@ export class LlmPolicy implements Policy {
   /** Ids of the system turn (system prompt + tools), shared by every episode. */
   get systemIds(): readonly number[] {
     return this.#systemIds;
+  }
+
+  /** The completion source's lane (the engine's: lockstep on a deterministic engine); one that holds nothing for a source without lanes. */
+  openLane(): PolicyLane {
+    return this.#options.source.openLane?.() ?? { close: () => undefined };
   }
 
   begin(context: EpisodeContext): LlmEpisode {

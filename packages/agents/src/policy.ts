@@ -8,6 +8,23 @@ export interface EpisodeContext {
   dbId: string;
   /** Seed for stochastic policies; the same seed gives the same episode. */
   seed: number;
+  /**
+   * The evaluation lane playing the episode (from the policy's `openLane`) and the episode's index,
+   * its order key in a deterministic engine. Absent outside evaluations and for policies without lanes.
+   */
+  lockstep?: { lane: PolicyLane; order: number };
+}
+
+/**
+ * One evaluation lane of a policy that batches across episodes: it plays episodes one after another
+ * and is open from its first episode to its last, so a deterministic inference engine can wait for
+ * every open lane's next turn before it runs on (docs/inference.md, "Exactness").
+ */
+export interface PolicyLane {
+  /** The lane plays no more episodes. */
+  close(): void;
+  /** Deterministic engines: the lane plays only episodes whose index ≡ `index` mod `count` (its replica's share). */
+  readonly pool?: { index: number; count: number };
 }
 
 /** Why a policy ends an episode it cannot continue (an LLM out of context). */
@@ -41,6 +58,8 @@ export interface PolicyEpisode {
 export interface Policy {
   readonly name: string;
   begin(context: EpisodeContext): PolicyEpisode;
+  /** A lane for an evaluation's lane of episodes (passed back in each episode's context); policies that do not batch across episodes have none. */
+  openLane?(): PolicyLane;
 }
 
 /**

@@ -89,6 +89,7 @@ export {
   type PublicEngineOptions,
 } from './runtime/engine-options.ts';
 export type { TurnRequest, TurnResult } from './runtime/executor.ts';
+export type { EngineLane } from './runtime/inference-engine.ts';
 export {
   modelInit,
   modelLogits,

@@ -41,6 +41,8 @@ export interface HeldOutSettings {
   seeds: number;
   /** Sampling temperature of the evaluation (0: greedy). */
   temperature: number;
+  /** Play it in lockstep on its own engine (the engine's `deterministic` option): the same run gives the same evaluations. Default false. */
+  deterministic?: boolean;
 }
 
 export interface TrainingRunOptions {
@@ -105,6 +107,9 @@ export async function runTraining(spec: RolloutRunSpec, options: TrainingRunOpti
   if (options.remote !== undefined && spec.policy === 'model' && options.adapterShare === undefined) {
     throw new AppError(ErrorCode.VALIDATION, 'training with remote inference (--inference-url) needs --adapter-share DIR: the servers load each version from there');
   }
+  if (options.remote !== undefined && options.heldOut?.deterministic === true) {
+    throw new AppError(ErrorCode.VALIDATION, 'deterministic held-out evaluations need the in-process engine: inference servers (--inference-url) batch requests as they come');
+  }
   if (options.adapterShare !== undefined) checkAdapterShareWritable(options.adapterShare);
   let transport: Transport | undefined;
   let runtimes: RuntimeCache | undefined;
@@ -123,13 +128,14 @@ export async function runTraining(spec: RolloutRunSpec, options: TrainingRunOpti
     const questions = scheduledQuestions(runtime.dataset, spec.split);
     const recorder = new RunRecorder({ dir: runDir, runId: spec.run_id, saveEvery: options.saveEvery, versionOffset: options.resume?.version ?? 0, ...(spec.model ? { baseModel: options.modelDir ?? spec.model.fingerprint } : {}), logger });
     writeRunSpec(runDir, spec);
-    const resolveRun = createRunResolver(runtimes, {
+    const resolverOptions = {
       ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
       maxBatchSize: options.concurrency,
       ...(options.execution === undefined ? {} : { execution: options.execution }),
       ...(options.remote === undefined ? {} : { remote: options.remote }),
       logger,
-    });
+    };
+    const resolveRun = createRunResolver(runtimes, resolverOptions);
     const { signal, resume } = options;
     // Stopped by the signal: keep what is committed, say where to continue, and reject with RunInterrupted.
     const interrupted = (episodesDone: number, parts: Readonly<Record<string, Uint8Array>>): never => {
@@ -145,7 +151,9 @@ export async function runTraining(spec: RolloutRunSpec, options: TrainingRunOpti
     const startParts = resume?.parts ?? {};
 
     // 2. The held-out evaluation before any update (a resumed run keeps the one it made).
-    heldOut = options.heldOut === undefined ? undefined : new HeldOutEvaluation(spec, runtime, resolveRun, { ...options.heldOut, runDir, concurrency: options.concurrency }, progress);
+    // Its own resources: a deterministic evaluation's engine plays in lockstep, the worker's does not.
+    const evalResolver = options.heldOut?.deterministic === true ? createRunResolver(runtimes, { ...resolverOptions, deterministic: true }) : resolveRun;
+    heldOut = options.heldOut === undefined ? undefined : new HeldOutEvaluation(spec, runtime, evalResolver, { ...options.heldOut, runDir, concurrency: options.concurrency }, progress);
     const evals: SavedEval[] = [];
     if (heldOut) {
       const kept = resume === undefined ? undefined : keptEvaluation(runDir, 'before', spec.run_id);

@@ -11,7 +11,7 @@ import { DatasetFlags, datasetFlagOptions, openSqlRuntime } from '../dataset-fla
 import type { CommandIo } from '../io.ts';
 import { selectQuestionIds } from '../select-questions.ts';
 import { UsageError } from '../cli-error.ts';
-import { formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
+import { DETERMINISTIC_REMOTE, formatTurn, ModelFlags, modelFlagOptions, recordTrajectory, startModelPolicy } from '../model-policy.ts';
 import { precisionSuccessRate } from '../precision-success-rate.ts';
 import { startExecution } from '../execution-flags.ts';
 
@@ -36,6 +36,9 @@ const EvalFlags = ModelFlags.extend(DatasetFlags.shape).extend({
   'eval-version': intFlag.optional(),
   /** Replace an evaluation already saved under --eval-name. */
   force: z.boolean().default(false),
+  /** The in-process engine plays the episodes in lockstep: the same command gives the same evaluation every time (docs/inference.md, "Exactness"). Default: with --save-eval. */
+  deterministic: z.boolean().default(false),
+  'no-deterministic': z.boolean().default(false),
 });
 
 /** `sqlenv eval`: play episodes with a baseline policy and print the report. */
@@ -60,6 +63,8 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
       'eval-name': { type: 'string' },
       'eval-version': { type: 'string' },
       force: { type: 'boolean' },
+      deterministic: { type: 'boolean' },
+      'no-deterministic': { type: 'boolean' },
       ...modelFlagOptions,
       ...datasetFlagOptions,
     },
@@ -67,6 +72,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     { env: io.env ?? {} },
   );
   const save = saveEvalTarget(flags);
+  const deterministic = deterministicOf(flags, save !== undefined);
   if (save !== undefined) {
     // Before any episode is played: an existing evaluation of that name is kept unless --force.
     const { checkSavedEvalTarget } = await import('@sqlenv/runs');
@@ -87,7 +93,7 @@ export async function evalCommand(argv: string[], io: CommandIo): Promise<number
     const questionIds = Array.from({ length: flags.seeds }, () => drawn).flat();
     let policy: Policy;
     if (flags.policy === 'model') {
-      model = await startModelPolicy(flags, { maxBatchSize: flags.concurrency, logger: io.logger ?? silentLogger, execution });
+      model = await startModelPolicy(flags, { maxBatchSize: flags.concurrency, logger: io.logger ?? silentLogger, execution, deterministic });
       policy = model.policy;
     } else {
       policy = createBaselinePolicy(flags.policy, dataset, flags.seed);
@@ -165,6 +171,18 @@ function saveEvalTarget(flags: z.infer<typeof EvalFlags>): { runDir: string; nam
   const fromAdapter = flags.adapter === undefined ? undefined : /(?:^|[/\\])v(\d+)[/\\]?$/.exec(flags.adapter)?.[1];
   const version = flags['eval-version'] ?? (fromAdapter === undefined ? 0 : Number(fromAdapter));
   return { runDir: flags['save-eval'], name, version };
+}
+
+/**
+ * Whether the in-process engine plays in lockstep: --deterministic, else not with --no-deterministic,
+ * else exactly when the evaluation is saved (a saved evaluation is compared with others, and lockstep
+ * costs no throughput beyond the noise: bench/results/deterministic.md) and sampled in process.
+ */
+function deterministicOf(flags: z.infer<typeof EvalFlags>, saving: boolean): boolean {
+  if (flags.deterministic && flags['no-deterministic']) throw new UsageError('--deterministic and --no-deterministic: give one of the two');
+  if (flags.deterministic && flags.inferenceUrl !== undefined) throw new UsageError(DETERMINISTIC_REMOTE);
+  if (flags.deterministic || flags['no-deterministic']) return flags.deterministic;
+  return saving && flags.inferenceUrl === undefined;
 }
 
 /**

@@ -68,6 +68,8 @@ const LearnFlags = DatasetFlags.extend({
   force: z.boolean().default(false),
   /** The GRPO phase's run id (set by learn itself; kept in command.json so a resume continues it). */
   'grpo-run-id': z.string().min(1).optional(),
+  /** The held-out evaluations in lockstep (sqlenv train's --deterministic). */
+  deterministic: z.boolean().default(false),
 })
   .extend(ExecutionFlags.shape)
   .extend(InferenceOptionsSchema.shape)
@@ -136,6 +138,7 @@ export async function learnCommand(argv: readonly string[], io: CommandIo): Prom
       'local-worker': { type: 'string' },
       resume: { type: 'boolean' },
       force: { type: 'boolean' },
+      deterministic: { type: 'boolean' },
       ...datasetFlagOptions,
       ...executionFlagOptions,
       ...inferenceOptionSpecs,
@@ -378,6 +381,7 @@ function grpoOptions(flags: LearnOptions, model: string, adapter: string | undef
     evalSeeds: flags['eval-seeds'],
     evalTemperature: flags.temperature,
     evalSeed: 1_000_000 + flags.seed,
+    ...(flags.deterministic ? { deterministic: true } : {}),
     progress: tty ? 'bar' : 'lines',
     ...executionOptionsOf(execution),
     ...(flags.redis === undefined ? {} : { redisUrl: flags.redis, localWorker: flags['local-worker'] }),

@@ -34,6 +34,7 @@ const trainOptionSpecs: Record<string, FlagSpec> = {
   progress: { key: 'progress', env: 'SQLENV_PROGRESS' },
   resume: { key: 'resume', type: 'boolean' },
   force: { key: 'force', type: 'boolean' },
+  deterministic: { key: 'deterministic', type: 'boolean' },
   redis: transportOptionSpecs.redis as FlagSpec,
   'key-base': transportOptionSpecs['key-base'] as FlagSpec,
 };
@@ -84,6 +85,8 @@ export const TrainOptionsSchema = SpecOptionsSchema.extend({
   resume: booleanText.default(false),
   /** Replace what --run-dir holds (the new run directory is made before the old one is removed). */
   force: booleanText.default(false),
+  /** The held-out evaluations in lockstep on their own engine: the same run gives the same evaluations (docs/inference.md, "Exactness"). */
+  deterministic: booleanText.default(false),
 })
   .extend(RuntimeOptionsSchema.shape)
   .extend(ModelDirOptionsSchema.shape)
@@ -190,7 +193,7 @@ export async function trainRun(options: TrainOptions, io: CommandIo, context: Tr
         concurrency: options.concurrency,
         ...(options.redisUrl === undefined ? {} : { redis: transportConfig(options) }),
         localWorker: options.localWorker,
-        ...(options.evalEpisodes === 0 ? {} : { heldOut: { episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, seeds: options.evalSeeds, temperature: options.evalTemperature } }),
+        ...(options.evalEpisodes === 0 ? {} : { heldOut: { episodes: options.evalEpisodes, split: options.evalSplit, seed: options.evalSeed, seeds: options.evalSeeds, temperature: options.evalTemperature, deterministic: options.deterministic } }),
         ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
         ...(options.modelDir === undefined ? {} : { modelDir: options.modelDir }),
         ...(resume === undefined ? {} : { resume }),

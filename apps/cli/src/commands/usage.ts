@@ -20,13 +20,13 @@ export const evalUsage =
             [--model DIR [--adapter DIR] [--prompt FILE] [--temperature T] [--top-p P] [--top-k K]
              [--max-new-tokens N] [--context-tokens N] [--thinking] [--trajectories F.jsonl] ${executionUsage}
              ${inferenceUsage}]
-            [--save-eval RUN_DIR --eval-name NAME [--eval-version N] [--force]]`;
+            [--save-eval RUN_DIR --eval-name NAME [--eval-version N] [--force]] [--deterministic|--no-deterministic]`;
 
 export const learnUsage =
   `sqlenv learn [--model DIR] [--dataset builtin-heldout|builtin|DIR [--skip-missing-dbs]] [--run-dir DIR] [--seed S]
             [--sft-steps N] [--sft-lr X] [--sft-batch-size B] [--sft-mode full|lora]
             [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--temperature T] [--lr X] [--lora-rank R]
-            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--tis-cap C] [--learner JSON] [--eval-seeds K] [--eval-questions N|all] [--redis URL [--local-worker true|false]]
+            [--max-new-tokens N] [--concurrency C] [--advantage grpo|dr_grpo] [--negative-weight λ] [--reward JSON] [--tis-cap C] [--learner JSON] [--eval-seeds K] [--eval-questions N|all] [--deterministic] [--redis URL [--local-worker true|false]]
             ${executionUsage} ${inferenceUsage} ${adapterShareUsage}`;
 
 export const modelUsage =
@@ -64,7 +64,7 @@ export const sftUsage =
             [--execution-provider cpu|cuda|webgpu] [--device-id D] [--threads N]`;
 
 export const trainUsage =
-  `sqlenv train [--dataset builtin|DIR [--skip-missing-dbs]] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--tis-cap C] [--concurrency C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--redis URL [--local-worker true|false]] [--progress auto|bar|lines|off] [--json] ${inferenceUsage} ${adapterShareUsage}`;
+  `sqlenv train [--dataset builtin|DIR [--skip-missing-dbs]] [--policy random|oracle|model] [--model DIR] [--adapter DIR] [--prompt FILE] [--temperature T] [--max-new-tokens N] [--context-tokens N] [--episodes N] [--group-size G] [--groups-per-batch B] [--max-staleness S] [--tis-cap C] [--concurrency C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--run-dir DIR] [--save-every N] [--eval-episodes N|all] [--eval-seeds K] [--eval-temperature T] [--eval-split dev|train] [--eval-seed S] [--deterministic] [--redis URL [--local-worker true|false]] [--progress auto|bar|lines|off] [--json] ${inferenceUsage} ${adapterShareUsage}`;
 
 export const trainerUsage =
   'sqlenv trainer --redis URL [--run ID] [--model DIR] [--tis-cap C] [--execution-provider cpu|cuda|webgpu] [--threads N] [--keep-weights K] [--checkpoint-every N] [--run-dir DIR [--save-every N]] [--adapter-share DIR] [--metrics-port P [--metrics-host 127.0.0.1|0.0.0.0]]';

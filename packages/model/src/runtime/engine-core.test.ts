@@ -13,15 +13,15 @@ import { Generator, type RowInput, type RunRowsOptions } from './generator.ts';
  */
 const config = presetConfig('tiny-qwen2');
 let generator: Generator;
-/** Each run's `minRunning` and new tokens per row; `onRun` is called before each run. */
-let runs: { minRunning: number | undefined; fed: number[] }[] = [];
+/** Each run's `minRunning`, new tokens per row and each row's first id; `onRun` is called before each run. */
+let runs: { minRunning: number | undefined; fed: number[]; firstIds: number[] }[] = [];
 let onRun: ((run: number) => void) | undefined;
 
 beforeAll(async () => {
   generator = await Generator.create(config, randomWeights(config, { seed: 21, initStd: 0.15 }));
   const runRows = generator.runRows.bind(generator);
   generator.runRows = (rows: readonly RowInput[], options: RunRowsOptions) => {
-    runs.push({ minRunning: options.minRunning, fed: rows.map((r) => r.inputIds.length) });
+    runs.push({ minRunning: options.minRunning, fed: rows.map((r) => r.inputIds.length), firstIds: rows.map((r) => r.inputIds[0] as number) });
     onRun?.(runs.length);
     return runRows(rows, options);
   };
@@ -80,5 +80,32 @@ describe('EngineCore: the runs it makes', () => {
     expect(c.stats.returns).toBe(1);
     expect(c.stats.awayMs).toBeGreaterThanOrEqual(0);
     expect(runs[before]?.fed).toEqual([3]);
+  }, 60_000);
+});
+
+describe('EngineCore: lanes in lockstep', () => {
+  const flush = async (): Promise<void> => {
+    for (let i = 0; i < 5; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+  };
+
+  it('runs nothing while an open lane has no turn, then the turns in episode order; a closed lane is not waited for', async () => {
+    const c = core({ maxBatchSize: 8, batchWindowMs: 0 });
+    for (const lane of [0, 1, 2]) c.openLane(lane);
+    // Same-length prompts told apart by their first id (the episode's order key). Lanes 2 and 0
+    // submit, in that order; lane 1 is still stepping its environment.
+    const submit = (lane: number, order: number) => c.submit({ promptIds: [order, ...prompt(4, order)], maxNewTokens: 1, seed: order }, { id: lane, order });
+    const first = [submit(2, 7), submit(0, 3)];
+    await flush();
+    expect(runs).toEqual([]);
+    // A refused turn does not count as the lane's.
+    await expect(c.submit({ promptIds: [config.vocabSize + 5], maxNewTokens: 1 }, { id: 1, order: 5 })).rejects.toThrow();
+    await flush();
+    expect(runs).toEqual([]);
+    await Promise.all([...first, submit(1, 5)]);
+    expect(runs.map((r) => r.firstIds)).toEqual([[3, 5, 7]]);
+    // Lane 1 closes: lanes 0 and 2 run on without it.
+    c.closeLane(1);
+    await Promise.all([submit(2, 7), submit(0, 3)]);
+    expect(runs.map((r) => r.firstIds)).toEqual([[3, 5, 7], [3, 7]]);
   }, 60_000);
 });

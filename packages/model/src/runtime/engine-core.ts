@@ -3,7 +3,7 @@ import type { LoraWeights } from '../graphs/lora.ts';
 import { AdapterEpochs } from './adapter-epochs.ts';
 import { uniformsForSeed } from './batch.ts';
 import type { SchedulerPolicy } from './engine-options.ts';
-import { Executor, turnResult, type Row, type Turn, type TurnRequest, type TurnResult } from './executor.ts';
+import { Executor, turnResult, type Row, type Turn, type TurnRequest, type TurnLane, type TurnResult } from './executor.ts';
 import { checkRowInput, type Generator } from './generator.ts';
 import type { RowKvCache } from './kv-cache.ts';
 import { KvStore } from './kv-store.ts';
@@ -19,8 +19,9 @@ import { StatsRecorder, type SchedulerStats } from './scheduler-stats.ts';
  *   active rows ──decodes?──▶ held in the resident decode batch, one decode chunk per adapter generation
  *     ──▶ finished rows resolve and park; the rest stay active; yield to the thread's messages
  *
- * Each row reads its uniforms from its seed's stream at its own offset, so a turn's tokens depend
- * neither on the chunking nor on its batch-mates.
+ * Each row reads its uniforms from its seed's stream at its own offset, so which uniform a token is
+ * drawn with depends neither on the chunking nor on its batch-mates; its log-probs do, by float
+ * rounding (docs/inference.md, "Exactness"). Lanes in lockstep (deterministic engines) fix the batches.
  */
 export class EngineCore {
   readonly #generator: Generator;
@@ -30,6 +31,10 @@ export class EngineCore {
   readonly #recorder: StatsRecorder;
   readonly #executor: Executor;
   readonly #waiting: Turn[] = [];
+  /** Deterministic engines: the evaluation lanes open on this replica. */
+  readonly #lanes = new Set<number>();
+  /** Loop iterations so far (a lane turn's stamp). */
+  #iteration = 0;
   #active: Row[] = [];
   #running = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -59,7 +64,12 @@ export class EngineCore {
     return this.#epochs.version;
   }
 
-  submit(request: TurnRequest): Promise<TurnResult> {
+  /**
+   * Queue one turn. `lane`: an evaluation lane's turn (deterministic engines): the loop goes on only
+   * while every open lane has its turn here (planAdmission), and lane turns wait in order of the
+   * iteration they arrived in, then of their order key, for no batch window.
+   */
+  submit(request: TurnRequest, lane?: TurnLane): Promise<TurnResult> {
     return new Promise((resolve, reject) => {
       try {
         if (!Number.isInteger(request.maxNewTokens) || request.maxNewTokens < 1) {
@@ -71,9 +81,11 @@ export class EngineCore {
         return;
       }
       const arrivedMs = performance.now();
-      this.#waiting.push({ request, epoch: this.#epochs.requested, uniforms: uniformsForSeed(request.seed ?? 0, request.maxNewTokens), arrivedMs, resolve, reject });
+      const turn: Turn = { request, epoch: this.#epochs.requested, uniforms: uniformsForSeed(request.seed ?? 0, request.maxNewTokens), arrivedMs, lane, stamp: this.#iteration, resolve, reject };
+      if (lane === undefined) this.#waiting.push(turn);
+      else this.#waiting.splice(this.#laneSlot(turn), 0, turn);
       this.#recorder.arrived(request.cacheKey, arrivedMs);
-      this.#kick(true);
+      this.#kick(lane === undefined);
     });
   }
 
@@ -90,6 +102,24 @@ export class EngineCore {
       this.#epochs.request(weights, version, resolve);
       this.#kick(false);
     });
+  }
+
+  /** Where a lane turn waits: after every waiting turn of an earlier iteration or a lower order key. */
+  #laneSlot(turn: Turn): number {
+    const after = (t: Turn): boolean => t.lane !== undefined && (t.stamp < turn.stamp || (t.stamp === turn.stamp && t.lane.order < (turn.lane as TurnLane).order));
+    let at = this.#waiting.length;
+    while (at > 0 && !after(this.#waiting[at - 1] as Turn)) at--;
+    return at;
+  }
+
+  /** A lane opens on this replica (deterministic engines): the loop waits for its turns from now on. */
+  openLane(id: number): void {
+    this.#lanes.add(id);
+  }
+
+  /** A lane plays no more episodes: the loop stops waiting for it. */
+  closeLane(id: number): void {
+    if (this.#lanes.delete(id)) this.#kick(false);
   }
 
   #kick(fromSubmit: boolean): void {
@@ -109,11 +139,25 @@ export class EngineCore {
 
   #state(): SchedulerState {
     return {
-      waiting: this.#waiting.map((t) => ({ promptIds: t.request.promptIds, maxNewTokens: t.request.maxNewTokens, cacheKey: t.request.cacheKey, epoch: t.epoch })),
+      waiting: this.#waiting.map((t) => ({
+        promptIds: t.request.promptIds,
+        maxNewTokens: t.request.maxNewTokens,
+        cacheKey: t.request.cacheKey,
+        epoch: t.epoch,
+      })),
       active: this.#active.map((r) => ({ promptLength: r.turn.request.promptIds.length, maxNewTokens: r.turn.request.maxNewTokens, generatedTokens: r.generated.tokens.length, generation: r.generation })),
       epochs: { applied: this.#epochs.applied, generation: this.#epochs.generation, pending: this.#epochs.pending },
       kept: this.#store.view(),
+      ...(this.#lanes.size === 0 ? {} : { lanes: { open: this.#lanes.size, present: this.#presentLanes() } }),
     };
+  }
+
+  /** Open lanes with a turn here, waiting or active. */
+  #presentLanes(): number {
+    const present = new Set<number>();
+    for (const t of this.#waiting) if (t.lane !== undefined && this.#lanes.has(t.lane.id)) present.add(t.lane.id);
+    for (const r of this.#active) if (r.turn.lane !== undefined && this.#lanes.has(r.turn.lane.id)) present.add(r.turn.lane.id);
+    return present.size;
   }
 
   async #loop(): Promise<void> {
@@ -124,6 +168,8 @@ export class EngineCore {
         const plan = planAdmission(this.#state(), this.#policy);
         const admitted = this.#apply(plan.steps);
         if (plan.idle) break;
+        // Only iterations that run count: how often an idle engine is woken depends on timing.
+        this.#iteration++;
         if (plan.prefill !== undefined) await this.#prefill(admitted, plan.prefill);
         // Turns kept out only by one prefill run's scores bound are prefilled first, so they join this chunk.
         if (decodes(this.#policy, this.#active.length, plan.morePrefill)) await this.#decode();

@@ -50,6 +50,15 @@ export const publicEngineOptionsSchema = z.strictObject({
    * of memory, and makes big models' runs several times slower (docs/inference.md, "Memory of a run").
    */
   cpuMemArena: z.boolean().default(true),
+  /**
+   * Evaluation lanes (`InferenceEngine.openLane`) in lockstep: each lane lives on one replica, which
+   * runs nothing while one of its open lanes has no turn there, and lane turns are admitted by the
+   * loop iteration they arrived in, then by episode index. A turn's batch-mates, row and chunk
+   * boundaries then depend only on the command, never on timing: the same evaluation gives the same
+   * tokens every time at a given concurrency (docs/inference.md, "Exactness"). Turns outside lanes
+   * are served as usual. Default false.
+   */
+  deterministic: z.boolean().default(false),
 });
 
 export const experimentalEngineOptionsSchema = z.strictObject({

@@ -5,7 +5,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { ErrorCode, isAppError, workerInput } from '@sqlenv/shared';
 import { EngineCore } from './engine-core.ts';
 import { schedulerPolicy, type EngineOptions } from './engine-options.ts';
-import type { TurnRequest, TurnResult } from './executor.ts';
+import type { TurnLane, TurnRequest, TurnResult } from './executor.ts';
 import { Generator } from './generator.ts';
 import { loadModel } from '../io/weights.ts';
 import { isBigModel, weightBytes } from './prepacking.ts';
@@ -24,7 +24,10 @@ export interface EngineWorkerSetup {
 }
 
 export type EngineRequest =
-  | { type: 'submit'; id: number; turn: TurnRequest }
+  /** A turn; `lane`: the evaluation lane it comes from (deterministic engines). */
+  | { type: 'submit'; id: number; turn: TurnRequest; lane?: TurnLane }
+  /** An evaluation lane opens or closes on this replica (deterministic engines); no reply. */
+  | { type: 'lane'; lane: number; open: boolean }
   /** New adapter tensors (null: keep the current ones) and the policy version they are. */
   | { type: 'set-lora'; id: number; weights: Record<string, Float32Array> | null; version: number };
 
@@ -76,7 +79,12 @@ if (port !== null) {
         );
         return;
       }
-      core.submit(request.turn).then(
+      if (request.type === 'lane') {
+        if (request.open) core.openLane(request.lane);
+        else core.closeLane(request.lane);
+        return;
+      }
+      core.submit(request.turn, request.lane).then(
         (result) => reply({ type: 'turn', id: request.id, result, stats: { ...core.stats } }),
         (error: unknown) => fail(request.id, error),
       );

@@ -22,6 +22,12 @@ export interface TurnResult extends GenerationResult {
   policyVersion: number;
 }
 
+/** The evaluation lane a turn comes from (deterministic engines): the lane's id and the turn's order key (its episode's index). */
+export interface TurnLane {
+  id: number;
+  order: number;
+}
+
 /** A submitted turn, waiting or running. */
 export interface Turn {
   request: TurnRequest;
@@ -30,6 +36,10 @@ export interface Turn {
   uniforms: Float32Array;
   /** `performance.now()` when it arrived. */
   arrivedMs: number;
+  /** Its evaluation lane (deterministic engines). */
+  lane?: TurnLane | undefined;
+  /** The loop iteration it arrived in (lane turns are admitted by iteration, then order key). */
+  stamp: number;
   resolve: (result: TurnResult) => void;
   reject: (error: AppError) => void;
 }

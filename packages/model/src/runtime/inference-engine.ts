@@ -5,7 +5,7 @@ import type { EngineReply, EngineRequest, EngineWorkerSetup } from './engine-wor
 import { engineOptionsSchema, type EngineOptions, type InferenceEngineOptions } from './engine-options.ts';
 import { readModelConfig } from '../io/weights.ts';
 import { planEngineMemory } from '../memory/engine-memory-plan.ts';
-import type { TurnRequest, TurnResult } from './executor.ts';
+import type { TurnLane, TurnRequest, TurnResult } from './executor.ts';
 import type { LoraWeights } from '../graphs/lora.ts';
 import { emptySchedulerStats, type SchedulerStats } from './scheduler-stats.ts';
 
@@ -38,14 +38,33 @@ export interface EngineStats extends SchedulerStats {
   meanBatchSize: number;
 }
 
+/**
+ * One evaluation lane's side of the engine (`openLane`): it plays episodes one after another, one
+ * turn at a time, and is open from its first episode to its last.
+ */
+export interface EngineLane {
+  /** This lane's next turn; `order` is its episode's index (unique among the open lanes). */
+  generate(request: TurnRequest, order: number): Promise<TurnResult>;
+  /** The lane plays no more episodes. Idempotent. */
+  close(): void;
+  /**
+   * Deterministic engines: the lane's replica and how many there are. The episodes a lane plays
+   * must be a fixed share of them (evaluate: indices ≡ `index` mod `count`), so that which episodes
+   * a replica plays does not depend on which lane finished first.
+   */
+  readonly pool?: { index: number; count: number };
+}
+
 /** One engine thread: its call plumbing, its latest counters and the turns it holds. */
 class Replica {
   readonly rpc: WorkerRpc<EngineRequest, EngineReply>;
+  readonly worker: Worker;
   /** The worker's counters as of its latest finished turn. */
   stats: SchedulerStats = emptySchedulerStats();
   inFlight = 0;
 
   constructor(worker: Worker, log: Logger) {
+    this.worker = worker;
     // Registered before the call plumbing's own listener: a turn's counters are in place when its caller resumes.
     worker.on('message', (reply: EngineReply) => {
       if (reply.type === 'turn' && reply.stats.turns >= this.stats.turns) this.stats = reply.stats;
@@ -57,6 +76,12 @@ class Replica {
       logger: log,
     });
   }
+}
+
+/** Why a turn request is refused before it is queued (undefined: it is not). */
+function checkTurn(request: TurnRequest): AppError | undefined {
+  if (Number.isInteger(request.maxNewTokens) && request.maxNewTokens >= 1) return undefined;
+  return new AppError(ErrorCode.VALIDATION, `maxNewTokens must be an integer ≥ 1, got ${request.maxNewTokens}`);
 }
 
 /** Sum of the replicas' counters. */
@@ -80,12 +105,15 @@ export class InferenceEngine {
   /** Which replica holds each episode's cache (least recently used first; bounded). */
   readonly #home = new Map<string, Replica>();
   readonly #homeLimit: number;
+  readonly #deterministic: boolean;
+  #nextLane = 0;
   #policyVersion = 0;
 
-  private constructor(replicas: Replica[], vocabSize: number, homeLimit: number) {
+  private constructor(replicas: Replica[], vocabSize: number, homeLimit: number, deterministic: boolean) {
     this.vocabSize = vocabSize;
     this.#replicas = replicas;
     this.#homeLimit = homeLimit;
+    this.#deterministic = deterministic;
   }
 
   /** Start the worker threads, load the checkpoint in each and build their generation sessions. */
@@ -127,6 +155,7 @@ export class InferenceEngine {
       workers.map(({ worker }) => new Replica(worker, log)),
       first.ready.vocabSize,
       4 * options.maxBatchSize,
+      options.deterministic,
     );
   }
 
@@ -150,11 +179,50 @@ export class InferenceEngine {
     return { ...s, meanBatchSize: s.steps === 0 ? 0 : s.rowSteps / s.steps };
   }
 
+  /** Whether lanes play in lockstep (engine option `deterministic`). */
+  get deterministic(): boolean {
+    return this.#deterministic;
+  }
+
   /** Queue one turn; resolves when it has finished (its stop token or its budget). */
   generate(request: TurnRequest): Promise<TurnResult> {
-    if (!Number.isInteger(request.maxNewTokens) || request.maxNewTokens < 1) {
-      return Promise.reject(new AppError(ErrorCode.VALIDATION, `maxNewTokens must be an integer ≥ 1, got ${request.maxNewTokens}`));
-    }
+    const invalid = checkTurn(request);
+    if (invalid !== undefined) return Promise.reject(invalid);
+    return this.#post(this.#route(request.cacheKey), request);
+  }
+
+  /**
+   * A lane: one evaluation lane, playing episodes one after another. On a deterministic engine lane
+   * k lives on replica k mod replicas, which runs nothing while one of its open lanes has no turn
+   * there (EngineCore, planAdmission): each decode chunk waits for the next turns of the lanes whose
+   * turns ended in the last one, and lane turns are admitted by that chunk, then by episode index, so
+   * no batch depends on timing. Otherwise its turns are plain `generate` calls.
+   */
+  openLane(): EngineLane {
+    if (!this.#deterministic) return { generate: (request) => this.generate(request), close: () => undefined };
+    const id = this.#nextLane++;
+    const index = id % this.#replicas.length;
+    const replica = this.#replicas[index] as Replica;
+    const post = (message: EngineRequest): void => {
+      if (!replica.rpc.closed && replica.rpc.crashed === undefined) replica.worker.postMessage(message);
+    };
+    post({ type: 'lane', lane: id, open: true });
+    let open = true;
+    return {
+      generate: (request, order) => {
+        const invalid = checkTurn(request) ?? (open ? undefined : new AppError(ErrorCode.ABORTED, 'the lane is closed'));
+        return invalid === undefined ? this.#post(replica, request, { id, order }) : Promise.reject(invalid);
+      },
+      close: () => {
+        if (!open) return;
+        open = false;
+        post({ type: 'lane', lane: id, open: false });
+      },
+      pool: { index, count: this.#replicas.length },
+    };
+  }
+
+  #post(replica: Replica, request: TurnRequest, lane?: TurnLane): Promise<TurnResult> {
     const turn = {
       promptIds: [...request.promptIds],
       maxNewTokens: request.maxNewTokens,
@@ -163,10 +231,9 @@ export class InferenceEngine {
       ...(request.topP === undefined ? {} : { topP: request.topP }),
       ...(request.cacheKey === undefined ? {} : { cacheKey: request.cacheKey }),
     };
-    const replica = this.#route(request.cacheKey);
     replica.inFlight++;
     return replica.rpc
-      .call((id) => ({ type: 'submit', id, turn }))
+      .call((id) => ({ type: 'submit', id, turn, ...(lane === undefined ? {} : { lane }) }))
       .then((reply) => {
         if (reply.type !== 'turn') throw new AppError(ErrorCode.INTERNAL, `unexpected ${reply.type} reply from the inference worker`);
         return reply.result;

@@ -171,3 +171,29 @@ describe('prefillGroups: rows of a prefill run split by width', () => {
     }
   });
 });
+
+describe('planAdmission: lanes in lockstep (deterministic engines)', () => {
+  const lanes = (open: number, present: number): Pick<SchedulerState, 'lanes'> => ({ lanes: { open, present } });
+
+  it('runs nothing while an open lane has no turn here, active rows included, and stops the loop meanwhile', () => {
+    const waiting = Array.from({ length: 3 }, (_, i) => turn(ids(4, 10 * i + 1)));
+    const active = [{ promptLength: 4, maxNewTokens: 8, generatedTokens: 2, generation: 0 }];
+    expect(planAdmission(state({ waiting, ...lanes(4, 3) }), policy)).toMatchObject({ idle: true, steps: [], prefill: undefined });
+    expect(planAdmission(state({ waiting, active, ...lanes(5, 4) }), policy)).toMatchObject({ idle: true, steps: [], prefill: undefined });
+    // The missing lane's turn arrives (or the lane closes): the same turns, planned as without lanes.
+    expect(planAdmission(state({ waiting, active, ...lanes(4, 4) }), policy)).toEqual(planAdmission(state({ waiting, active }), policy));
+    expect(planAdmission(state({ waiting: [...waiting, turn(ids(6, 90))], ...lanes(4, 4) }), policy).prefill).toEqual({ groups: [[0, 1, 2, 3]], steps: 4 });
+  });
+
+  it('gives the same plan however many of the turns had arrived before: batches depend on the turns, not on timing', () => {
+    const waiting = Array.from({ length: 5 }, (_, i) => turn(ids(3 + 5 * i, 10 * i + 1)));
+    const expected = planAdmission(state({ waiting, ...lanes(5, 5) }), policy);
+    for (let present = 0; present < 5; present++) expect(planAdmission(state({ waiting: waiting.slice(0, present), ...lanes(5, present) }), policy).steps).toEqual([]);
+    expect(planAdmission(state({ waiting, ...lanes(5, 5) }), policy)).toEqual(expected);
+  });
+
+  it('still applies a pending adapter swap while it waits for a lane', () => {
+    const plan = planAdmission(state({ waiting: [turn(ids(4), { epoch: 1 })], epochs: { applied: 0, generation: 0, pending: [{ epoch: 1, newTensors: true }] }, ...lanes(2, 1) }), policy);
+    expect(plan).toMatchObject({ idle: true, steps: [{ kind: 'swap' }] });
+  });
+});

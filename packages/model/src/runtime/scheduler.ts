@@ -50,6 +50,12 @@ export interface SchedulerState {
   epochs: { applied: number; generation: number; pending: readonly PendingSwap[] };
   /** The KV store's kept caches, oldest first. */
   kept: readonly KeptCacheView[];
+  /**
+   * Deterministic engines: the evaluation lanes open on this replica and how many of them have a turn
+   * here (waiting or active). A lane whose turn has finished is stepping its environment; its next
+   * turn (or its close) is waited for.
+   */
+  lanes?: { open: number; present: number } | undefined;
 }
 
 /** What an admitted turn starts from: nothing, its episode's cache, or the first `length` tokens of a shared prefix. */
@@ -64,7 +70,7 @@ export type PlanStep = { kind: 'swap' } | { kind: 'admit'; claim: Claim; dropSta
 
 export interface AdmissionPlan {
   steps: PlanStep[];
-  /** Nothing waiting or active once the swaps are applied: the loop stops. */
+  /** Nothing waiting or active once the swaps are applied, or a lane's next turn is awaited: the loop stops (the next message restarts it). */
   idle: boolean;
   /** Runs over the admitted turns (indices in admission order) and their decode steps; none when no turn is admitted. */
   prefill: { groups: number[][]; steps: number } | undefined;
@@ -175,6 +181,11 @@ function sharesMore(turn: WaitingTurnView, claim: Claim, cachedLength: number, a
   );
 }
 
+/** Whether the loop may go on as far as lanes go: none is open here, or every open one has its turn here. */
+export function lanesPresent(state: Pick<SchedulerState, 'lanes'>): boolean {
+  return state.lanes === undefined || state.lanes.present >= state.lanes.open;
+}
+
 /** Bytes a turn may grow to: its prompt plus its whole token budget. */
 function reservedBytes(promptLength: number, maxNewTokens: number, policy: SchedulerPolicy): number {
   return (promptLength + maxNewTokens) * policy.bytesPerToken;
@@ -204,6 +215,8 @@ export function planAdmission(state: SchedulerState, policy: SchedulerPolicy): A
   applySwaps(state.waiting[0]);
   const nothing = { steps, prefill: undefined, morePrefill: false };
   if (state.active.length === 0 && state.waiting.length === 0) return { ...nothing, idle: true };
+  // Lockstep: nothing runs until every open lane has its turn here, so no batch depends on when an environment step ended.
+  if (!lanesPresent(state)) return { ...nothing, idle: true };
   if (policy.batching === 'static' && state.active.length > 0) return { ...nothing, idle: false };
   const admitted: Admitted[] = [];
   let reserved = state.active.reduce((n, r) => n + reservedBytes(r.promptLength, r.maxNewTokens, policy), 0);

@@ -41,6 +41,8 @@ export interface ModelResourcesOptions {
   execution?: ModelExecution;
   /** Engine replicas, splitting `execution`'s threads; default: `replicaPlan` (several for a small model on the CPU). */
   replicas?: PublicEngineOptions['replicas'];
+  /** Lanes in lockstep for evaluations (the engine's `deterministic` option): the same evaluation gives the same tokens every time. Default false. */
+  deterministic?: PublicEngineOptions['deterministic'];
   /** The memory limit the engine is planned under; default: this process's (readMemoryLimit). */
   memoryLimit?: MemoryLimit;
   logger?: Logger;
@@ -94,6 +96,7 @@ export async function createModelResources(spec: RunModelSpec, modelDir: string,
       ...(options.experimental === undefined ? {} : { experimental: options.experimental }),
       topK: spec.sampling.top_k,
       stopIds,
+      ...(options.deterministic === undefined ? {} : { deterministic: options.deterministic }),
       ...options.execution,
       // A small model runs as several engine threads splitting the process's threads (docs/inference.md, "Replicas").
       ...(options.execution === undefined

@@ -116,6 +116,8 @@ export interface RunResolverOptions extends RuntimeOptions {
   execution?: ModelExecution;
   /** Sample model runs on inference servers instead of an in-process engine. */
   remote?: RemoteInferenceOptions;
+  /** The in-process engine plays evaluations in lockstep (its `deterministic` option). */
+  deterministic?: boolean;
 }
 
 /** The worker's ResolveRun: policy + environments for a run's dataset and policy. */
@@ -139,6 +141,7 @@ export function createRunResolver(runtimes: RuntimeCache, options: RunResolverOp
         ? await createModelResources(spec.model, options.modelDir, {
             maxBatchSize: options.maxBatchSize ?? 16,
             ...(options.execution === undefined ? {} : { execution: options.execution }),
+            ...(options.deterministic === undefined ? {} : { deterministic: options.deterministic }),
             ...logger,
           })
         : await createRemoteModelResources(spec.model, options.modelDir, { remote: options.remote, runId: spec.run_id, maxStaleness: spec.max_staleness, ...logger });
