@@ -122,4 +122,28 @@ describe('the memory limit of a real cgroup', () => {
     expect(message).toContain(`qwen3/config.json: needs at least 2.38 GB of memory, more than the cgroup v`);
     expect(message).toContain(`(${join(cgroup.dir, cgroup.limitFile)}), 1.07 GB: weights 2.38 GB`);
   }, 180_000);
+
+  it.skipIf(typeof cgroup === 'string')('the GRPO learner in that cgroup shrinks its micro-batch to fit, and is refused where nothing fits', () => {
+    if (typeof cgroup === 'string') return;
+    // A Qwen3-0.6B cut to 4 layers (0.88 GB of weights) leaves ~0.1 GB for a micro-batch's activations; to 8 layers, nothing.
+    const script = [
+      "import { readMemoryLimit } from '@sqlenv/shared';",
+      "import { presetConfig } from '@sqlenv/model';",
+      "import { planLearnerMemory } from '@sqlenv/grpo';",
+      'const limit = readMemoryLimit();',
+      "const lora = { rank: 16, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] };",
+      "const plan = (numLayers) => { try { return planLearnerMemory({ config: presetConfig('qwen3-0.6b', { numLayers }), lora, microBatchTokens: 4096, recompute: 'auto', explicit: false, limit }); } catch (error) { return { refused: error.message }; } };",
+      'console.log(JSON.stringify({ limit, fits: plan(4), none: plan(8) }));',
+    ].join('\n');
+    const run = spawnSync('sh', ['-c', `echo $$ > "$0/cgroup.procs" && exec "$1" --import tsx --input-type=module -e "$2"`, cgroup.dir, process.execPath, script], { encoding: 'utf8', timeout: 120_000 });
+    expect(run.status, run.stderr).toBe(0);
+    const { limit, fits, none } = JSON.parse(run.stdout) as { limit: { bytes: number }; fits: { microBatchTokens: number; reduced: boolean; activationBytes: number; budgetBytes: number }; none: { refused: string } };
+    expect(limit.bytes).toBe(2 ** 30);
+    expect(fits.reduced).toBe(true);
+    expect(fits.microBatchTokens).toBeLessThan(4096);
+    expect(fits.microBatchTokens).toBeGreaterThanOrEqual(256);
+    expect(fits.activationBytes).toBeLessThanOrEqual(fits.budgetBytes);
+    expect(none.refused).toContain(`the learner does not fit in the cgroup v`);
+    expect(none.refused).toContain(`(${join(cgroup.dir, cgroup.limitFile)}), 1.07 GB: weights, adapter, gradient and AdamW moments`);
+  }, 180_000);
 });
