@@ -65,7 +65,18 @@ describe('sqlenv serve-model process', () => {
   it('on SIGTERM finishes the requests in flight, then exits 0', async () => {
     // One row at a time (--max-batch-size 1): once the first answer is back, the others are still queued or running.
     const requests = Array.from({ length: 6 }, (_, i) => fetch(`${server.url}/v1/completions`, { method: 'POST', headers: auth, body: JSON.stringify(completion('tiny', [1, 2, 3 + i], 48)) }));
+    let answered = 0;
+    for (const request of requests) void request.then(() => (answered += 1), () => undefined);
     await Promise.any(requests);
+    // Every request has reached the server (held there, or answered) before the signal: one still on
+    // its way on a loaded machine would be refused while the server drains (503), rightly.
+    for (;;) {
+      const before = answered;
+      const metrics = await (await fetch(`${server.url}/metrics`, { headers: auth })).text();
+      const held = Number(/^sqlenv_model_server_requests_in_flight (\d+)/m.exec(metrics)?.[1] ?? 0);
+      if (held + before >= requests.length) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
     server.child.kill('SIGTERM');
     const answers = await Promise.all(requests);
     expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
