@@ -1,7 +1,8 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { AppError, ErrorCode, formatZodIssues, writeDirAtomic } from '@sqlenv/shared';
+import { readJsonFile } from './json-file.ts';
 import { RUN_CHECKPOINT_DIR } from './run-files.ts';
 
 const RESUME_FILE = 'resume.json';
@@ -52,20 +53,12 @@ export function writeResumePoint(runDir: string, point: Omit<ResumePoint, 'schem
 /** The run directory's resume point, or undefined when it has none; throws VALIDATION on a damaged one. */
 export function readResumePoint(runDir: string): SavedResumePoint | undefined {
   const dir = join(runDir, RUN_CHECKPOINT_DIR);
-  const path = join(dir, RESUME_FILE);
-  if (!existsSync(path)) return undefined;
-  let json: unknown;
-  try {
-    json = JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
-    throw new AppError(ErrorCode.VALIDATION, `${path}: not valid JSON`);
-  }
-  const parsed = ResumePointSchema.safeParse(json);
-  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `${path}: ${formatZodIssues(parsed.error)}`);
+  const point = readJsonFile(join(dir, RESUME_FILE), ResumePointSchema, formatZodIssues);
+  if (point === undefined) return undefined;
   const parts = Object.fromEntries(
     readdirSync(dir)
       .filter((f) => f.endsWith(PART_SUFFIX))
       .map((f) => [f.slice(0, -PART_SUFFIX.length), readFileSync(join(dir, f))]),
   );
-  return { point: parsed.data, parts };
+  return { point, parts };
 }

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { AppError, ErrorCode, writeFileAtomic } from '@sqlenv/shared';
+import { readJsonFile } from './json-file.ts';
 import { RUN_COMMAND_FILE, RUN_LOCK_FILE, RUN_SPEC_FILE } from './run-files.ts';
 
 /**
@@ -114,17 +115,7 @@ function describeHeldRun(dir: string): string {
 
 /** `command.json` of a run directory (undefined when there is none); throws VALIDATION when it is unreadable. */
 export function readRunCommand(dir: string): RunCommand | undefined {
-  const path = join(dir, RUN_COMMAND_FILE);
-  if (!existsSync(path)) return undefined;
-  let json: unknown;
-  try {
-    json = JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
-    throw new AppError(ErrorCode.VALIDATION, `${path}: not valid JSON`);
-  }
-  const parsed = RunCommandSchema.safeParse(json);
-  if (!parsed.success) throw new AppError(ErrorCode.VALIDATION, `${path}: not a run's command file`);
-  return parsed.data;
+  return readJsonFile(join(dir, RUN_COMMAND_FILE), RunCommandSchema, () => "not a run's command file");
 }
 
 /** Record the command, run id and options of a new run (what --resume reads back). */
