@@ -189,13 +189,8 @@ export async function summarizeRun(transport: Transport, spec: RolloutRunSpec, e
   return buildSummary(transport.kind, spec, counters, failed, batches, elapsedS);
 }
 
-export function buildSummary(kind: Transport['kind'], spec: RolloutRunSpec, counters: RunCounters, failed: readonly FailedGroup[], batches: readonly BatchStats[], elapsedS: number): RunSummary {
-  // Totals over every batch (the transport keeps only the recent batch records of a long run).
-  const { trained } = counters;
-  const perEpisode = (sum: number): number | null => (trained.episodes === 0 ? null : sum / trained.episodes);
-  // Every admitted group ends consumed (G episodes at the trainer) or failed (G episodes discarded);
-  // whatever is in neither was lost.
-  const lost = Math.max(0, counters.admittedGroups * spec.group_size - counters.consumedEpisodes - counters.failedGroups * spec.group_size);
+/** The fields of a run summary that the run spec decides. */
+export function summaryOfSpec(kind: Transport['kind'], spec: RolloutRunSpec): Pick<RunSummary, 'run_id' | 'transport' | 'policy' | 'dataset' | 'episodes' | 'group_size' | 'groups_per_batch' | 'max_staleness'> {
   return {
     run_id: spec.run_id,
     transport: kind,
@@ -205,6 +200,18 @@ export function buildSummary(kind: Transport['kind'], spec: RolloutRunSpec, coun
     group_size: spec.group_size,
     groups_per_batch: spec.groups_per_batch,
     max_staleness: spec.max_staleness,
+  };
+}
+
+export function buildSummary(kind: Transport['kind'], spec: RolloutRunSpec, counters: RunCounters, failed: readonly FailedGroup[], batches: readonly BatchStats[], elapsedS: number): RunSummary {
+  // Totals over every batch (the transport keeps only the recent batch records of a long run).
+  const { trained } = counters;
+  const perEpisode = (sum: number): number | null => (trained.episodes === 0 ? null : sum / trained.episodes);
+  // Every admitted group ends consumed (G episodes at the trainer) or failed (G episodes discarded);
+  // whatever is in neither was lost.
+  const lost = Math.max(0, counters.admittedGroups * spec.group_size - counters.consumedEpisodes - counters.failedGroups * spec.group_size);
+  return {
+    ...summaryOfSpec(kind, spec),
     episodes_completed: counters.completedEpisodes,
     episodes_failed: counters.failedEpisodes,
     episodes_consumed: counters.consumedEpisodes,

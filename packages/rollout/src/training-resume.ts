@@ -5,7 +5,7 @@ import { ADAPTER_WEIGHTS_FILE } from '@sqlenv/model';
 import type { RolloutRunSpec } from '@sqlenv/protocol';
 import { adapterVersionDir, readSavedEvals, type SavedEval } from '@sqlenv/runs';
 import { AppError, ErrorCode, mixSeeds } from '@sqlenv/shared';
-import type { RunSummary } from './coordinator.ts';
+import { summaryOfSpec, type RunSummary } from './coordinator.ts';
 import type { Transport } from './transport/transport.ts';
 
 /**
@@ -82,14 +82,7 @@ export function phaseSpec(spec: RolloutRunSpec, runDir: string, resume: ResumeFr
 /** The summary of a resumed run whose GRPO phase had already played every episode (stopped during its last evaluation). */
 export function emptySummary(spec: RolloutRunSpec, kind: Transport['kind'], version: number): RunSummary {
   return {
-    run_id: spec.run_id,
-    transport: kind,
-    policy: spec.policy,
-    dataset: spec.dataset,
-    episodes: spec.episodes,
-    group_size: spec.group_size,
-    groups_per_batch: spec.groups_per_batch,
-    max_staleness: spec.max_staleness,
+    ...summaryOfSpec(kind, spec),
     episodes_completed: 0,
     episodes_failed: 0,
     episodes_consumed: 0,
