@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { AppError, ErrorCode, PhaseProgress, signalExitCode, silentLogger } from '@sqlenv/shared';
 import type { SftSummary } from '@sqlenv/grpo';
 import type { SavedEval } from '@sqlenv/runs';
-import type { ModelExecution } from '@sqlenv/rollout';
+import { abortReasonOf, type ModelExecution } from '@sqlenv/rollout';
 import { claimRunDir, LEARN_RESULT_FILE, pairedDifferenceOf, passAtKOf, readResumePoint, readSavedEvals, REPORT_FILE, RUN_SPEC_FILE, SFT_DATA_FILE, SFT_DIR, SFT_STEPS_FILE, sftOutputDir, successInterval, writeRunCommand, type RunDirClaim } from '@sqlenv/runs';
 import { intFlag, MAX_EPISODES, parseFlags, positiveIntFlag, seedsFlag } from '../flags.ts';
 import { UsageError } from '../cli-error.ts';
@@ -194,7 +194,7 @@ export async function learn(input: LearnOptions, io: CommandIo, resumedClaim?: R
   const claim = resumedClaim ?? claimRunDir(runDir, { mode: claimModeOf(flags), command: 'learn', label: '--run-dir' });
   try {
     if (resumedClaim === undefined) writeRunCommand(runDir, 'learn', flags['grpo-run-id'] as string, savedOptionsOf({ ...flags, 'run-dir': runDir }));
-    return await learnPhases(flags, io, { runDir, execution, skipMissing, started, resumed: resumedClaim !== undefined });
+    return await learnPhases(flags, io, { runDir, claim, execution, skipMissing, started, resumed: resumedClaim !== undefined });
   } finally {
     if (resumedClaim === undefined) claim.release();
   }
@@ -202,6 +202,8 @@ export async function learn(input: LearnOptions, io: CommandIo, resumedClaim?: R
 
 interface LearnRun {
   runDir: string;
+  /** learn's claim of the run directory: the GRPO phase runs in it without claiming it again. */
+  claim: RunDirClaim;
   execution: ModelExecution;
   skipMissing: boolean;
   started: number;
@@ -248,7 +250,7 @@ async function learnPhases(flags: LearnOptions, io: CommandIo, run: LearnRun): P
     evals = readSavedEvals(runDir, { runId: grpoRunId });
   } else {
     say(`GRPO: ${trainCommandLine(trainOptions)}${grpoStarted ? ' (resumed from its checkpoint)' : ''}`);
-    const outcome = await trainRun(TrainOptionsSchema.parse(trainOptions), trainIo, { claim: { dir: runDir, resumed: undefined, release: () => undefined }, resume: grpoStarted, command: 'learn' }).catch((error: unknown) => ({ code: reportCommandError(trainIo, 'train', error), runId: grpoRunId, evals: [] as SavedEval[] }));
+    const outcome = await trainRun(TrainOptionsSchema.parse(trainOptions), trainIo, { claim: run.claim, resume: grpoStarted, command: 'learn' }).catch((error: unknown) => ({ code: reportCommandError(trainIo, 'train', error), runId: grpoRunId, evals: [] as SavedEval[] }));
     code = outcome.code;
     evals = outcome.evals;
     if (io.signal?.aborted === true) return code;
@@ -310,7 +312,7 @@ async function sftPhase(flags: LearnOptions, io: CommandIo, context: SftPhaseCon
     );
   } catch (error) {
     if (io.signal?.aborted !== true || !(error instanceof AppError) || error.code !== ErrorCode.ABORTED) throw error;
-    const reason = typeof io.signal.reason === 'string' ? io.signal.reason : 'SIGINT';
+    const reason = abortReasonOf(io.signal);
     say(`sqlenv learn: stopped by ${reason} during the SFT warm start; nothing is trained yet (a resume starts SFT again)\ncontinue it with: sqlenv learn --run-dir ${runDir} --resume`);
     return signalExitCode(reason);
   } finally {
