@@ -97,6 +97,13 @@ function childCgroup(): { dir: string; limitFile: string } | string {
   return 'this process may not create a child cgroup with a memory limit (not root, or no writable cgroup mount)';
 }
 
+/** Run an ES module (its lines) in a fresh Node process moved into the cgroup `dir` first; returns its stdout. */
+function runInCgroup(dir: string, lines: readonly string[]): string {
+  const run = spawnSync('sh', ['-c', `echo $$ > "$0/cgroup.procs" && exec "$1" --import tsx --input-type=module -e "$2"`, dir, process.execPath, lines.join('\n')], { encoding: 'utf8', timeout: 120_000 });
+  expect(run.status, run.stderr).toBe(0);
+  return run.stdout;
+}
+
 describe('the memory limit of a real cgroup', () => {
   const cgroup = childCgroup();
   if (typeof cgroup === 'string') console.warn(`resource-bounds.test: skipping the real cgroup case: ${cgroup}`);
@@ -106,17 +113,15 @@ describe('the memory limit of a real cgroup', () => {
 
   it.skipIf(typeof cgroup === 'string')('a process in a 1 GiB cgroup reads that limit and refuses Qwen3-0.6B weights with the estimate and the limit', () => {
     if (typeof cgroup === 'string') return;
-    const script = [
+    const stdout = runInCgroup(cgroup.dir, [
       "import { readMemoryLimit } from '@sqlenv/shared';",
       "import { checkModelFits, presetConfig } from '@sqlenv/model';",
       'const limit = readMemoryLimit();',
       "let message = '';",
       "try { checkModelFits(presetConfig('qwen3-0.6b'), 'qwen3/config.json'); } catch (error) { message = error.message; }",
       'console.log(JSON.stringify({ limit, message }));',
-    ].join('\n');
-    const run = spawnSync('sh', ['-c', `echo $$ > "$0/cgroup.procs" && exec "$1" --import tsx --input-type=module -e "$2"`, cgroup.dir, process.execPath, script], { encoding: 'utf8', timeout: 120_000 });
-    expect(run.status, run.stderr).toBe(0);
-    const { limit, message } = JSON.parse(run.stdout) as { limit: { bytes: number; path?: string }; message: string };
+    ]);
+    const { limit, message } = JSON.parse(stdout) as { limit: { bytes: number; path?: string }; message: string };
     expect(limit.bytes).toBe(2 ** 30);
     expect(limit.path).toBe(join(cgroup.dir, cgroup.limitFile));
     expect(message).toContain(`qwen3/config.json: needs at least 2.38 GB of memory, more than the cgroup v`);
@@ -126,7 +131,7 @@ describe('the memory limit of a real cgroup', () => {
   it.skipIf(typeof cgroup === 'string')('the GRPO learner in that cgroup shrinks its micro-batch to fit, and is refused where nothing fits', () => {
     if (typeof cgroup === 'string') return;
     // A Qwen3-0.6B cut to 4 layers (0.88 GB of weights) leaves ~0.1 GB for a micro-batch's activations; to 8 layers, nothing.
-    const script = [
+    const stdout = runInCgroup(cgroup.dir, [
       "import { readMemoryLimit } from '@sqlenv/shared';",
       "import { presetConfig } from '@sqlenv/model';",
       "import { planLearnerMemory } from '@sqlenv/grpo';",
@@ -134,10 +139,8 @@ describe('the memory limit of a real cgroup', () => {
       "const lora = { rank: 16, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] };",
       "const plan = (numLayers) => { try { return planLearnerMemory({ config: presetConfig('qwen3-0.6b', { numLayers }), lora, microBatchTokens: 4096, recompute: 'auto', explicit: false, limit }); } catch (error) { return { refused: error.message }; } };",
       'console.log(JSON.stringify({ limit, fits: plan(4), none: plan(8) }));',
-    ].join('\n');
-    const run = spawnSync('sh', ['-c', `echo $$ > "$0/cgroup.procs" && exec "$1" --import tsx --input-type=module -e "$2"`, cgroup.dir, process.execPath, script], { encoding: 'utf8', timeout: 120_000 });
-    expect(run.status, run.stderr).toBe(0);
-    const { limit, fits, none } = JSON.parse(run.stdout) as { limit: { bytes: number }; fits: { microBatchTokens: number; reduced: boolean; activationBytes: number; budgetBytes: number }; none: { refused: string } };
+    ]);
+    const { limit, fits, none } = JSON.parse(stdout) as { limit: { bytes: number }; fits: { microBatchTokens: number; reduced: boolean; activationBytes: number; budgetBytes: number }; none: { refused: string } };
     expect(limit.bytes).toBe(2 ** 30);
     expect(fits.reduced).toBe(true);
     expect(fits.microBatchTokens).toBeLessThan(4096);
